@@ -1,0 +1,324 @@
+/*
+ * msg: the native protocol's messages as typed C structs.
+ *
+ * Every message on the wire is one JSON object in a JSON frame (frame.h)
+ * with a string "type" and, for requests and their replies, an integer
+ * "id". This header declares every message type (the one list; wire names
+ * are in schema.c and proto/PROTOCOL.md) and the struct that holds each
+ * one's fields. The daemon, the agent and gprofctl build and read messages
+ * only through these structs: msg_decode validates untrusted text strictly
+ * (types, ranges, string lengths and characters, required fields,
+ * cross-field rules, no duplicate keys) and msg_encode applies the same
+ * rules before anything is sent.
+ *
+ * Ownership:
+ *   - A decoded msg owns its parse tree and arrays; its strings and arrays
+ *     stay valid until msg_deinit.
+ *   - A msg built by hand (msg_init, then fill fields) borrows whatever
+ *     strings and arrays the caller points it at; msg_deinit frees nothing
+ *     of them.
+ * Absent optional fields decode to their defaults (0, false, NULL, or -1
+ * where 0 is meaningful, as for rank); fields equal to their default are
+ * not encoded. Unknown keys are ignored so that a newer peer can add
+ * fields without a version bump; unknown message types are errors.
+ */
+#ifndef GPROF_MSG_H
+#define GPROF_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pbuf.h"
+#include "perr.h"
+
+/* Protocol versions this code speaks (agreed in hello). */
+#define GPROF_PROTO_MIN 1
+#define GPROF_PROTO_MAX 1
+
+/* JSON integers are exact only up to 2^53 - 1 in most languages. */
+#define MSG_INT_MAX 9007199254740991LL
+
+/* Field limits (bytes for strings, elements for arrays). */
+#define MSG_TRACE_ID_MAX 64
+#define MSG_JOB_ID_MAX 128
+#define MSG_HOST_MAX 255
+#define MSG_NAME_MAX 255
+#define MSG_TEXT_MAX 4096
+#define MSG_PIDS_MAX 1024
+#define MSG_GPUS_MAX 64
+#define MSG_ITEMS_MAX 100000
+#define MSG_METRIC_NAME_MAX 200
+#define MSG_METRICS_MAX 10000
+
+/* The message types. Numbers are internal; the wire carries the names.
+ * A retired name is never reused (proto/PROTOCOL.md keeps the list). */
+enum msg_type {
+	MSG_NONE = 0,
+	MSG_HELLO,
+	MSG_HELLO_REPLY,
+	MSG_AUTH,
+	MSG_AUTH_REPLY,
+	MSG_ERROR,
+	MSG_REGISTER,
+	MSG_REGISTER_REPLY,
+	MSG_HEARTBEAT,
+	MSG_CAPTURE_START,
+	MSG_CAPTURE_CANCEL,
+	MSG_CAPTURE_STATUS,
+	MSG_UPLOAD_BEGIN,
+	MSG_UPLOAD_END,
+	MSG_UPLOAD_END_REPLY,
+	MSG_TRACE_START,
+	MSG_TRACE_START_REPLY,
+	MSG_TRACE_STATUS,
+	MSG_TRACE_STATUS_REPLY,
+	MSG_TRACE_PROGRESS,
+	MSG_TRACE_CANCEL,
+	MSG_TRACE_CANCEL_REPLY,
+	MSG_TRACE_LIST,
+	MSG_TRACE_LIST_REPLY,
+	MSG_TRACE_DOWNLOAD,
+	MSG_TRACE_DOWNLOAD_REPLY,
+	MSG_DOWNLOAD_END,
+	MSG_TRACE_DELETE,
+	MSG_TRACE_DELETE_REPLY,
+	MSG_PROCESS_LIST,
+	MSG_PROCESS_LIST_REPLY,
+	MSG_DAEMON_STATUS,
+	MSG_DAEMON_STATUS_REPLY,
+	MSG_METRICS_QUERY,
+	MSG_METRICS_REPLY,
+	MSG_TYPE_COUNT
+};
+
+/* Enumerations carried as strings; the names are in schema.c. */
+enum msg_role { MSG_ROLE_AGENT, MSG_ROLE_CTL };
+enum msg_auth_kind { MSG_AUTH_NONE, MSG_AUTH_HMAC_SHA256 };
+enum msg_errcode {
+	MSG_E_BAD_REQUEST, MSG_E_UNSUPPORTED, MSG_E_VERSION, MSG_E_AUTH_REQUIRED,
+	MSG_E_AUTH_FAILED, MSG_E_FORBIDDEN, MSG_E_NOT_FOUND, MSG_E_LIMIT,
+	MSG_E_BUSY, MSG_E_NO_SPACE, MSG_E_IO, MSG_E_INTERNAL,
+};
+enum msg_kind { MSG_KIND_AGENT, MSG_KIND_KINETO };
+/* Per-process trace states, in the order a capture goes through them. */
+enum msg_tstate {
+	MSG_TS_MATCHED, MSG_TS_WAITING, MSG_TS_CAPTURING, MSG_TS_WRITING,
+	MSG_TS_UPLOADING, MSG_TS_DONE, MSG_TS_FAILED, MSG_TS_CANCELLED,
+};
+/* Whole-trace states. */
+enum msg_trace_state { MSG_TRACE_RUNNING, MSG_TRACE_DONE, MSG_TRACE_PARTIAL,
+                       MSG_TRACE_FAILED, MSG_TRACE_CANCELLED };
+
+/* Activity flags (a JSON array of names on the wire). */
+enum {
+	MSG_ACT_KERNEL = 1 << 0,
+	MSG_ACT_MEMCPY = 1 << 1,
+	MSG_ACT_MEMSET = 1 << 2,
+	MSG_ACT_RUNTIME = 1 << 3,
+	MSG_ACT_DRIVER = 1 << 4,
+	MSG_ACT_SYNC = 1 << 5,
+	MSG_ACT_OVERHEAD = 1 << 6,
+	MSG_ACT_MEMORY = 1 << 7,
+	MSG_ACT_NVTX = 1 << 8,
+};
+#define MSG_ACT_DEFAULT (MSG_ACT_KERNEL | MSG_ACT_MEMCPY | MSG_ACT_MEMSET | \
+	MSG_ACT_RUNTIME | MSG_ACT_SYNC | MSG_ACT_OVERHEAD | MSG_ACT_NVTX)
+/* Agent capability flags. */
+enum { MSG_CAP_CUPTI = 1 << 0, MSG_CAP_NVTX = 1 << 1, MSG_CAP_STEPS = 1 << 2 };
+
+struct msg_ints { int64_t *v; size_t n; };
+struct msg_strs { const char **v; size_t n; };
+/* A flat map of names to numbers (counters, metric samples). */
+struct msg_nummap { const char **names; double *values; size_t n; };
+#define MSG_ARRAY(T) struct { T *v; size_t n; }
+
+struct msg_hello { int64_t proto_min, proto_max; int role; const char *software; };
+struct msg_hello_reply {
+	int64_t proto; const char *software; const char *host;
+	int auth; const char *nonce; /* hex; present when auth != NONE */
+};
+struct msg_auth { const char *proof; /* hex HMAC-SHA256 of the nonce */ };
+struct msg_error { int code; const char *message; };
+
+struct msg_register {
+	int64_t pid; /* informational: the daemon trusts peer credentials */
+	struct msg_ints ppids;
+	const char *job_id;
+	int64_t rank, local_rank, world_size; /* -1 = unknown */
+	const char *host;
+	struct msg_ints gpus;
+	int64_t caps;
+	const char *version;
+	const char *name;
+};
+struct msg_register_reply { int64_t heartbeat_ms; };
+struct msg_heartbeat { int64_t steps, last_step_us, median_step_us; };
+
+/* What to capture and when: shared by trace_start and capture_start. */
+struct msg_window {
+	int64_t iterations;        /* > 0: iteration mode */
+	int64_t duration_ms;       /* > 0: duration mode */
+	int64_t start_at_us;       /* wall clock (unix us); 0 = now */
+	int64_t iteration_roundup; /* start at an iteration multiple of R */
+	int64_t activities;        /* MSG_ACT_* */
+	const char *iteration_range; /* NVTX range name that marks iterations */
+};
+
+struct msg_capture_start { const char *trace_id; struct msg_window win; int64_t max_bytes; };
+struct msg_capture_cancel { const char *trace_id; const char *reason; };
+struct msg_capture_status {
+	const char *trace_id; int state; const char *reason;
+	int64_t events, dropped, bytes;
+};
+struct msg_upload_begin { const char *trace_id; int64_t transfer; };
+struct msg_upload_end { int64_t transfer, bytes, crc32; };
+struct msg_upload_end_reply { const char *file; int64_t bytes; };
+
+struct msg_trace_start {
+	const char *job_id; struct msg_ints pids; bool all;
+	struct msg_window win;
+	int64_t process_limit, timeout_ms;
+	bool follow; /* push trace_progress messages until the trace ends */
+};
+/* One process's part in a trace. */
+struct msg_trace_proc {
+	int64_t pid; const char *host; const char *job_id; int64_t rank;
+	int kind; int state; const char *reason;
+	int64_t bytes, events, dropped; const char *file;
+};
+struct msg_trace_start_reply {
+	const char *trace_id;
+	MSG_ARRAY(struct msg_trace_proc) procs;
+	const char *hint; /* why nothing matched, and what is registered */
+};
+/* trace_status, trace_cancel, trace_delete, trace_list (filter). */
+struct msg_trace_ref { const char *trace_id; bool follow; };
+/* trace_status_reply and trace_progress. */
+struct msg_trace_info {
+	const char *trace_id; int state; int64_t created_us;
+	MSG_ARRAY(struct msg_trace_proc) procs;
+};
+struct msg_trace_cancel_reply { int64_t cancelled; };
+struct msg_trace_file { const char *name; int64_t bytes, pid, rank; const char *host; };
+struct msg_trace_summary {
+	const char *trace_id; int64_t created_us; int state;
+	MSG_ARRAY(struct msg_trace_file) files;
+};
+struct msg_trace_list_reply { MSG_ARRAY(struct msg_trace_summary) traces; };
+struct msg_trace_download { const char *trace_id; const char *file; int64_t offset; };
+struct msg_trace_download_reply { int64_t transfer, bytes; };
+struct msg_download_end { int64_t transfer, bytes, crc32; };
+struct msg_trace_delete_reply { int64_t files, bytes; };
+
+struct msg_process_list { const char *job_id; int64_t pid, uid; /* -1 = any */ };
+struct msg_proc_info {
+	int64_t pid, uid; struct msg_ints ppids; const char *job_id;
+	int64_t rank, local_rank, world_size; int kind; const char *host;
+	struct msg_ints gpus; int64_t caps; const char *version; const char *name;
+	int64_t registered_us, steps, last_step_us;
+};
+struct msg_process_list_reply { MSG_ARRAY(struct msg_proc_info) procs; };
+struct msg_daemon_status_reply {
+	const char *version; const char *host;
+	int64_t pid, started_us, processes, pending_traces, stored_traces, stored_bytes;
+	struct msg_nummap counters;
+};
+struct msg_metrics_query { int64_t history_s; };
+struct msg_sample { int64_t ts_us; struct msg_nummap values; };
+struct msg_metrics_reply {
+	const char *host; int64_t interval_ms;
+	MSG_ARRAY(struct msg_sample) samples;
+};
+
+struct msg {
+	enum msg_type type;
+	uint64_t id; /* request id, echoed by replies; 0 = none */
+	union {
+		struct msg_hello hello;
+		struct msg_hello_reply hello_reply;
+		struct msg_auth auth;
+		struct msg_error error;
+		struct msg_register reg;
+		struct msg_register_reply register_reply;
+		struct msg_heartbeat heartbeat;
+		struct msg_capture_start capture_start;
+		struct msg_capture_cancel capture_cancel;
+		struct msg_capture_status capture_status;
+		struct msg_upload_begin upload_begin;
+		struct msg_upload_end upload_end;
+		struct msg_upload_end_reply upload_end_reply;
+		struct msg_trace_start trace_start;
+		struct msg_trace_start_reply trace_start_reply;
+		struct msg_trace_ref trace_ref;
+		struct msg_trace_info trace_info;
+		struct msg_trace_cancel_reply trace_cancel_reply;
+		struct msg_trace_list_reply trace_list_reply;
+		struct msg_trace_download trace_download;
+		struct msg_trace_download_reply trace_download_reply;
+		struct msg_download_end download_end;
+		struct msg_trace_delete_reply trace_delete_reply;
+		struct msg_process_list process_list;
+		struct msg_process_list_reply process_list_reply;
+		struct msg_daemon_status_reply daemon_status_reply;
+		struct msg_metrics_query metrics_query;
+		struct msg_metrics_reply metrics_reply;
+	} u;
+	/* private to msg.c */
+	void *root_;
+	void *arena_;
+};
+
+/* Element kinds, for msg_elem_init on array elements built by hand. */
+enum msg_elem {
+	MSG_ELEM_TRACE_PROC, MSG_ELEM_TRACE_FILE, MSG_ELEM_TRACE_SUMMARY,
+	MSG_ELEM_PROC_INFO, MSG_ELEM_SAMPLE,
+};
+
+/* Zeroes m and sets type, id and every field's default. */
+void msg_init(struct msg *m, enum msg_type type, uint64_t id);
+/* Sets an array element's defaults (rank = -1, ...). */
+void msg_elem_init(enum msg_elem kind, void *elem);
+
+/*
+ * Parses and validates one JSON frame's text into m (which it initialises).
+ * Returns 0; -EBADMSG (not JSON, invalid UTF-8, too deep, not an object,
+ * a field of the wrong type or out of range, a duplicate key, a missing
+ * required field); -EPROTONOSUPPORT (unknown "type": m->type is MSG_NONE
+ * and m->id is set, so the caller can answer with an error reply); or
+ * -ENOMEM. err says which field and why. On failure m holds nothing that
+ * needs msg_deinit, but calling it is harmless.
+ */
+int msg_decode(struct msg *m, const char *json, size_t len, struct perr *err);
+
+/* Frees what msg_decode allocated; harmless on a hand-built msg. */
+void msg_deinit(struct msg *m);
+
+/* Validates m with the decoder's rules and appends it as one JSON frame.
+ * 0, -EINVAL (a field breaks a rule: err says which), -EMSGSIZE (over the
+ * 1 MiB frame limit), -ENOBUFS or -ENOMEM. */
+int msg_encode(struct pbuf *out, const struct msg *m, struct perr *err);
+
+/* Builds and encodes an error reply in one call. */
+int msg_encode_error(struct pbuf *out, uint64_t id, enum msg_errcode code,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Wire names; "?" for an out-of-range value. */
+const char *msg_type_name(enum msg_type t);
+const char *msg_errcode_name(int code);
+const char *msg_tstate_name(int state);
+const char *msg_trace_state_name(int state);
+const char *msg_kind_name(int kind);
+/* Wire name -> enum value, or -1. */
+int msg_type_from_name(const char *name);
+
+/* Formats an activity mask as "kernel,memcpy,..." into buf; parses the
+ * same list (as gprofctl's --activities takes it). parse returns the mask
+ * or -EINVAL with err naming the unknown activity. */
+size_t msg_activities_format(int64_t mask, char *buf, size_t size);
+int64_t msg_activities_parse(const char *list, struct perr *err);
+
+/* True when a request type expects a reply, i.e. its sender waits for one. */
+bool msg_type_is_request(enum msg_type t);
+
+#endif

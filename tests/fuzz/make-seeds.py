@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target into corpus/<target>/.
+
+Seeds are valid inputs (so the fuzzer starts from deep paths) plus a few
+broken ones. The native-message seeds come from tests/unit/msg-samples.h,
+the same canonical texts the unit tests round-trip. Run it again after
+changing the protocol; libFuzzer's minimised finds are added beside these
+by run-libfuzzer.sh.
+"""
+import os
+import re
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def samples():
+    text = open(os.path.join(HERE, "..", "unit", "msg-samples.h")).read()
+    for lit in re.findall(r'^\t"(.*)",$', text, re.M):
+        yield bytes(lit, "ascii").decode("unicode_escape").encode()
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def frame(js):
+    return struct.pack("<I", len(js)) + js
+
+
+def chunk(transfer, offset, data):
+    return struct.pack("<IIIQ", 0x80000000 | (16 + len(data)), transfer, 0, offset) + data
+
+
+GPUTRACE = (b'\n{\n    "fn": "setKinetOnDemandRequest",\n'
+            b'    "config": "ACTIVITIES_LOG_FILE=/tmp/t.json\\nPROFILE_START_TIME=0\\n'
+            b'ACTIVITIES_DURATION_MSECS=500",\n    "job_id": 1234,\n'
+            b'    "pids": [0],\n    "process_limit": 3\n}')
+
+msgs = list(samples())
+for i, m in enumerate(msgs):
+    write("msg", "sample-%02d.json" % i, m)
+write("msg", "bad-utf8.json", b'{"type":"heartbeat","x":"\xff"}')
+write("msg", "deep.json", b'{"type":"heartbeat","x":' + b"[" * 20 + b"]" * 20 + b"}")
+
+write("frame", "three-frames", b"\x05" + frame(msgs[0]) + chunk(3, 0, b"abc") + frame(msgs[7]))
+write("frame", "dyno", b"\x01" + frame(GPUTRACE))
+write("frame", "oversize", b"\x02" + struct.pack("<I", 5000) + b"{}")
+write("frame", "zero", b"\x03" + struct.pack("<I", 0))
+
+write("dyno", "gputrace.json", GPUTRACE)
+write("dyno", "status.json", b'{"fn":"getStatus"}')
+write("dyno", "version.json", b'{"fn":"getVersion"}')
+write("dyno", "pause.json", b'{"fn":"dcgmProfPause","duration_s":300}')
+write("dyno", "unknown.json", b'{"fn":"reboot"}')
+write("dyno", "missing-pids.json", b'{"fn":"setKinetOnDemandRequest","config":"A=1"}')
+
+req = struct.pack("<Q32siiq6i", 40, b"req", 3, 6, 1234, 5000, 4999, 4000, 300, 20, 1)
+write("kipc", "req-observed", req)
+write("kipc", "req-heartbeat", struct.pack("<Q32siiqi", 20, b"req", 0, 1, 0, 42))
+write("kipc", "ctxt", struct.pack("<Q32siiq", 16, b"ctxt", 0, 42, 7))
+write("kipc", "short", req[:30])
+print("seeds written under", os.path.join(HERE, "corpus"))
