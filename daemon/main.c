@@ -1,63 +1,303 @@
 /*
- * gprofd: the per-host daemon (shared/DESIGN.md).
+ * gprofd: the per-host daemon (docs/ARCHITECTURE.md, gprofd(8)).
  *
- * This entry point owns the libuv loop and the process's signals. It runs
- * in the foreground, as systemd and containers expect, until SIGINT or
- * SIGTERM, and closes every handle before it returns (uv_loop_close must
- * succeed: a handle left open is a bug). The listeners, the registry and
- * trace orchestration hang off this loop (issue 3).
+ * main owns the struct daemon and the loop. Start-up: embedded defaults,
+ * then the YAML file (--config), then flags; check; load the auth token;
+ * open the trace store; listen; tell systemd READY=1. Signals:
+ *   SIGHUP           reload the file (a bad file keeps the old config)
+ *   SIGINT, SIGTERM  stop accepting, give uploads in flight STOP_GRACE_MS to
+ *                    finish, fail what is left, close every handle, exit 0.
+ * The loop must close with no handle left open: a leak of a handle is a
+ * bug, reported and turned into exit status 1.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <systemd/sd-daemon.h>
 #include <uv.h>
 
+#include "auth.h"
+#include "conn.h"
+#include "daemon.h"
 #include "log.h"
+#include "server.h"
+#include "store.h"
+#include "trace.h"
 
-struct daemon {
-	uv_loop_t loop;
-	uv_signal_t sigint;
-	uv_signal_t sigterm;
+#define STOP_GRACE_MS 10000
+#define RETENTION_PERIOD_MS (3600 * 1000)
+
+/* Flags given on the command line, re-applied over the file on reload. */
+struct flag {
+	const char *option;
+	const char *value;
 };
+static struct flag flags[16];
+static int nflags;
+static bool verbose;
+
+int64_t daemon_now_us(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: gprofd [-v] [--version] [--help]\n"
+	        "usage: gprofd [--config FILE] [--check-config] [--dump-config]\n"
+	        "              [--socket PATH] [--tcp ADDR:PORT|off] [--metrics ADDR:PORT|off]\n"
+	        "              [--state-dir DIR] [-v] [--version] [--help]\n"
 	        "Runs the gprofd GPU profiling daemon in the foreground.\n"
-	        "  -v, --verbose   log debug messages\n"
-	        "  --version       print the version and exit\n"
+	        "  --config FILE    YAML configuration (default: embedded defaults)\n"
+	        "  --check-config   validate the configuration and exit\n"
+	        "  --dump-config    print the effective configuration and exit\n"
+	        "  --socket PATH    Unix socket (default $GPROF_SOCKET, /run/gprofd/gprofd.sock)\n"
+	        "  --tcp ADDR:PORT  TCP address for gprofctl and dyno, or off (127.0.0.1:1778)\n"
+	        "  --metrics ADDR   Prometheus address, or off (127.0.0.1:9773)\n"
+	        "  --state-dir DIR  where traces are stored (/var/lib/gprofd)\n"
+	        "  -v, --verbose    log debug messages\n"
 	        "See gprofd(8).\n");
+}
+
+/* Builds the configuration from its three sources. */
+static int build_config(struct config *c, const char *path, struct perr *err)
+{
+	int i, r;
+
+	config_defaults(c);
+	if (path != NULL) {
+		r = config_load(c, path, err);
+		if (r < 0)
+			return r;
+	}
+	for (i = 0; i < nflags; i++) {
+		r = config_set(c, flags[i].option, flags[i].value, err);
+		if (r < 0)
+			return r;
+	}
+	if (verbose)
+		c->log_level = LOG_DEBUG;
+	return config_check(c, err);
+}
+
+static int load_token(struct daemon *d, const struct config *c, struct perr *err)
+{
+	if (c->auth_token_file[0] == 0) {
+		d->token_len = 0;
+		return 0;
+	}
+	return auth_load_token(c->auth_token_file, d->token, sizeof(d->token), &d->token_len, err);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+/* Last step of a stop: everything is closed but the daemon's own handles. */
+static void stop_finish(struct daemon *d)
+{
+	trace_shutdown(d);
+	uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
+	uv_close((uv_handle_t *)&d->sigterm, on_handle_closed);
+	uv_close((uv_handle_t *)&d->sighup, on_handle_closed);
+	uv_close((uv_handle_t *)&d->retention_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&d->stop_timer, on_handle_closed);
+}
+
+static bool uploads_in_flight(struct daemon *d)
+{
+	struct conn *c;
+
+	for (c = d->conns; c != NULL; c = c->next)
+		if (c->uploads != NULL)
+			return true;
+	return false;
+}
+
+static void on_stop_check(uv_timer_t *t)
+{
+	struct daemon *d = t->data;
+	static int64_t waited;
+
+	waited += 100;
+	if (uploads_in_flight(d) && waited < STOP_GRACE_MS)
+		return;
+	if (uploads_in_flight(d))
+		log_warn("stopping with uploads still in flight; they are marked failed");
+	uv_timer_stop(t);
+	conn_close_all(d);
+	stop_finish(d);
+}
+
+static void daemon_stop(struct daemon *d)
+{
+	struct conn *c, *next;
+
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	sd_notify(0, "STOPPING=1");
+	server_stop(d);
+	/* Connections without uploads go now; uploads get a grace period. */
+	for (c = d->conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->uploads == NULL)
+			conn_close(c, "daemon stopping");
+	}
+	uv_timer_start(&d->stop_timer, on_stop_check, 0, 100);
+}
+
+static void daemon_reload(struct daemon *d)
+{
+	struct config c;
+	struct perr err;
+
+	sd_notify(0, "RELOADING=1");
+	if (build_config(&c, d->config_path, &err) < 0 || load_token(d, &c, &err) < 0) {
+		log_err("reload failed, keeping the old configuration: %s", err.msg);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.tcp, d->cfg.tcp) != 0 ||
+	    strcmp(c.state_dir, d->cfg.state_dir) != 0)
+		log_warn("reload: socket, tcp and state_dir changes take effect at the next start");
+	snprintf(c.socket_path, sizeof(c.socket_path), "%s", d->cfg.socket_path);
+	snprintf(c.tcp, sizeof(c.tcp), "%s", d->cfg.tcp);
+	snprintf(c.state_dir, sizeof(c.state_dir), "%s", d->cfg.state_dir);
+	d->cfg = c;
+	log_init((int)c.log_level);
+	log_info("configuration reloaded%s%s", d->config_path ? " from " : "",
+	         d->config_path ? d->config_path : "");
+	store_retain(d);
+	sd_notify(0, "READY=1");
 }
 
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon *d = h->data;
 
+	if (signum == SIGHUP) {
+		daemon_reload(d);
+		return;
+	}
 	log_info("signal %d: stopping", signum);
-	uv_close((uv_handle_t *)&d->sigint, NULL);
-	uv_close((uv_handle_t *)&d->sigterm, NULL);
+	daemon_stop(d);
+}
+
+static void on_retention(uv_timer_t *t)
+{
+	store_retain(t->data);
+}
+
+static int run(struct daemon *d)
+{
+	struct perr err;
+	uv_loop_t loop;
+	int r;
+
+	uv_loop_init(&loop);
+	d->loop = &loop;
+	d->started_us = daemon_now_us();
+	if (gethostname(d->host, sizeof(d->host) - 1) != 0)
+		snprintf(d->host, sizeof(d->host), "localhost");
+	uv_signal_init(&loop, &d->sigint);
+	uv_signal_init(&loop, &d->sigterm);
+	uv_signal_init(&loop, &d->sighup);
+	uv_timer_init(&loop, &d->retention_timer);
+	uv_timer_init(&loop, &d->stop_timer);
+	d->sigint.data = d->sigterm.data = d->sighup.data = d;
+	d->retention_timer.data = d->stop_timer.data = d;
+	uv_signal_start(&d->sigint, on_signal, SIGINT);
+	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+	uv_signal_start(&d->sighup, on_signal, SIGHUP);
+
+	r = store_init(d, &err);
+	if (r == 0)
+		r = server_start(d, &err);
+	if (r < 0) {
+		log_err("%s", err.msg);
+		server_stop(d);
+		stop_finish(d);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		store_deinit(d);
+		uv_loop_close(&loop);
+		return 1;
+	}
+	uv_timer_start(&d->retention_timer, on_retention, RETENTION_PERIOD_MS, RETENTION_PERIOD_MS);
+	if (d->tcp_open)
+		log_info("gprofd %s running: unix %s, tcp port %d, traces in %s/traces", GPROF_VERSION,
+		         d->cfg.socket_path, d->tcp_port, d->cfg.state_dir);
+	else
+		log_info("gprofd %s running: unix %s, tcp off, traces in %s/traces", GPROF_VERSION,
+		         d->cfg.socket_path, d->cfg.state_dir);
+	sd_notify(0, "READY=1");
+	uv_run(&loop, UV_RUN_DEFAULT);
+	store_deinit(d);
+	r = uv_loop_close(&loop);
+	if (r != 0) {
+		log_err("handles left open at exit: %s", uv_strerror(r));
+		return 1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
+	enum { O_CONFIG = 256, O_CHECK, O_DUMP, O_SOCKET, O_TCP, O_METRICS, O_STATE, O_VERSION };
 	static const struct option opts[] = {
+		{ "config", required_argument, NULL, O_CONFIG },
+		{ "check-config", no_argument, NULL, O_CHECK },
+		{ "dump-config", no_argument, NULL, O_DUMP },
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "tcp", required_argument, NULL, O_TCP },
+		{ "metrics", required_argument, NULL, O_METRICS },
+		{ "state-dir", required_argument, NULL, O_STATE },
 		{ "verbose", no_argument, NULL, 'v' },
-		{ "version", no_argument, NULL, 'V' },
+		{ "version", no_argument, NULL, O_VERSION },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct daemon d;
-	int c, level = LOG_INFO, r;
+	static struct daemon d;
+	bool check = false, dump = false;
+	struct perr err;
+	int c;
 
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'v':
-			level = LOG_DEBUG;
+		case O_CONFIG:
+			d.config_path = optarg;
 			break;
-		case 'V':
+		case O_CHECK:
+			check = true;
+			break;
+		case O_DUMP:
+			dump = true;
+			break;
+		case O_SOCKET:
+			flags[nflags++] = (struct flag){ "socket", optarg };
+			break;
+		case O_TCP:
+			flags[nflags++] = (struct flag){ "tcp", optarg };
+			break;
+		case O_METRICS:
+			flags[nflags++] = (struct flag){ "metrics", optarg };
+			break;
+		case O_STATE:
+			flags[nflags++] = (struct flag){ "state_dir", optarg };
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case O_VERSION:
 			printf("gprofd %s\n", GPROF_VERSION);
 			return 0;
 		case 'h':
@@ -67,26 +307,33 @@ int main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+		if (nflags == (int)(sizeof(flags) / sizeof(flags[0]))) {
+			fprintf(stderr, "gprofd: too many options\n");
+			return 2;
+		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "gprofd: unexpected argument '%s'; see gprofd --help\n",
 		        argv[optind]);
 		return 2;
 	}
-	log_init(level);
-	memset(&d, 0, sizeof(d));
-	uv_loop_init(&d.loop);
-	uv_signal_init(&d.loop, &d.sigint);
-	uv_signal_init(&d.loop, &d.sigterm);
-	d.sigint.data = d.sigterm.data = &d;
-	uv_signal_start(&d.sigint, on_signal, SIGINT);
-	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
-	log_info("gprofd %s running; stop with SIGINT or SIGTERM", GPROF_VERSION);
-	uv_run(&d.loop, UV_RUN_DEFAULT);
-	r = uv_loop_close(&d.loop);
-	if (r != 0) {
-		log_err("handles left open at exit: %s", uv_strerror(r));
+	if (build_config(&d.cfg, d.config_path, &err) < 0) {
+		fprintf(stderr, "gprofd: %s\n", err.msg);
 		return 1;
 	}
-	return 0;
+	if (load_token(&d, &d.cfg, &err) < 0) {
+		fprintf(stderr, "gprofd: %s\n", err.msg);
+		return 1;
+	}
+	if (dump) {
+		config_dump(&d.cfg, stdout);
+		return 0;
+	}
+	if (check) {
+		printf("gprofd: configuration OK%s%s\n", d.config_path ? ": " : " (embedded defaults)",
+		       d.config_path ? d.config_path : "");
+		return 0;
+	}
+	log_init((int)d.cfg.log_level);
+	return run(&d);
 }

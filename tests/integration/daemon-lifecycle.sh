@@ -17,15 +17,32 @@ set -e
 [ "$rc" -eq 2 ] || fail "bad flag exited $rc, want 2"
 grep -q "usage: gprofd" "$tmp/usage" || fail "bad flag printed no usage"
 
+# --check-config and --dump-config on the embedded defaults
+"$gprofd" --check-config | grep -q "configuration OK (embedded defaults)" || fail "--check-config"
+"$gprofd" --dump-config >"$tmp/dump.yaml" || fail "--dump-config"
+"$gprofd" --config "$tmp/dump.yaml" --check-config >/dev/null || fail "the dump does not load back"
+printf 'limits:\n  bogus: 1\n' >"$tmp/bad.yaml"
+set +e
+"$gprofd" --config "$tmp/bad.yaml" --check-config 2>"$tmp/bad.err"; rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "a bad config exited $rc, want 1"
+grep -q "bad.yaml:2: unknown option \"limits.bogus\"" "$tmp/bad.err" || fail "bad config message: $(cat "$tmp/bad.err")"
+
 mkfifo "$tmp/log"
-"$gprofd" 2>"$tmp/log" &
+"$gprofd" --socket "$tmp/s.sock" --tcp 127.0.0.1:0 --state-dir "$tmp/state" 2>"$tmp/log" &
 pid=$!
 exec 3<"$tmp/log"
-read -r -t 30 -u 3 line || fail "no start-up line within 30 s"
-case "$line" in
-"<6>gprofd "*" running"*) ;;
-*) fail "unexpected start-up line: $line" ;;
-esac
+ready=
+while read -r -t 30 -u 3 line; do
+  case "$line" in
+  "<6>gprofd "*" running: unix $tmp/s.sock, tcp port "*) ready=1; break ;;
+  "<"[0-6]">"*) ;;
+  *) fail "a log line without a syslog priority prefix: $line" ;;
+  esac
+done
+[ -n "$ready" ] || fail "no start-up line within 30 s"
+[ -S "$tmp/s.sock" ] || fail "no socket at $tmp/s.sock"
+[ "$(stat -c %a "$tmp/s.sock")" = 666 ] || fail "socket mode $(stat -c %a "$tmp/s.sock"), want 666"
 kill -TERM "$pid"
 rest=$(cat <&3)
 set +e
@@ -33,4 +50,5 @@ wait "$pid"; rc=$?
 set -e
 [ "$rc" -eq 0 ] || fail "exit status $rc after SIGTERM; log: $rest"
 grep -q "^<6>signal 15: stopping" <<<"$rest" || fail "no stop line: $rest"
+[ ! -e "$tmp/s.sock" ] || fail "the socket file was left behind"
 echo "1 passed, 0 failed"

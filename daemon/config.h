@@ -1,0 +1,79 @@
+/*
+ * config: the daemon's configuration, declared once in config.c's option
+ * table (every option's name, type, limits, default and help text).
+ *
+ * Sources, later ones winning: embedded defaults (the daemon is useful
+ * with no file), the YAML file (--config), then command-line flags.
+ * Only config.c touches libyaml. A bad file is an error with file:line
+ * and nothing of it is applied: on SIGHUP the old config stays.
+ *
+ * struct config holds no pointers, so a config is copied by assignment
+ * and a reload is "parse into a new struct, then swap".
+ */
+#ifndef GPROFD_CONFIG_H
+#define GPROFD_CONFIG_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/un.h>
+
+#include "perr.h"
+
+#define CONFIG_ADDR_MAX 128
+#define CONFIG_SOCK_MAX ((int)sizeof(((struct sockaddr_un *)0)->sun_path))
+
+struct config {
+	char socket_path[CONFIG_SOCK_MAX];
+	char tcp[CONFIG_ADDR_MAX];      /* "HOST:PORT" or "off" */
+	char metrics[CONFIG_ADDR_MAX];  /* "HOST:PORT" or "off" */
+	char state_dir[PATH_MAX];
+	char auth_token_file[PATH_MAX]; /* "" = none */
+	char admin_group[64];           /* "" = none */
+	uint64_t log_level;             /* syslog priority: 3 err .. 7 debug */
+	uint64_t loopback_identity;     /* bool: identify loopback TCP peers by uid */
+	uint64_t trace_timeout_s;
+	uint64_t heartbeat_ms;
+	uint64_t max_connections;
+	uint64_t max_frame_bytes;
+	uint64_t max_chunk_bytes;
+	uint64_t max_write_queue_bytes;
+	uint64_t max_pending_traces;
+	uint64_t max_trace_bytes;
+	uint64_t max_processes;
+	uint64_t retention_max_age_s;
+	uint64_t retention_max_bytes;
+};
+
+/* Fills c with the embedded defaults. Paths depend on who runs the daemon:
+ * as root /run/gprofd and /var/lib/gprofd, otherwise under
+ * $XDG_RUNTIME_DIR and $XDG_STATE_HOME (or ~/.local/state). GPROF_SOCKET,
+ * when set, names the socket. */
+void config_defaults(struct config *c);
+
+/* Parses a YAML file over c (options it does not name keep their values).
+ * 0, or a negative code with err = "FILE:LINE: what is wrong". On failure c
+ * is unchanged. */
+int config_load(struct config *c, const char *path, struct perr *err);
+
+/* Parses YAML text (the same rules; `name` is used in messages). */
+int config_parse(struct config *c, const char *text, size_t len, const char *name,
+                 struct perr *err);
+
+/* Sets one option by its name from a string, as the file would
+ * (used by command-line flags). 0 or -EINVAL with err. */
+int config_set(struct config *c, const char *name, const char *value, struct perr *err);
+
+/* Cross-option rules (a non-loopback TCP address needs a token file, ...).
+ * 0 or -EINVAL with err. */
+int config_check(const struct config *c, struct perr *err);
+
+/* Writes the effective configuration as YAML that config_load accepts. */
+void config_dump(const struct config *c, FILE *f);
+
+/* Splits "HOST:PORT" / "[V6]:PORT" into host and port. 0 or -EINVAL. */
+int config_split_addr(const char *addr, char *host, size_t hostlen, int *port);
+/* True when addr's host is a loopback address (127.0.0.0/8, ::1, localhost). */
+int config_addr_is_loopback(const char *addr);
+
+#endif

@@ -1,0 +1,304 @@
+/*
+ * conn: see conn.h.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "conn.h"
+#include "download.h"
+#include "dyno.h"
+#include "dynorpc.h"
+#include "handler.h"
+#include "log.h"
+#include "registry.h"
+#include "trace.h"
+#include "upload.h"
+
+struct wreq {
+	uv_write_t req;
+	struct conn *c;
+	uv_buf_t buf;
+};
+
+/* Every read lands here and is consumed before read_cb returns, so one
+ * buffer serves all connections. */
+static char read_buf[64 * 1024];
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	(void)suggested;
+	buf->base = read_buf;
+	buf->len = sizeof(read_buf);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+
+	frame_decoder_deinit(&c->dec);
+	free(c);
+}
+
+void conn_close(struct conn *c, const char *why)
+{
+	struct daemon *d = c->d;
+
+	if (c->closing)
+		return;
+	c->closing = true;
+	log_debug("connection %s closed: %s", c->peer.desc, why);
+	if (c->proc != NULL) {
+		registry_remove(d, c->proc);
+		c->proc = NULL;
+	}
+	upload_conn_gone(c);
+	download_conn_gone(c);
+	trace_conn_gone(d, c);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		d->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	d->nconns--;
+	uv_close(&c->u.h, on_closed);
+}
+
+void conn_finish(struct conn *c, const char *why)
+{
+	if (c->closing || c->finishing)
+		return;
+	c->finishing = true;
+	uv_read_stop(&c->u.s);
+	log_debug("connection %s finishing: %s", c->peer.desc, why);
+	if (c->queued == 0)
+		conn_close(c, why);
+}
+
+void conn_close_all(struct daemon *d)
+{
+	while (d->conns != NULL)
+		conn_close(d->conns, "daemon stopping");
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+	struct wreq *w = req->data;
+	struct conn *c = w->c;
+
+	c->queued -= w->buf.len;
+	free(w->buf.base);
+	free(w);
+	if (status < 0) {
+		conn_close(c, uv_strerror(status));
+		return;
+	}
+	if (c->finishing && c->queued == 0) {
+		conn_close(c, "finished");
+		return;
+	}
+	if (!c->closing && c->download != NULL)
+		download_pump(c);
+}
+
+int conn_send(struct conn *c, struct pbuf *b)
+{
+	struct wreq *w;
+	int r;
+
+	if (c->closing || b->len == 0) {
+		pbuf_deinit(b);
+		return c->closing ? -EPIPE : 0;
+	}
+	if (c->queued + b->len > c->d->cfg.max_write_queue_bytes) {
+		c->d->cnt.write_queue_drops++;
+		log_warn("%s: %zu bytes queued and not read; disconnecting (limits.write_queue_bytes)",
+		         c->peer.desc, c->queued + b->len);
+		pbuf_deinit(b);
+		conn_close(c, "write queue full");
+		return -ENOBUFS;
+	}
+	w = malloc(sizeof(*w));
+	if (w == NULL) {
+		pbuf_deinit(b);
+		conn_close(c, "out of memory");
+		return -ENOMEM;
+	}
+	w->c = c;
+	w->req.data = w;
+	w->buf = uv_buf_init((char *)b->data, (unsigned)b->len);
+	b->data = NULL; /* transferred */
+	b->len = b->cap = 0;
+	c->queued += w->buf.len;
+	r = uv_write(&w->req, &c->u.s, &w->buf, 1, on_written);
+	if (r < 0) {
+		c->queued -= w->buf.len;
+		free(w->buf.base);
+		free(w);
+		conn_close(c, uv_strerror(r));
+		return r;
+	}
+	return 0;
+}
+
+int conn_send_msg(struct conn *c, const struct msg *m)
+{
+	struct perr err;
+	struct pbuf b;
+	int r;
+
+	pbuf_init(&b, 0);
+	r = msg_encode(&b, m, &err);
+	if (r < 0) {
+		log_err("cannot encode %s for %s: %s", msg_type_name(m->type), c->peer.desc,
+		        err.msg);
+		pbuf_deinit(&b);
+		return r;
+	}
+	return conn_send(c, &b);
+}
+
+void conn_send_error(struct conn *c, uint64_t id, enum msg_errcode code, const char *fmt, ...)
+{
+	char text[1024];
+	struct pbuf b;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	pbuf_init(&b, 0);
+	if (msg_encode_error(&b, id, code, "%s", text) == 0)
+		conn_send(c, &b);
+	else
+		pbuf_deinit(&b);
+}
+
+static int on_frame(void *ud, const struct frame *f)
+{
+	struct conn *c = ud;
+	struct perr err;
+	struct msg m;
+	int r;
+
+	c->d->cnt.frames_in++;
+	if (f->kind == FRAME_CHUNK)
+		return upload_chunk(c, f);
+	if (c->role == CONN_ROLE_DYNO || dyno_is_request((const char *)f->data, f->len)) {
+		dynorpc_handle(c, (const char *)f->data, f->len);
+		return c->closing || c->finishing ? -EPIPE : 0;
+	}
+	r = msg_decode(&m, (const char *)f->data, f->len, &err);
+	if (r < 0) {
+		c->d->cnt.bad_messages++;
+		log_debug("%s: bad message: %s", c->peer.desc, err.msg);
+		conn_send_error(c, m.id, r == -EPROTONOSUPPORT ? MSG_E_UNSUPPORTED :
+		                MSG_E_BAD_REQUEST, "%s", err.msg);
+		msg_deinit(&m);
+		return c->closing || c->finishing ? -EPIPE : 0;
+	}
+	handler_dispatch(c, &m);
+	msg_deinit(&m);
+	return c->closing || c->finishing ? -EPIPE : 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *c = s->data;
+	struct perr err;
+	int r;
+
+	if (nread == 0)
+		return;
+	if (nread < 0) {
+		conn_close(c, nread == UV_EOF ? (frame_decoder_partial(&c->dec) ?
+		           "peer closed in the middle of a frame" : "peer closed") :
+		           uv_strerror((int)nread));
+		return;
+	}
+	r = frame_decoder_feed(&c->dec, buf->base, (size_t)nread, on_frame, c, &err);
+	if (r < 0 && !c->closing && !c->finishing) {
+		c->d->cnt.bad_frames++;
+		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
+		conn_send_error(c, 0, r == -EMSGSIZE ? MSG_E_LIMIT : MSG_E_BAD_REQUEST,
+		                "%s; closing the connection", err.msg);
+		conn_finish(c, err.msg);
+	}
+}
+
+void conn_pause(struct conn *c)
+{
+	if (!c->paused && !c->closing) {
+		uv_read_stop(&c->u.s);
+		c->paused = true;
+	}
+}
+
+void conn_resume(struct conn *c)
+{
+	if (c->paused && !c->closing && !c->finishing) {
+		c->paused = false;
+		uv_read_start(&c->u.s, on_alloc, on_read);
+	}
+}
+
+int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	uv_os_fd_t fd;
+	int r;
+
+	if (c == NULL)
+		return UV_ENOMEM;
+	c->d = d;
+	c->tcp = tcp;
+	c->role = CONN_ROLE_NONE;
+	if (tcp)
+		r = uv_tcp_init(d->loop, &c->u.tcp);
+	else
+		r = uv_pipe_init(d->loop, &c->u.pipe, 0);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	c->u.h.data = c;
+	frame_decoder_init(&c->dec, d->cfg.max_frame_bytes, d->cfg.max_chunk_bytes);
+	c->next = d->conns;
+	if (d->conns)
+		d->conns->prev = c;
+	d->conns = c;
+	d->nconns++;
+	r = uv_accept(listener, &c->u.s);
+	if (r < 0) {
+		conn_close(c, uv_strerror(r));
+		return r;
+	}
+	uv_fileno(&c->u.h, &fd);
+	if (tcp) {
+		peer_from_tcp(&c->peer, fd, d->cfg.admin_group, d->cfg.loopback_identity != 0);
+		uv_tcp_nodelay(&c->u.tcp, 1);
+		/* A token holder may come from anywhere; without the token only a
+		 * peer we can identify (loopback, uid found) is let in. */
+		c->need_auth = d->token_len > 0 && !c->peer.known;
+	} else if (peer_from_unix(&c->peer, fd, d->cfg.admin_group) < 0) {
+		conn_close(c, "no peer credentials");
+		return UV_EPERM;
+	}
+	if (d->nconns > d->cfg.max_connections) {
+		d->cnt.conns_refused++;
+		log_warn("%s: refused: %zu connections open (limits.connections)", c->peer.desc,
+		         d->nconns - 1);
+		conn_send_error(c, 0, MSG_E_LIMIT, "the daemon has %zu connections open, its "
+		                "limit (limits.connections); try again later", d->nconns - 1);
+		conn_finish(c, "connection limit");
+		return 0;
+	}
+	d->cnt.conns_accepted++;
+	log_debug("connection from %s", c->peer.desc);
+	return uv_read_start(&c->u.s, on_alloc, on_read);
+}

@@ -1,0 +1,90 @@
+/*
+ * daemon: the root object of gprofd. One exists per process, owned by
+ * main.c; every other daemon module gets a pointer to it and owns only
+ * its own part:
+ *
+ *   server   listening sockets; accepts connections      (server.c)
+ *   conns    client connections, each owning its decoder, write queue,
+ *            uploads and download                       (conn.c)
+ *   registry traceable processes                         (registry.c)
+ *   traces   traces in progress and recently finished    (trace.c)
+ *   store    trace files on disk, retention              (store.c)
+ *
+ * All of it lives on one libuv loop thread; only file I/O runs on libuv's
+ * thread pool, and its callbacks come back to the loop.
+ */
+#ifndef GPROFD_DAEMON_H
+#define GPROFD_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "config.h"
+
+struct conn;
+struct proc;
+struct trace;
+struct stored;
+
+/* Counters exported in daemon_status (and, later, as metrics): one per
+ * limit and per kind of bad input (STYLE.md rule 4). */
+struct counters {
+	uint64_t conns_accepted;
+	uint64_t conns_refused;       /* limits.connections */
+	uint64_t frames_in;
+	uint64_t bad_frames;          /* framing errors, oversized frames */
+	uint64_t bad_messages;        /* failed validation */
+	uint64_t write_queue_drops;   /* limits.write_queue_bytes */
+	uint64_t processes_refused;   /* limits.processes */
+	uint64_t traces_refused;      /* limits.pending_traces */
+	uint64_t traces_started;
+	uint64_t uploads_failed;
+	uint64_t dyno_requests;
+	uint64_t auth_failures;
+	uint64_t retention_deleted;
+};
+
+struct daemon {
+	uv_loop_t *loop;
+	struct config cfg;
+	const char *config_path;   /* NULL: embedded defaults */
+	char host[256];
+	int64_t started_us;
+	bool stopping;
+
+	/* server.c */
+	uv_pipe_t unix_listener;
+	uv_tcp_t tcp_listener;
+	bool unix_open, tcp_open;
+	int tcp_port;              /* the bound port (tcp may ask for 0) */
+	char token[512];           /* auth token file contents */
+	size_t token_len;
+
+	/* conn.c */
+	struct conn *conns;
+	size_t nconns;
+
+	/* registry.c */
+	struct proc *procs;
+	size_t nprocs;
+
+	/* trace.c */
+	struct trace *traces;
+	size_t pending_traces;
+
+	/* store.c */
+	struct stored *stored;     /* newest first */
+	uint64_t stored_bytes;
+	size_t nstored;
+	uv_timer_t retention_timer;
+
+	uv_signal_t sigint, sigterm, sighup;
+	uv_timer_t stop_timer;
+	struct counters cnt;
+};
+
+int64_t daemon_now_us(void);
+
+#endif

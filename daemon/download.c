@@ -1,0 +1,172 @@
+/*
+ * download: see download.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "download.h"
+#include "log.h"
+
+struct download {
+	struct conn *c;        /* NULL once the connection is gone */
+	uint32_t transfer;
+	uv_file fd;
+	uint64_t off, end, sent;
+	uint32_t crc;
+	uv_fs_t req;
+	bool busy;
+	uint8_t buf[DOWNLOAD_CHUNK];
+};
+
+static uint32_t next_transfer = 1;
+
+static void dl_free(struct download *dl)
+{
+	uv_fs_t req;
+
+	if (dl->fd >= 0) {
+		uv_fs_close(NULL, &req, dl->fd, NULL);
+		uv_fs_req_cleanup(&req);
+	}
+	free(dl);
+}
+
+static void finish(struct download *dl)
+{
+	struct conn *c = dl->c;
+	struct msg m;
+
+	msg_init(&m, MSG_DOWNLOAD_END, 0);
+	m.u.download_end.transfer = dl->transfer;
+	m.u.download_end.bytes = (int64_t)dl->sent;
+	m.u.download_end.crc32 = dl->crc;
+	c->download = NULL;
+	dl_free(dl);
+	conn_send_msg(c, &m);
+}
+
+static void on_read(uv_fs_t *req)
+{
+	struct download *dl = req->data;
+	uint8_t prefix[FRAME_CHUNK_PREFIX];
+	ssize_t n = req->result;
+	struct conn *c = dl->c;
+	struct pbuf b;
+
+	uv_fs_req_cleanup(req);
+	dl->busy = false;
+	if (c == NULL) {
+		dl_free(dl);
+		return;
+	}
+	if (n <= 0) {
+		conn_send_error(c, 0, MSG_E_IO, "reading the trace failed: %s",
+		                n == 0 ? "the file is shorter than recorded" : uv_strerror((int)n));
+		c->download = NULL;
+		dl_free(dl);
+		conn_finish(c, "download failed");
+		return;
+	}
+	pbuf_init(&b, 0);
+	frame_chunk_prefix(prefix, dl->transfer, dl->off, (size_t)n);
+	if (pbuf_append(&b, prefix, sizeof(prefix)) < 0 || pbuf_append(&b, dl->buf, (size_t)n) < 0) {
+		pbuf_deinit(&b);
+		conn_close(c, "out of memory");
+		return;
+	}
+	dl->crc = (uint32_t)crc32(dl->crc, dl->buf, (uInt)n);
+	dl->off += (uint64_t)n;
+	dl->sent += (uint64_t)n;
+	if (conn_send(c, &b) < 0)
+		return; /* the conn is closing; download_conn_gone freed dl */
+	download_pump(c);
+}
+
+void download_pump(struct conn *c)
+{
+	struct download *dl = c->download;
+	uv_buf_t buf;
+	size_t want;
+	int r;
+
+	if (dl == NULL || dl->busy || c->queued > DOWNLOAD_AHEAD)
+		return;
+	if (dl->off >= dl->end) {
+		finish(dl);
+		return;
+	}
+	want = dl->end - dl->off < DOWNLOAD_CHUNK ? (size_t)(dl->end - dl->off) : DOWNLOAD_CHUNK;
+	buf = uv_buf_init((char *)dl->buf, (unsigned)want);
+	dl->req.data = dl;
+	r = uv_fs_read(c->d->loop, &dl->req, dl->fd, &buf, 1, (int64_t)dl->off, on_read);
+	if (r < 0) {
+		conn_send_error(c, 0, MSG_E_IO, "reading the trace failed: %s", uv_strerror(r));
+		c->download = NULL;
+		dl_free(dl);
+		conn_finish(c, "download failed");
+		return;
+	}
+	dl->busy = true;
+}
+
+void download_start(struct conn *c, uint64_t id, const char *path, uint64_t offset)
+{
+	struct download *dl;
+	struct stat st;
+	struct msg m;
+
+	if (c->download != NULL) {
+		conn_send_error(c, id, MSG_E_BUSY, "a download is already running on this "
+		                "connection; wait for its download_end");
+		return;
+	}
+	dl = calloc(1, sizeof(*dl));
+	if (dl == NULL) {
+		conn_send_error(c, id, MSG_E_INTERNAL, "out of memory");
+		return;
+	}
+	dl->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (dl->fd < 0 || fstat(dl->fd, &st) != 0) {
+		conn_send_error(c, id, MSG_E_IO, "cannot open the trace: %s", strerror(errno));
+		dl_free(dl);
+		return;
+	}
+	if (offset > (uint64_t)st.st_size) {
+		conn_send_error(c, id, MSG_E_BAD_REQUEST, "offset %llu is past the end of the "
+		                "file (%lld bytes)", (unsigned long long)offset,
+		                (long long)st.st_size);
+		dl_free(dl);
+		return;
+	}
+	dl->c = c;
+	dl->transfer = next_transfer++;
+	if (next_transfer == 0)
+		next_transfer = 1;
+	dl->off = offset;
+	dl->end = (uint64_t)st.st_size;
+	dl->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+	msg_init(&m, MSG_TRACE_DOWNLOAD_REPLY, id);
+	m.u.trace_download_reply.transfer = dl->transfer;
+	m.u.trace_download_reply.bytes = (int64_t)dl->end;
+	c->download = dl;
+	conn_send_msg(c, &m);
+	download_pump(c);
+}
+
+void download_conn_gone(struct conn *c)
+{
+	struct download *dl = c->download;
+
+	if (dl == NULL)
+		return;
+	c->download = NULL;
+	dl->c = NULL;
+	if (!dl->busy)
+		dl_free(dl);
+}

@@ -1,0 +1,160 @@
+/*
+ * dynorpc: see dynorpc.h. A peer that speaks Dynolog gets Dynolog replies
+ * for as long as it stays connected (`dyno` reads one and closes).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dyno.h"
+#include "dynorpc.h"
+#include "kconfig.h"
+#include "log.h"
+#include "trace.h"
+
+static void reply_failed(struct conn *c, const char *why)
+{
+	struct pbuf b;
+
+	pbuf_init(&b, 0);
+	if (dyno_encode_failed(&b, why) == 0)
+		conn_send(c, &b);
+	else
+		pbuf_deinit(&b);
+}
+
+static void set_kineto(struct conn *c, const struct dyno_request *r)
+{
+	struct dyno_kineto_reply rep = { 0 };
+	struct msg_trace_start req;
+	char job[32], why[MSG_TEXT_MAX];
+	int64_t pids[DYNO_PIDS_MAX];
+	int32_t *matched, *triggered;
+	struct kconfig k;
+	struct perr err;
+	struct trace *t;
+	struct msg tmp;
+	struct pbuf b;
+	size_t i;
+	int code = 0;
+
+	if (kconfig_parse(&k, r->config, &err) < 0) {
+		reply_failed(c, err.msg);
+		return;
+	}
+	msg_init(&tmp, MSG_TRACE_START, 1); /* for its defaults */
+	req = tmp.u.trace_start;
+	/* Job 0 is what a Kineto client without SLURM reports; it means "any
+	 * job" here, narrowed by pids. */
+	if (r->job_id != 0) {
+		snprintf(job, sizeof(job), "%lld", (long long)r->job_id);
+		req.job_id = job;
+	} else
+		req.all = r->npids == 0 || (r->npids == 1 && r->pids[0] == 0);
+	for (i = 0; i < r->npids; i++)
+		pids[i] = r->pids[i];
+	req.pids.v = pids;
+	req.pids.n = req.all ? 0 : r->npids;
+	req.process_limit = r->process_limit > 0 ? r->process_limit : 1;
+	if (k.iterations > 0) {
+		req.win.iterations = k.iterations;
+		req.win.iteration_roundup = k.roundup;
+	} else
+		req.win.duration_ms = k.duration_ms > 0 ? k.duration_ms : KCONFIG_DURATION_DEFAULT_MS;
+	req.win.start_at_us = k.start_time_ms * 1000;
+	t = trace_create(c->d, &c->peer, &req, &code, &err);
+	if (t == NULL && code != MSG_E_NOT_FOUND) {
+		reply_failed(c, err.msg);
+		return;
+	}
+	if (t == NULL) {
+		/* Dynolog answers an empty match with empty lists; the dyno client
+		 * then prints its generic hint. Log ours for the operator. */
+		snprintf(why, sizeof(why), "%s", err.msg);
+		log_info("dyno request from %s matched nothing: %s", c->peer.desc, why);
+		rep.trace_id = NULL;
+		pbuf_init(&b, 0);
+		if (dyno_encode_kineto_reply(&b, &rep) == 0)
+			conn_send(c, &b);
+		else
+			pbuf_deinit(&b);
+		return;
+	}
+	matched = calloc(t->n, sizeof(*matched));
+	triggered = calloc(t->n, sizeof(*triggered));
+	if (matched == NULL || triggered == NULL) {
+		free(matched);
+		free(triggered);
+		reply_failed(c, "out of memory");
+		return;
+	}
+	for (i = 0; i < t->n; i++) {
+		matched[rep.nmatched++] = t->tp[i].pid;
+		if (t->tp[i].state == MSG_TS_FAILED)
+			rep.busy++;
+		else
+			triggered[rep.ntriggered++] = t->tp[i].pid;
+	}
+	rep.matched = matched;
+	rep.triggered = triggered;
+	rep.trace_id = t->id;
+	pbuf_init(&b, 0);
+	if (dyno_encode_kineto_reply(&b, &rep) == 0)
+		conn_send(c, &b);
+	else
+		pbuf_deinit(&b);
+	free(matched);
+	free(triggered);
+}
+
+void dynorpc_handle(struct conn *c, const char *json, size_t len)
+{
+	struct dyno_request r;
+	struct perr err;
+	struct pbuf b;
+	int rc;
+
+	c->d->cnt.dyno_requests++;
+	if (c->role == CONN_ROLE_NONE)
+		c->role = CONN_ROLE_DYNO;
+	if (c->role != CONN_ROLE_DYNO) {
+		conn_send_error(c, 0, MSG_E_BAD_REQUEST, "a Dynolog request on a native "
+		                "connection; open a new connection for dyno requests");
+		return;
+	}
+	if (c->need_auth) {
+		reply_failed(c, "this gprofd requires authentication on TCP from other hosts; "
+		             "run dyno on the traced host, or use gprofctl --token-file");
+		conn_finish(c, "dyno request without authentication");
+		return;
+	}
+	rc = dyno_decode_request(&r, json, len, &err);
+	if (rc < 0) {
+		c->d->cnt.bad_messages++;
+		reply_failed(c, err.msg);
+		return;
+	}
+	pbuf_init(&b, 0);
+	switch (r.fn) {
+	case DYNO_GET_STATUS:
+		rc = dyno_encode_status(&b);
+		break;
+	case DYNO_GET_VERSION:
+		rc = dyno_encode_version(&b, GPROF_VERSION);
+		break;
+	case DYNO_DCGM_PAUSE:
+	case DYNO_DCGM_RESUME:
+		/* No DCGM here: CUPTI activity tracing does not contend with it. */
+		rc = dyno_encode_dcgm(&b, false);
+		break;
+	case DYNO_SET_KINETO_ONDEMAND:
+		set_kineto(c, &r);
+		rc = 0;
+		break;
+	}
+	if (rc == 0 && b.len > 0)
+		conn_send(c, &b);
+	else
+		pbuf_deinit(&b);
+	dyno_request_deinit(&r);
+}

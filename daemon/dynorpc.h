@@ -1,0 +1,17 @@
+/*
+ * dynorpc: serves Dynolog's RPC on the daemon's sockets so the stock `dyno`
+ * client works unchanged (proto/PROTOCOL.md section 7). A
+ * setKinetOnDemandRequest becomes an ordinary trace (trace_create) whose
+ * window comes from the Kineto config text; the reply is Dynolog's, with
+ * gprofd's trace id added as "traceId".
+ */
+#ifndef GPROFD_DYNORPC_H
+#define GPROFD_DYNORPC_H
+
+#include <stddef.h>
+
+#include "conn.h"
+
+void dynorpc_handle(struct conn *c, const char *json, size_t len);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * hagent: what agents send about themselves: register, heartbeat and
+ * capture_status. (Their uploads are upload.c's.)
+ */
+#include <errno.h>
+
+#include "handler.h"
+#include "log.h"
+#include "peer.h"
+#include "registry.h"
+#include "trace.h"
+
+void hagent_register(struct conn *c, const struct msg *m)
+{
+	const struct msg_register *r = &m->u.reg;
+	struct msg_register copy = *r;
+	int32_t anc[PROC_PPIDS_MAX];
+	int64_t ancv[PROC_PPIDS_MAX];
+	struct msg reply;
+	struct proc *p;
+	int n, i, rc;
+
+	if (c->proc != NULL) {
+		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "this connection already registered "
+		                "pid %d", (int)c->proc->pid);
+		return;
+	}
+	/* Only a Unix peer has a pid we can trust. */
+	if (c->tcp || c->peer.pid <= 0) {
+		conn_send_error(c, m->id, MSG_E_FORBIDDEN, "agents register over the Unix socket");
+		return;
+	}
+	if (r->pid != c->peer.pid)
+		log_debug("register: message says pid %lld, credentials say %d; using %d",
+		          (long long)r->pid, (int)c->peer.pid, (int)c->peer.pid);
+	/* Ancestors come from /proc, not from the message, for the same reason. */
+	n = peer_ancestors(c->peer.pid, anc, PROC_PPIDS_MAX);
+	for (i = 0; i < n; i++)
+		ancv[i] = anc[i];
+	if (n > 0) {
+		copy.ppids.v = ancv;
+		copy.ppids.n = (size_t)n;
+	}
+	rc = registry_add(c->d, c, c->peer.pid, c->peer.uid, &copy, &p);
+	if (rc == -EEXIST) {
+		conn_send_error(c, m->id, MSG_E_BUSY, "pid %d is already registered on another "
+		                "connection (one agent per process)", (int)c->peer.pid);
+		return;
+	}
+	if (rc == -ENOSPC) {
+		conn_send_error(c, m->id, MSG_E_LIMIT, "%zu processes are registered, the limit "
+		                "(limits.processes)", c->d->nprocs);
+		return;
+	}
+	if (rc < 0) {
+		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		return;
+	}
+	c->proc = p;
+	log_info("registered pid %d (uid %u, job %s, rank %lld)", (int)p->pid, (unsigned)p->uid,
+	         *p->job_id ? p->job_id : "none", (long long)p->rank);
+	msg_init(&reply, MSG_REGISTER_REPLY, m->id);
+	reply.u.register_reply.heartbeat_ms = (int64_t)c->d->cfg.heartbeat_ms;
+	conn_send_msg(c, &reply);
+}
+
+void hagent_heartbeat(struct conn *c, const struct msg *m)
+{
+	if (c->proc == NULL)
+		return;
+	c->proc->steps = m->u.heartbeat.steps;
+	c->proc->last_step_us = m->u.heartbeat.last_step_us;
+	c->proc->median_step_us = m->u.heartbeat.median_step_us;
+}
+
+void hagent_capture_status(struct conn *c, const struct msg *m)
+{
+	if (c->proc == NULL) {
+		conn_send_error(c, m->id, MSG_E_FORBIDDEN, "register before reporting captures");
+		return;
+	}
+	trace_capture_status(c->d, c->proc, &m->u.capture_status);
+}

@@ -1,0 +1,84 @@
+/*
+ * hinfo: read-only views: process_list, daemon_status, metrics_query.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handler.h"
+#include "peer.h"
+#include "registry.h"
+
+void hinfo_process_list(struct conn *c, const struct msg *m)
+{
+	const struct msg_process_list *q = &m->u.process_list;
+	struct msg_proc_info *infos;
+	int64_t (*ppids)[PROC_PPIDS_MAX], (*gpus)[PROC_GPUS_MAX];
+	size_t n = 0;
+	struct proc *p;
+	struct msg r;
+
+	infos = calloc(c->d->nprocs + 1, sizeof(*infos));
+	ppids = calloc(c->d->nprocs + 1, sizeof(*ppids));
+	gpus = calloc(c->d->nprocs + 1, sizeof(*gpus));
+	if (infos == NULL || ppids == NULL || gpus == NULL) {
+		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (p = c->d->procs; p != NULL; p = p->next) {
+		if (!peer_may(&c->peer, p->uid))
+			continue;
+		if ((q->job_id && strcmp(q->job_id, p->job_id) != 0) ||
+		    (q->pid >= 0 && q->pid != p->pid) || (q->uid >= 0 && q->uid != (int64_t)p->uid))
+			continue;
+		registry_info(p, &infos[n], ppids[n], gpus[n]);
+		n++;
+	}
+	msg_init(&r, MSG_PROCESS_LIST_REPLY, m->id);
+	r.u.process_list_reply.procs.v = infos;
+	r.u.process_list_reply.procs.n = n;
+	conn_send_msg(c, &r);
+out:
+	free(infos);
+	free(ppids);
+	free(gpus);
+}
+
+void hinfo_daemon_status(struct conn *c, const struct msg *m)
+{
+	const struct counters *k = &c->d->cnt;
+	const char *names[] = {
+		"conns_accepted", "conns_refused", "conns_open", "frames_in", "bad_frames",
+		"bad_messages", "write_queue_drops", "processes_refused", "traces_refused",
+		"traces_started", "uploads_failed", "dyno_requests", "auth_failures",
+		"retention_deleted",
+	};
+	double values[] = {
+		(double)k->conns_accepted, (double)k->conns_refused, (double)c->d->nconns,
+		(double)k->frames_in, (double)k->bad_frames, (double)k->bad_messages,
+		(double)k->write_queue_drops, (double)k->processes_refused,
+		(double)k->traces_refused, (double)k->traces_started, (double)k->uploads_failed,
+		(double)k->dyno_requests, (double)k->auth_failures, (double)k->retention_deleted,
+	};
+	struct msg r;
+
+	msg_init(&r, MSG_DAEMON_STATUS_REPLY, m->id);
+	r.u.daemon_status_reply.version = GPROF_VERSION;
+	r.u.daemon_status_reply.host = c->d->host;
+	r.u.daemon_status_reply.pid = getpid();
+	r.u.daemon_status_reply.started_us = c->d->started_us;
+	r.u.daemon_status_reply.processes = (int64_t)c->d->nprocs;
+	r.u.daemon_status_reply.pending_traces = (int64_t)c->d->pending_traces;
+	r.u.daemon_status_reply.stored_traces = (int64_t)c->d->nstored;
+	r.u.daemon_status_reply.stored_bytes = (int64_t)c->d->stored_bytes;
+	r.u.daemon_status_reply.counters.names = names;
+	r.u.daemon_status_reply.counters.values = values;
+	r.u.daemon_status_reply.counters.n = sizeof(names) / sizeof(names[0]);
+	conn_send_msg(c, &r);
+}
+
+void hinfo_metrics_query(struct conn *c, const struct msg *m)
+{
+	/* Sampling arrives with the metrics issue; until then say so plainly. */
+	conn_send_error(c, m->id, MSG_E_UNSUPPORTED, "this gprofd does not sample metrics yet");
+}

@@ -1,0 +1,200 @@
+/*
+ * htrace: gprofctl's trace requests: start, status, cancel, and the stored
+ * traces: list, download, delete. A client sees only traces it owns,
+ * unless it is an administrator.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "download.h"
+#include "handler.h"
+#include "log.h"
+#include "store.h"
+#include "trace.h"
+
+void htrace_start(struct conn *c, const struct msg *m)
+{
+	struct msg_trace_proc *procs;
+	struct perr err;
+	struct trace *t;
+	char id[TRACE_ID_LEN];
+	struct msg r;
+	int code = 0;
+
+	t = trace_create(c->d, &c->peer, &m->u.trace_start, &code, &err);
+	msg_init(&r, MSG_TRACE_START_REPLY, m->id);
+	if (t == NULL && code != MSG_E_NOT_FOUND) {
+		conn_send_error(c, m->id, code, "%s", err.msg);
+		return;
+	}
+	if (t == NULL) {
+		/* Nothing matched: an empty reply with the hint, not an error, so
+		 * a fan-out over many hosts can tell "no process here" apart. */
+		log_info("trace request from %s matched nothing: %s", c->peer.desc, err.msg);
+		trace_new_id(id, sizeof(id));
+		r.u.trace_start_reply.trace_id = id;
+		r.u.trace_start_reply.hint = err.msg;
+		conn_send_msg(c, &r);
+		return;
+	}
+	procs = calloc(t->n, sizeof(*procs));
+	if (procs == NULL) {
+		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		return;
+	}
+	trace_fill_procs(t, procs);
+	r.u.trace_start_reply.trace_id = t->id;
+	r.u.trace_start_reply.procs.v = procs;
+	r.u.trace_start_reply.procs.n = t->n;
+	conn_send_msg(c, &r);
+	free(procs);
+	if (m->u.trace_start.follow && !t->finished)
+		trace_follow(t, c, m->id);
+}
+
+static struct trace *visible_trace(struct conn *c, uint64_t id, const char *trace_id)
+{
+	struct trace *t = trace_find(c->d, trace_id);
+
+	if (t == NULL || !peer_may(&c->peer, t->owner)) {
+		conn_send_error(c, id, MSG_E_NOT_FOUND, "no trace %s that you may see (gprofctl "
+		                "list shows yours)", trace_id);
+		return NULL;
+	}
+	return t;
+}
+
+void htrace_status(struct conn *c, const struct msg *m)
+{
+	struct msg_trace_proc *procs;
+	struct trace *t = visible_trace(c, m->id, m->u.trace_ref.trace_id);
+	struct msg r;
+
+	if (t == NULL)
+		return;
+	procs = calloc(t->n ? t->n : 1, sizeof(*procs));
+	if (procs == NULL) {
+		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		return;
+	}
+	msg_init(&r, MSG_TRACE_STATUS_REPLY, m->id);
+	trace_fill(t, &r, procs);
+	conn_send_msg(c, &r);
+	free(procs);
+	if (m->u.trace_ref.follow && !t->finished)
+		trace_follow(t, c, m->id);
+}
+
+void htrace_cancel(struct conn *c, const struct msg *m)
+{
+	struct trace *t = visible_trace(c, m->id, m->u.trace_ref.trace_id);
+	struct msg r;
+	int n;
+
+	if (t == NULL)
+		return;
+	n = trace_cancel(c->d, t, "cancelled by request");
+	msg_init(&r, MSG_TRACE_CANCEL_REPLY, m->id);
+	r.u.trace_cancel_reply.cancelled = n;
+	conn_send_msg(c, &r);
+}
+
+void htrace_list(struct conn *c, const struct msg *m)
+{
+	const char *filter = m->u.trace_ref.trace_id;
+	struct msg_trace_summary *sums;
+	struct msg_trace_file *files;
+	size_t ns = 0, nf = 0, i;
+	struct stored *s;
+	struct msg r;
+
+	for (s = c->d->stored; s != NULL; s = s->next)
+		if (peer_may(&c->peer, s->owner) && (!filter || strcmp(filter, s->id) == 0)) {
+			ns++;
+			nf += s->nfiles;
+		}
+	sums = calloc(ns ? ns : 1, sizeof(*sums));
+	files = calloc(nf ? nf : 1, sizeof(*files));
+	if (sums == NULL || files == NULL) {
+		free(sums);
+		free(files);
+		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		return;
+	}
+	ns = nf = 0;
+	for (s = c->d->stored; s != NULL; s = s->next) {
+		struct msg_trace_summary *sum;
+
+		if (!peer_may(&c->peer, s->owner) || (filter && strcmp(filter, s->id) != 0))
+			continue;
+		sum = &sums[ns++];
+		msg_elem_init(MSG_ELEM_TRACE_SUMMARY, sum);
+		sum->trace_id = s->id;
+		sum->created_us = s->created_us;
+		sum->state = s->state;
+		sum->files.v = &files[nf];
+		for (i = 0; i < s->nfiles; i++) {
+			struct msg_trace_file *f = &files[nf++];
+
+			msg_elem_init(MSG_ELEM_TRACE_FILE, f);
+			f->name = s->files[i].name;
+			f->bytes = s->files[i].bytes;
+			f->pid = s->files[i].pid;
+			f->rank = s->files[i].rank;
+			f->host = s->files[i].host[0] ? s->files[i].host : NULL;
+		}
+		sum->files.n = s->nfiles;
+	}
+	msg_init(&r, MSG_TRACE_LIST_REPLY, m->id);
+	r.u.trace_list_reply.traces.v = sums;
+	r.u.trace_list_reply.traces.n = ns;
+	conn_send_msg(c, &r);
+	free(sums);
+	free(files);
+}
+
+static struct stored *visible_stored(struct conn *c, uint64_t id, const char *trace_id)
+{
+	struct stored *s = store_find(c->d, trace_id);
+
+	if (s == NULL || !peer_may(&c->peer, s->owner)) {
+		conn_send_error(c, id, MSG_E_NOT_FOUND, "no stored trace %s that you may read "
+		                "(gprofctl list shows yours; retention may have deleted it)",
+		                trace_id);
+		return NULL;
+	}
+	return s;
+}
+
+void htrace_download(struct conn *c, const struct msg *m)
+{
+	const struct msg_trace_download *req = &m->u.trace_download;
+	struct stored *s = visible_stored(c, m->id, req->trace_id);
+	char path[PATH_MAX];
+
+	if (s == NULL)
+		return;
+	if (store_file(s, req->file) == NULL) {
+		conn_send_error(c, m->id, MSG_E_NOT_FOUND, "trace %s has no file %s", s->id,
+		                req->file);
+		return;
+	}
+	store_path(c->d, s->id, req->file, path, sizeof(path));
+	download_start(c, m->id, path, (uint64_t)req->offset);
+}
+
+void htrace_delete(struct conn *c, const struct msg *m)
+{
+	struct stored *s = visible_stored(c, m->id, m->u.trace_ref.trace_id);
+	struct msg r;
+
+	if (s == NULL)
+		return;
+	msg_init(&r, MSG_TRACE_DELETE_REPLY, m->id);
+	r.u.trace_delete_reply.files = (int64_t)s->nfiles;
+	r.u.trace_delete_reply.bytes = (int64_t)s->bytes;
+	log_info("trace %s deleted by %s", s->id, c->peer.desc);
+	store_delete(c->d, s);
+	conn_send_msg(c, &r);
+}

@@ -1,0 +1,184 @@
+/*
+ * registry: see registry.h. A linked list: hosts have tens to a few
+ * thousand traceable processes, and every operation on the list (match a
+ * request, list processes) visits them all anyway.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+#include "trace.h"
+
+static char *dup_or_empty(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+static void proc_free(struct proc *p)
+{
+	free(p->job_id);
+	free(p->host);
+	free(p->version);
+	free(p->name);
+	free(p);
+}
+
+int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
+                 const struct msg_register *r, struct proc **out)
+{
+	struct proc *p;
+	size_t i;
+
+	if (registry_find(d, pid) != NULL)
+		return -EEXIST;
+	if (d->nprocs >= d->cfg.max_processes) {
+		d->cnt.processes_refused++;
+		return -ENOSPC;
+	}
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	p->pid = pid;
+	p->uid = uid;
+	p->kind = MSG_KIND_AGENT;
+	for (i = 0; i < r->ppids.n && i < PROC_PPIDS_MAX; i++)
+		p->ppids[p->nppids++] = (int32_t)r->ppids.v[i];
+	for (i = 0; i < r->gpus.n && i < PROC_GPUS_MAX; i++)
+		p->gpus[p->ngpus++] = (int32_t)r->gpus.v[i];
+	p->job_id = dup_or_empty(r->job_id);
+	p->host = dup_or_empty(r->host ? r->host : d->host);
+	p->version = dup_or_empty(r->version);
+	p->name = dup_or_empty(r->name);
+	if (!p->job_id || !p->host || !p->version || !p->name) {
+		proc_free(p);
+		return -ENOMEM;
+	}
+	p->rank = r->rank;
+	p->local_rank = r->local_rank;
+	p->world_size = r->world_size;
+	p->caps = r->caps;
+	p->registered_us = daemon_now_us();
+	p->conn = c;
+	p->next = d->procs;
+	if (d->procs)
+		d->procs->prev = p;
+	d->procs = p;
+	d->nprocs++;
+	*out = p;
+	return 0;
+}
+
+void registry_remove(struct daemon *d, struct proc *p)
+{
+	trace_proc_gone(d, p);
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		d->procs = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	d->nprocs--;
+	proc_free(p);
+}
+
+struct proc *registry_find(struct daemon *d, pid_t pid)
+{
+	struct proc *p;
+
+	for (p = d->procs; p != NULL; p = p->next)
+		if (p->pid == pid)
+			return p;
+	return NULL;
+}
+
+bool registry_match(const struct proc *p, const char *job_id,
+                    const int64_t *pids, size_t npids)
+{
+	size_t i;
+	int k;
+
+	if (job_id != NULL && strcmp(p->job_id, job_id) != 0)
+		return false;
+	if (npids == 0 || (npids == 1 && pids[0] == 0))
+		return true;
+	for (i = 0; i < npids; i++) {
+		if (pids[i] == p->pid)
+			return true;
+		for (k = 0; k < p->nppids; k++)
+			if (pids[i] == p->ppids[k])
+				return true;
+	}
+	return false;
+}
+
+void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_t size)
+{
+	/* Group by job: at most 16 jobs named, then a count. */
+	const char *jobs[16];
+	int counts[16], njobs = 0, others = 0, visible = 0, hidden = 0, j;
+	size_t len = 0;
+	struct proc *p;
+
+	for (p = d->procs; p != NULL; p = p->next) {
+		if (!admin && p->uid != uid) {
+			hidden++;
+			continue;
+		}
+		visible++;
+		for (j = 0; j < njobs; j++)
+			if (strcmp(jobs[j], p->job_id) == 0)
+				break;
+		if (j < njobs)
+			counts[j]++;
+		else if (njobs < 16) {
+			jobs[njobs] = p->job_id;
+			counts[njobs++] = 1;
+		} else
+			others++;
+	}
+	buf[0] = 0;
+	if (visible == 0) {
+		snprintf(buf, size, "no traceable process of yours is registered on this host%s",
+		         hidden ? " (processes of other users are, but you may not trace them)" : "");
+		return;
+	}
+	len = (size_t)snprintf(buf, size, "registered on this host:");
+	for (j = 0; j < njobs && len < size; j++)
+		len += (size_t)snprintf(buf + len, size - len, "%s %s: %d process%s", j ? ";" : "",
+		                        *jobs[j] ? jobs[j] : "(no job id)", counts[j],
+		                        counts[j] == 1 ? "" : "es");
+	if (others && len < size)
+		snprintf(buf + len, size - len, "; %d more in other jobs", others);
+}
+
+void registry_info(const struct proc *p, struct msg_proc_info *info, int64_t *ppids,
+                   int64_t *gpus)
+{
+	int i;
+
+	msg_elem_init(MSG_ELEM_PROC_INFO, info);
+	info->pid = p->pid;
+	info->uid = p->uid;
+	for (i = 0; i < p->nppids; i++)
+		ppids[i] = p->ppids[i];
+	info->ppids.v = ppids;
+	info->ppids.n = (size_t)p->nppids;
+	for (i = 0; i < p->ngpus; i++)
+		gpus[i] = p->gpus[i];
+	info->gpus.v = gpus;
+	info->gpus.n = (size_t)p->ngpus;
+	info->job_id = *p->job_id ? p->job_id : NULL;
+	info->rank = p->rank;
+	info->local_rank = p->local_rank;
+	info->world_size = p->world_size;
+	info->kind = p->kind;
+	info->host = p->host;
+	info->caps = p->caps;
+	info->version = *p->version ? p->version : NULL;
+	info->name = *p->name ? p->name : NULL;
+	info->registered_us = p->registered_us;
+	info->steps = p->steps;
+	info->last_step_us = p->last_step_us;
+}

@@ -1,0 +1,75 @@
+/*
+ * registry: the processes this host can trace.
+ *
+ * An agent's process is registered by its `register` message and lives
+ * exactly as long as its connection: conn.c calls registry_remove when the
+ * connection closes. Kineto clients (issue 7) will be added with kind
+ * MSG_KIND_KINETO and expire by silence instead.
+ *
+ * Ownership: the registry owns every struct proc (d->procs, a doubly
+ * linked list) and its strings. A proc's `conn` is a borrowed pointer that
+ * is valid for the proc's whole life. Traces hold procs only weakly: the
+ * trace module is told (trace_proc_gone) before a proc is freed.
+ */
+#ifndef GPROFD_REGISTRY_H
+#define GPROFD_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "msg.h"
+
+#define PROC_PPIDS_MAX 16
+#define PROC_GPUS_MAX 16
+
+struct proc {
+	struct proc *next, *prev;
+	pid_t pid;
+	uid_t uid;
+	int kind;                  /* MSG_KIND_* */
+	int32_t ppids[PROC_PPIDS_MAX];
+	int nppids;
+	int32_t gpus[PROC_GPUS_MAX];
+	int ngpus;
+	char *job_id;              /* "" when none */
+	char *host;
+	char *version;
+	char *name;
+	int64_t rank, local_rank, world_size;
+	int64_t caps;
+	int64_t registered_us;
+	int64_t steps, last_step_us, median_step_us;
+	struct conn *conn;         /* agents: their connection */
+	struct trace *busy;        /* the trace capturing it now, if any */
+};
+
+/* Adds a process from a validated `register` message. pid and uid come
+ * from the connection's credentials. 0, -ENOSPC (limits.processes),
+ * -EEXIST (that pid is already registered on another connection),
+ * -ENOMEM. */
+int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
+                 const struct msg_register *r, struct proc **out);
+
+/* Removes and frees p, telling the trace module first. */
+void registry_remove(struct daemon *d, struct proc *p);
+
+struct proc *registry_find(struct daemon *d, pid_t pid);
+
+/* Does p match a request for job_id (NULL = any) and pids (n = 0, or the
+ * single pid 0, = any)? A pid matches p itself or any of its ancestors,
+ * as Dynolog matches. */
+bool registry_match(const struct proc *p, const char *job_id,
+                    const int64_t *pids, size_t npids);
+
+/* Describes what is registered, for "nothing matched" hints: up to size
+ * bytes like "job 1234: 8 processes (pids 100 101 ...); no job: 1". Only
+ * processes visible to `uid`/`admin` are listed. */
+void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_t size);
+
+/* Fills a proc_info for process_list replies; strings are borrowed. */
+void registry_info(const struct proc *p, struct msg_proc_info *info, int64_t *ppids,
+                   int64_t *gpus);
+
+#endif

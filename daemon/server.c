@@ -1,0 +1,196 @@
+/*
+ * server: see server.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "conn.h"
+#include "log.h"
+#include "server.h"
+
+static bool unix_created; /* we bound the socket file, so we remove it */
+
+static void on_unix_conn(uv_stream_t *s, int status)
+{
+	struct daemon *d = s->data;
+
+	if (status < 0) {
+		log_warn("accept on the Unix socket: %s", uv_strerror(status));
+		return;
+	}
+	conn_accept(d, s, false);
+}
+
+static void on_tcp_conn(uv_stream_t *s, int status)
+{
+	struct daemon *d = s->data;
+
+	if (status < 0) {
+		log_warn("accept on TCP: %s", uv_strerror(status));
+		return;
+	}
+	conn_accept(d, s, true);
+}
+
+/* Is a daemon already answering on path? */
+static bool socket_alive(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd, r;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return r == 0;
+}
+
+static int bind_unix(struct daemon *d, struct perr *err)
+{
+	const char *path = d->cfg.socket_path;
+	char dir[sizeof(d->cfg.socket_path)], *slash;
+	mode_t old;
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash != NULL && slash != dir) {
+		*slash = 0;
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+			return perr_set(err, -errno, "cannot create %s: %s", dir, strerror(errno));
+	}
+	if (access(path, F_OK) == 0) {
+		if (socket_alive(path))
+			return perr_set(err, -EADDRINUSE, "%s: another gprofd is already running "
+			                "there (stop it, or use --socket)", path);
+		unlink(path);
+	}
+	r = uv_pipe_init(d->loop, &d->unix_listener, 0);
+	if (r < 0)
+		return perr_set(err, r, "uv_pipe_init: %s", uv_strerror(r));
+	d->unix_open = true;
+	old = umask(0111); /* the socket file: rw for everyone */
+	r = uv_pipe_bind(&d->unix_listener, path);
+	umask(old);
+	if (r < 0)
+		return perr_set(err, r, "cannot listen on %s: %s", path, uv_strerror(r));
+	unix_created = true;
+	return 0;
+}
+
+static int bind_tcp(struct daemon *d, struct perr *err)
+{
+	char host[CONFIG_ADDR_MAX];
+	struct sockaddr_storage ss;
+	int port, r, len = sizeof(ss);
+
+	if (config_split_addr(d->cfg.tcp, host, sizeof(host), &port) < 0)
+		return perr_set(err, -EINVAL, "tcp: bad address %s", d->cfg.tcp);
+	if (strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
+	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0)
+		return perr_set(err, -EINVAL, "tcp: %s is not a numeric IPv4 or IPv6 address",
+		                host);
+	r = uv_tcp_init(d->loop, &d->tcp_listener);
+	if (r < 0)
+		return perr_set(err, r, "uv_tcp_init: %s", uv_strerror(r));
+	d->tcp_open = true;
+	r = uv_tcp_bind(&d->tcp_listener, (struct sockaddr *)&ss, 0);
+	if (r == 0)
+		r = uv_tcp_getsockname(&d->tcp_listener, (struct sockaddr *)&ss, &len);
+	if (r < 0)
+		return perr_set(err, r, "cannot listen on tcp %s: %s", d->cfg.tcp, uv_strerror(r));
+	d->tcp_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return 0;
+}
+
+/* Takes the sockets systemd passed, if any. Returns how many were taken. */
+static int take_activated(struct daemon *d, struct perr *err)
+{
+	int n = sd_listen_fds(1), i, fd, r, taken = 0;
+
+	for (i = 0; i < n; i++) {
+		fd = SD_LISTEN_FDS_START + i;
+		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0 && !d->unix_open) {
+			r = uv_pipe_init(d->loop, &d->unix_listener, 0);
+			if (r == 0)
+				d->unix_open = true;
+			if (r == 0)
+				r = uv_pipe_open(&d->unix_listener, fd);
+		} else if (sd_is_socket_inet(fd, AF_UNSPEC, SOCK_STREAM, 1, 0) > 0 && !d->tcp_open) {
+			struct sockaddr_storage ss;
+			int len = sizeof(ss);
+
+			r = uv_tcp_init(d->loop, &d->tcp_listener);
+			if (r == 0)
+				d->tcp_open = true;
+			if (r == 0)
+				r = uv_tcp_open(&d->tcp_listener, fd);
+			if (r == 0 && uv_tcp_getsockname(&d->tcp_listener, (struct sockaddr *)&ss, &len) == 0)
+				d->tcp_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		} else {
+			log_warn("ignoring socket %d passed by systemd: not a listening stream "
+			         "socket gprofd can use", fd);
+			continue;
+		}
+		if (r < 0)
+			return perr_set(err, r, "socket %d from systemd: %s", fd, uv_strerror(r));
+		taken++;
+	}
+	return taken;
+}
+
+int server_start(struct daemon *d, struct perr *err)
+{
+	int r, activated;
+
+	activated = take_activated(d, err);
+	if (activated < 0)
+		return activated;
+	if (!d->unix_open) {
+		r = bind_unix(d, err);
+		if (r < 0)
+			return r;
+	}
+	if (!d->tcp_open && strcmp(d->cfg.tcp, "off") != 0) {
+		r = bind_tcp(d, err);
+		if (r < 0)
+			return r;
+	}
+	d->unix_listener.data = d;
+	r = uv_listen((uv_stream_t *)&d->unix_listener, 128, on_unix_conn);
+	if (r < 0)
+		return perr_set(err, r, "listen on %s: %s", d->cfg.socket_path, uv_strerror(r));
+	if (d->tcp_open) {
+		d->tcp_listener.data = d;
+		r = uv_listen((uv_stream_t *)&d->tcp_listener, 128, on_tcp_conn);
+		if (r < 0)
+			return perr_set(err, r, "listen on tcp %s: %s", d->cfg.tcp, uv_strerror(r));
+	}
+	if (activated)
+		log_info("using %d socket%s passed by systemd", activated, activated == 1 ? "" : "s");
+	return 0;
+}
+
+void server_stop(struct daemon *d)
+{
+	if (d->unix_open && !uv_is_closing((uv_handle_t *)&d->unix_listener)) {
+		uv_close((uv_handle_t *)&d->unix_listener, NULL);
+		if (unix_created)
+			unlink(d->cfg.socket_path);
+	}
+	if (d->tcp_open && !uv_is_closing((uv_handle_t *)&d->tcp_listener))
+		uv_close((uv_handle_t *)&d->tcp_listener, NULL);
+}

@@ -1,0 +1,428 @@
+/*
+ * trace: see trace.h.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "conn.h"
+#include "log.h"
+#include "peer.h"
+#include "registry.h"
+#include "store.h"
+#include "trace.h"
+
+static bool final_state(int s)
+{
+	return s == MSG_TS_DONE || s == MSG_TS_FAILED || s == MSG_TS_CANCELLED;
+}
+
+void trace_new_id(char *out, size_t size)
+{
+	unsigned char rnd[3] = { 0, 0, 0 };
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd[0] = (unsigned char)clock();
+	gmtime_r(&now, &tm);
+	snprintf(out, size, "%04d%02d%02dT%02d%02d%02dZ-%02x%02x%02x", tm.tm_year + 1900,
+	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rnd[0], rnd[1],
+	         rnd[2]);
+}
+
+struct trace *trace_find(struct daemon *d, const char *id)
+{
+	struct trace *t;
+
+	for (t = d->traces; t != NULL; t = t->next)
+		if (strcmp(t->id, id) == 0)
+			return t;
+	return NULL;
+}
+
+struct tproc *trace_tproc(struct trace *t, pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < t->n; i++)
+		if (t->tp[i].pid == pid)
+			return &t->tp[i];
+	return NULL;
+}
+
+void trace_fill_procs(const struct trace *t, struct msg_trace_proc *procs)
+{
+	size_t i;
+
+	for (i = 0; i < t->n; i++) {
+		const struct tproc *tp = &t->tp[i];
+
+		msg_elem_init(MSG_ELEM_TRACE_PROC, &procs[i]);
+		procs[i].pid = tp->pid;
+		procs[i].host = tp->host;
+		procs[i].job_id = tp->job_id[0] ? tp->job_id : NULL;
+		procs[i].rank = tp->rank;
+		procs[i].kind = tp->kind;
+		procs[i].state = tp->state;
+		procs[i].reason = tp->reason[0] ? tp->reason : NULL;
+		procs[i].bytes = tp->bytes;
+		procs[i].events = tp->events;
+		procs[i].dropped = tp->dropped;
+		procs[i].file = tp->file[0] ? tp->file : NULL;
+	}
+}
+
+void trace_fill(const struct trace *t, struct msg *m, struct msg_trace_proc *procs)
+{
+	m->u.trace_info.trace_id = t->id;
+	m->u.trace_info.state = t->state;
+	m->u.trace_info.created_us = t->created_us;
+	trace_fill_procs(t, procs);
+	m->u.trace_info.procs.v = procs;
+	m->u.trace_info.procs.n = t->n;
+}
+
+static void notify(struct trace *t)
+{
+	struct msg_trace_proc *procs;
+	struct follower *f;
+	struct msg m;
+
+	if (t->followers == NULL)
+		return;
+	procs = calloc(t->n ? t->n : 1, sizeof(*procs));
+	if (procs == NULL)
+		return;
+	for (f = t->followers; f != NULL; f = f->next) {
+		msg_init(&m, MSG_TRACE_PROGRESS, f->id);
+		trace_fill(t, &m, procs);
+		conn_send_msg(f->c, &m);
+	}
+	free(procs);
+}
+
+static void free_followers(struct trace *t)
+{
+	struct follower *f, *next;
+
+	for (f = t->followers; f != NULL; f = next) {
+		next = f->next;
+		free(f);
+	}
+	t->followers = NULL;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct trace *t = h->data;
+
+	free(t->tp);
+	free(t);
+}
+
+static void trace_free(struct daemon *d, struct trace *t)
+{
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		d->traces = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	free_followers(t);
+	uv_close((uv_handle_t *)&t->timer, on_timer_closed);
+}
+
+/* Keeps at most TRACE_KEEP_FINISHED finished traces in memory. */
+static void forget_old(struct daemon *d)
+{
+	struct trace *t, *last = NULL;
+	size_t finished = 0;
+
+	for (t = d->traces; t != NULL; t = t->next)
+		if (t->finished && ++finished > TRACE_KEEP_FINISHED)
+			last = t;
+	if (last != NULL)
+		trace_free(d, last);
+}
+
+static void finish(struct trace *t)
+{
+	struct daemon *d = t->d;
+	size_t i, done = 0, cancelled = 0;
+
+	for (i = 0; i < t->n; i++) {
+		if (t->tp[i].state == MSG_TS_DONE)
+			done++;
+		else if (t->tp[i].state == MSG_TS_CANCELLED)
+			cancelled++;
+		if (t->tp[i].proc != NULL && t->tp[i].proc->busy == t)
+			t->tp[i].proc->busy = NULL;
+	}
+	t->state = done == t->n ? MSG_TRACE_DONE : done > 0 ? MSG_TRACE_PARTIAL :
+	           cancelled == t->n ? MSG_TRACE_CANCELLED : MSG_TRACE_FAILED;
+	t->finished = true;
+	uv_timer_stop(&t->timer);
+	d->pending_traces--;
+	log_info("trace %s %s: %zu of %zu processes delivered", t->id,
+	         msg_trace_state_name(t->state), done, t->n);
+	store_add(d, t);
+	notify(t);
+	free_followers(t);
+	forget_old(d);
+}
+
+void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *reason)
+{
+	size_t i;
+
+	if (t->finished || final_state(tp->state))
+		return;
+	tp->state = state;
+	if (reason != NULL)
+		snprintf(tp->reason, sizeof(tp->reason), "%s", reason);
+	if (state == MSG_TS_FAILED)
+		log_info("trace %s: pid %d failed: %s", t->id, (int)tp->pid, tp->reason);
+	for (i = 0; i < t->n; i++)
+		if (!final_state(t->tp[i].state))
+			break;
+	if (i == t->n)
+		finish(t);
+	else
+		notify(t);
+}
+
+static void on_timeout(uv_timer_t *timer)
+{
+	struct trace *t = timer->data;
+	char why[256];
+	size_t i;
+
+	for (i = 0; i < t->n && !t->finished; i++) {
+		struct tproc *tp = &t->tp[i];
+
+		if (final_state(tp->state))
+			continue;
+		snprintf(why, sizeof(why), "timed out after %lld s while %s (raise --timeout, or "
+		         "check that the process reaches the requested iterations)",
+		         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state));
+		if (tp->proc != NULL && tp->proc->conn != NULL) {
+			struct msg m;
+
+			msg_init(&m, MSG_CAPTURE_CANCEL, 0);
+			m.u.capture_cancel.trace_id = t->id;
+			m.u.capture_cancel.reason = "trace timed out";
+			conn_send_msg(tp->proc->conn, &m);
+		}
+		trace_set_state(t, tp, MSG_TS_FAILED, why);
+	}
+}
+
+static void send_start(struct trace *t, struct tproc *tp)
+{
+	struct msg m;
+
+	msg_init(&m, MSG_CAPTURE_START, 0);
+	m.u.capture_start.trace_id = t->id;
+	m.u.capture_start.win = t->win;
+	m.u.capture_start.win.iteration_range = t->iteration_range[0] ? t->iteration_range : NULL;
+	m.u.capture_start.max_bytes = (int64_t)t->d->cfg.max_trace_bytes;
+	conn_send_msg(tp->proc->conn, &m);
+}
+
+struct trace *trace_create(struct daemon *d, const struct peer *peer,
+                           const struct msg_trace_start *req, int *code, struct perr *err)
+{
+	const char *job = req->all ? NULL : req->job_id;
+	struct trace *t;
+	struct proc *p;
+	size_t n = 0, i;
+
+	if (d->pending_traces >= d->cfg.max_pending_traces) {
+		d->cnt.traces_refused++;
+		*code = MSG_E_LIMIT;
+		perr_set(err, -EBUSY, "%zu traces are in progress, the limit "
+		         "(limits.pending_traces); wait for one to finish", d->pending_traces);
+		return NULL;
+	}
+	for (p = d->procs; p != NULL; p = p->next)
+		if (peer_may(peer, p->uid) && registry_match(p, job, req->pids.v, req->pids.n))
+			n++;
+	if (n == 0) {
+		*code = MSG_E_NOT_FOUND;
+		registry_describe(d, peer->uid, peer->admin, err->msg, sizeof(err->msg));
+		return NULL;
+	}
+	if ((int64_t)n > req->process_limit)
+		n = (size_t)req->process_limit;
+	t = calloc(1, sizeof(*t));
+	if (t == NULL || (t->tp = calloc(n, sizeof(*t->tp))) == NULL) {
+		free(t);
+		*code = MSG_E_INTERNAL;
+		perr_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	t->d = d;
+	trace_new_id(t->id, sizeof(t->id));
+	t->owner = peer->uid;
+	t->created_us = daemon_now_us();
+	t->win = req->win;
+	if (req->win.iteration_range)
+		snprintf(t->iteration_range, sizeof(t->iteration_range), "%s",
+		         req->win.iteration_range);
+	t->win.iteration_range = NULL;
+	t->timeout_ms = req->timeout_ms ? req->timeout_ms : (int64_t)d->cfg.trace_timeout_s * 1000;
+	t->state = MSG_TRACE_RUNNING;
+	/* Oldest registrations first: with a process limit, long-lived workers
+	 * win over short-lived launchers that registered after them. */
+	for (p = d->procs; p != NULL && p->next != NULL; p = p->next)
+		;
+	for (; p != NULL && t->n < n; p = p->prev) {
+		struct tproc *tp;
+
+		if (!peer_may(peer, p->uid) || !registry_match(p, job, req->pids.v, req->pids.n))
+			continue;
+		tp = &t->tp[t->n++];
+		tp->pid = p->pid;
+		tp->uid = p->uid;
+		tp->kind = p->kind;
+		tp->rank = p->rank;
+		tp->proc = p;
+		snprintf(tp->host, sizeof(tp->host), "%s", p->host);
+		snprintf(tp->job_id, sizeof(tp->job_id), "%s", p->job_id);
+		tp->state = MSG_TS_MATCHED;
+	}
+	uv_timer_init(d->loop, &t->timer);
+	t->timer.data = t;
+	t->next = d->traces;
+	if (d->traces)
+		d->traces->prev = t;
+	d->traces = t;
+	d->pending_traces++;
+	d->cnt.traces_started++;
+	log_info("trace %s started by %s: %zu process%s", t->id, peer->desc, t->n,
+	         t->n == 1 ? "" : "es");
+	uv_timer_start(&t->timer, on_timeout, (uint64_t)t->timeout_ms, 0);
+	for (i = 0; i < t->n && !t->finished; i++) {
+		struct tproc *tp = &t->tp[i];
+
+		if (tp->proc->busy != NULL) {
+			char why[160];
+
+			snprintf(why, sizeof(why), "busy: already capturing trace %s",
+			         tp->proc->busy->id);
+			trace_set_state(t, tp, MSG_TS_FAILED, why);
+			continue;
+		}
+		tp->proc->busy = t;
+		send_start(t, tp);
+	}
+	return t;
+}
+
+void trace_capture_status(struct daemon *d, struct proc *p, const struct msg_capture_status *s)
+{
+	struct trace *t = trace_find(d, s->trace_id);
+	struct tproc *tp;
+
+	if (t == NULL || (tp = trace_tproc(t, p->pid)) == NULL) {
+		log_debug("pid %d reports on unknown trace %s", (int)p->pid, s->trace_id);
+		return;
+	}
+	tp->events = s->events;
+	tp->dropped = s->dropped;
+	tp->bytes = s->bytes;
+	/* done comes from the daemon (the upload is stored), not from the agent */
+	if (s->state == MSG_TS_DONE)
+		return;
+	trace_set_state(t, tp, s->state, s->reason);
+}
+
+int trace_cancel(struct daemon *d, struct trace *t, const char *why)
+{
+	int n = 0;
+	size_t i;
+
+	(void)d;
+	for (i = 0; i < t->n && !t->finished; i++) {
+		struct tproc *tp = &t->tp[i];
+
+		if (final_state(tp->state))
+			continue;
+		if (tp->proc != NULL && tp->proc->conn != NULL) {
+			struct msg m;
+
+			msg_init(&m, MSG_CAPTURE_CANCEL, 0);
+			m.u.capture_cancel.trace_id = t->id;
+			m.u.capture_cancel.reason = why;
+			conn_send_msg(tp->proc->conn, &m);
+		}
+		n++;
+		trace_set_state(t, tp, MSG_TS_CANCELLED, why);
+	}
+	return n;
+}
+
+void trace_follow(struct trace *t, struct conn *c, uint64_t id)
+{
+	struct follower *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return;
+	f->c = c;
+	f->id = id;
+	f->next = t->followers;
+	t->followers = f;
+}
+
+void trace_proc_gone(struct daemon *d, struct proc *p)
+{
+	struct trace *t, *next;
+	struct tproc *tp;
+
+	for (t = d->traces; t != NULL; t = next) {
+		next = t->next;
+		tp = trace_tproc(t, p->pid);
+		if (tp == NULL || tp->proc != p)
+			continue;
+		tp->proc = NULL;
+		if (!t->finished && !final_state(tp->state))
+			trace_set_state(t, tp, MSG_TS_FAILED, tp->state == MSG_TS_UPLOADING ?
+			                "the agent disconnected during the upload" :
+			                "the process exited or its agent disconnected before the "
+			                "trace was delivered");
+	}
+}
+
+void trace_conn_gone(struct daemon *d, struct conn *c)
+{
+	struct follower **fp, *f;
+	struct trace *t;
+
+	for (t = d->traces; t != NULL; t = t->next) {
+		for (fp = &t->followers; *fp != NULL;) {
+			f = *fp;
+			if (f->c == c) {
+				*fp = f->next;
+				free(f);
+			} else
+				fp = &f->next;
+		}
+	}
+}
+
+void trace_shutdown(struct daemon *d)
+{
+	struct trace *t;
+	size_t i;
+
+	while ((t = d->traces) != NULL) {
+		for (i = 0; i < t->n && !t->finished; i++)
+			if (!final_state(t->tp[i].state))
+				trace_set_state(t, &t->tp[i], MSG_TS_FAILED, "the daemon stopped");
+		trace_free(d, t);
+	}
+}

@@ -1,0 +1,113 @@
+/*
+ * trace: trace orchestration. A trace request selects processes, gets a
+ * trace id, and pushes capture_start to each agent at once; then each
+ * process moves through matched -> waiting -> capturing -> writing ->
+ * uploading -> done, or ends failed or cancelled with a reason a person
+ * can act on. When every process has ended, the trace is handed to the
+ * store (its files and manifest stay on disk) and followers get a last
+ * trace_progress.
+ *
+ * Ownership: the daemon owns every trace (d->traces, newest first). A
+ * trace is freed only in its timer's close callback. Each tproc holds its
+ * registry proc weakly: registry_remove calls trace_proc_gone first.
+ * Followers are (conn, request id) pairs; trace_conn_gone drops a closing
+ * conn's. Finished traces stay in memory (for trace_status and reasons)
+ * until more than TRACE_KEEP_FINISHED have finished.
+ */
+#ifndef GPROFD_TRACE_H
+#define GPROFD_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "daemon.h"
+#include "msg.h"
+
+#define TRACE_ID_LEN 48
+#define TRACE_KEEP_FINISHED 256
+
+struct proc;
+struct conn;
+struct peer;
+
+struct tproc {
+	pid_t pid;
+	uid_t uid;
+	int kind;
+	int state;                 /* MSG_TS_* */
+	char reason[512];
+	int64_t bytes, events, dropped;
+	char file[160];            /* stored file name once done */
+	char host[64];
+	char job_id[MSG_JOB_ID_MAX + 1];
+	int64_t rank;
+	struct proc *proc;         /* weak; NULL once the process is gone */
+};
+
+struct follower {
+	struct follower *next;
+	struct conn *c;
+	uint64_t id;
+};
+
+struct trace {
+	struct trace *next, *prev;
+	struct daemon *d;
+	char id[TRACE_ID_LEN];
+	uid_t owner;
+	int64_t created_us;
+	struct msg_window win;
+	char iteration_range[MSG_NAME_MAX + 1];
+	int64_t timeout_ms;
+	int state;                 /* MSG_TRACE_* */
+	bool finished;
+	size_t n;
+	struct tproc *tp;
+	struct follower *followers;
+	uv_timer_t timer;
+};
+
+/*
+ * Creates a trace for a validated trace_start on behalf of peer (who
+ * decides which processes may be traced) and sends capture_start to every
+ * matched agent. Returns the trace, possibly already finished (every
+ * process busy); or NULL with *code set and err saying why: MSG_E_LIMIT,
+ * MSG_E_INTERNAL, or MSG_E_NOT_FOUND when nothing matched (err is then a
+ * hint naming what is registered).
+ */
+struct trace *trace_create(struct daemon *d, const struct peer *peer,
+                           const struct msg_trace_start *req, int *code, struct perr *err);
+/* A fresh trace id. */
+void trace_new_id(char *out, size_t size);
+
+struct trace *trace_find(struct daemon *d, const char *id);
+
+/* Agent reports. */
+void trace_capture_status(struct daemon *d, struct proc *p, const struct msg_capture_status *s);
+/* The agent of p started uploading to trace t / finished / failed. */
+struct tproc *trace_tproc(struct trace *t, pid_t pid);
+void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *reason);
+
+/* Cancels t: agents are told, unfinished processes end cancelled.
+ * Returns how many processes were cancelled. */
+int trace_cancel(struct daemon *d, struct trace *t, const char *why);
+
+/* Adds c as a follower of t (trace_progress messages with id). */
+void trace_follow(struct trace *t, struct conn *c, uint64_t id);
+
+/* Fills procs (room for t->n entries) with t's processes. */
+void trace_fill_procs(const struct trace *t, struct msg_trace_proc *procs);
+/* Fills m (a trace_status_reply or trace_progress) from t; procs must
+ * have room for t->n entries. */
+void trace_fill(const struct trace *t, struct msg *m, struct msg_trace_proc *procs);
+
+void trace_proc_gone(struct daemon *d, struct proc *p);
+void trace_conn_gone(struct daemon *d, struct conn *c);
+
+/* Fails every unfinished trace and frees all (shutdown). */
+void trace_shutdown(struct daemon *d);
+
+#endif

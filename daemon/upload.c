@@ -1,0 +1,403 @@
+/*
+ * upload: see upload.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "log.h"
+#include "registry.h"
+#include "store.h"
+#include "trace.h"
+#include "upload.h"
+
+struct qchunk {
+	struct qchunk *next;
+	size_t len;
+	uint8_t data[];
+};
+
+struct upload {
+	struct upload *next;
+	struct daemon *d;
+	struct conn *c;              /* NULL once the connection is gone */
+	uint32_t transfer;
+	char trace_id[TRACE_ID_LEN];
+	pid_t pid;
+	char name[160];
+	char tmp[PATH_MAX];
+	uv_file fd;
+	uint64_t received, written;
+	uint32_t crc;
+	struct qchunk *head, *tail;
+	uv_fs_t req;
+	bool busy;                   /* a write is in flight */
+	bool failed;
+	bool ending;                 /* upload_end arrived; finish when drained */
+	uint64_t end_id;
+};
+
+static struct tproc *find_tproc(struct upload *u, struct trace **tout)
+{
+	struct trace *t = trace_find(u->d, u->trace_id);
+
+	*tout = t;
+	return t ? trace_tproc(t, u->pid) : NULL;
+}
+
+static void unlink_upload(struct upload *u)
+{
+	struct upload **pp;
+
+	if (u->c == NULL)
+		return;
+	for (pp = &u->c->uploads; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+}
+
+static void drop_queue(struct upload *u)
+{
+	struct qchunk *q, *next;
+
+	for (q = u->head; q != NULL; q = next) {
+		next = q->next;
+		free(q);
+	}
+	u->head = u->tail = NULL;
+}
+
+/* Releases u's file and queue (removing the partial file of a failed
+ * upload), and frees u itself once it is detached from its connection. A
+ * failed upload stays on its connection until upload_end, so chunks
+ * already on the way are dropped quietly. Waits for an in-flight write:
+ * its callback calls release again. */
+static void release(struct upload *u)
+{
+	if (u->busy)
+		return;
+	if (u->fd >= 0) {
+		uv_fs_t req;
+
+		uv_fs_close(NULL, &req, u->fd, NULL);
+		uv_fs_req_cleanup(&req);
+		u->fd = -1;
+	}
+	if (u->failed && u->tmp[0]) {
+		unlink(u->tmp);
+		u->tmp[0] = 0;
+	}
+	drop_queue(u);
+	if (u->c == NULL)
+		free(u);
+}
+
+/* Takes u off its connection's list and releases it. */
+static void detach(struct upload *u)
+{
+	unlink_upload(u);
+	u->c = NULL;
+	release(u);
+}
+
+static void fail(struct upload *u, enum msg_errcode code, const char *why)
+{
+	struct trace *t;
+	struct tproc *tp = find_tproc(u, &t);
+
+	if (u->failed)
+		return;
+	u->failed = true;
+	u->d->cnt.uploads_failed++;
+	log_info("upload of trace %s from pid %d failed: %s", u->trace_id, (int)u->pid, why);
+	if (u->c != NULL)
+		conn_send_error(u->c, u->end_id, code, "trace %s: %s", u->trace_id, why);
+	if (tp != NULL)
+		trace_set_state(t, tp, MSG_TS_FAILED, why);
+	if (u->c != NULL)
+		conn_resume(u->c);
+	release(u);
+}
+
+static void complete(struct upload *u)
+{
+	char final[PATH_MAX];
+	struct trace *t;
+	struct tproc *tp = find_tproc(u, &t);
+	struct msg m;
+	uv_fs_t req;
+
+	uv_fs_close(NULL, &req, u->fd, NULL);
+	uv_fs_req_cleanup(&req);
+	u->fd = -1;
+	store_path(u->d, u->trace_id, u->name, final, sizeof(final));
+	if (tp == NULL || t->finished) {
+		fail(u, MSG_E_NOT_FOUND, "the trace ended (timed out or cancelled) before the "
+		     "upload completed");
+		detach(u);
+		return;
+	}
+	if (rename(u->tmp, final) != 0) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "cannot store the file: %s", strerror(errno));
+		fail(u, MSG_E_IO, why);
+		detach(u);
+		return;
+	}
+	tp->bytes = (int64_t)u->received;
+	snprintf(tp->file, sizeof(tp->file), "%s", u->name);
+	if (u->c != NULL) {
+		msg_init(&m, MSG_UPLOAD_END_REPLY, u->end_id);
+		m.u.upload_end_reply.file = u->name;
+		m.u.upload_end_reply.bytes = (int64_t)u->received;
+		conn_send_msg(u->c, &m);
+	}
+	log_debug("trace %s: stored %s (%llu bytes)", u->trace_id, u->name,
+	          (unsigned long long)u->received);
+	u->tmp[0] = 0; /* renamed: nothing to remove */
+	trace_set_state(t, tp, MSG_TS_DONE, NULL);
+	detach(u);
+}
+
+static void pump(struct upload *u);
+
+static void on_write(uv_fs_t *req)
+{
+	struct upload *u = req->data;
+	struct qchunk *q = u->head;
+	ssize_t r = req->result;
+
+	uv_fs_req_cleanup(req);
+	u->busy = false;
+	u->head = q->next;
+	if (u->head == NULL)
+		u->tail = NULL;
+	free(q);
+	if (u->failed || u->c == NULL) {
+		if (!u->failed)
+			fail(u, MSG_E_IO, "the agent disconnected during the upload");
+		else
+			release(u);
+		return;
+	}
+	if (r < 0) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "writing the trace failed: %s%s", uv_strerror((int)r),
+		         r == UV_ENOSPC ? " (the daemon's disk is full)" : "");
+		fail(u, r == UV_ENOSPC ? MSG_E_NO_SPACE : MSG_E_IO, why);
+		return;
+	}
+	u->written += (uint64_t)r;
+	if (u->received - u->written <= UPLOAD_QUEUE_MAX / 2)
+		conn_resume(u->c);
+	pump(u);
+}
+
+static void pump(struct upload *u)
+{
+	uv_buf_t buf;
+	int r;
+
+	if (u->busy || u->failed)
+		return;
+	if (u->head == NULL) {
+		if (u->ending)
+			complete(u);
+		return;
+	}
+	buf = uv_buf_init((char *)u->head->data, (unsigned)u->head->len);
+	u->req.data = u;
+	r = uv_fs_write(u->d->loop, &u->req, u->fd, &buf, 1, (int64_t)u->written, on_write);
+	if (r < 0) {
+		fail(u, MSG_E_IO, uv_strerror(r));
+		return;
+	}
+	u->busy = true;
+}
+
+static struct upload *find(struct conn *c, uint32_t transfer)
+{
+	struct upload *u;
+
+	for (u = c->uploads; u != NULL; u = u->next)
+		if (u->transfer == transfer)
+			return u;
+	return NULL;
+}
+
+void upload_begin(struct conn *c, const struct msg *m)
+{
+	const struct msg_upload_begin *b = &m->u.upload_begin;
+	struct daemon *d = c->d;
+	struct timespec ts;
+	struct upload *u;
+	struct trace *t;
+	struct tproc *tp;
+	int r;
+
+	if (c->proc == NULL) {
+		conn_send_error(c, m->id, MSG_E_FORBIDDEN, "register before uploading");
+		return;
+	}
+	t = trace_find(d, b->trace_id);
+	tp = t ? trace_tproc(t, c->proc->pid) : NULL;
+	if (tp == NULL || t->finished || tp->state == MSG_TS_DONE ||
+	    tp->state == MSG_TS_FAILED || tp->state == MSG_TS_CANCELLED) {
+		conn_send_error(c, m->id, MSG_E_NOT_FOUND, "trace %s is not waiting for a "
+		                "trace from pid %d", b->trace_id, (int)c->proc->pid);
+		return;
+	}
+	if (find(c, (uint32_t)b->transfer) != NULL) {
+		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "transfer %lld is already open",
+		                (long long)b->transfer);
+		return;
+	}
+	u = calloc(1, sizeof(*u));
+	if (u == NULL) {
+		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		return;
+	}
+	u->d = d;
+	u->c = c;
+	u->fd = -1;
+	u->transfer = (uint32_t)b->transfer;
+	u->pid = c->proc->pid;
+	u->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+	snprintf(u->trace_id, sizeof(u->trace_id), "%s", b->trace_id);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	/* TRACE_FORMAT.md: <host>_<pid>.<unix-ns>.pt.trace.json.gz; the host
+	 * part is what the agent registered, cut to token characters. */
+	{
+		char host[64];
+		size_t i;
+
+		snprintf(host, sizeof(host), "%s", tp->host[0] ? tp->host : d->host);
+		for (i = 0; host[i]; i++)
+			if (!((host[i] >= 'a' && host[i] <= 'z') || (host[i] >= 'A' && host[i] <= 'Z') ||
+			      (host[i] >= '0' && host[i] <= '9') || host[i] == '-' || host[i] == '.'))
+				host[i] = '-';
+		snprintf(u->name, sizeof(u->name), "%s_%d.%lld%09ld.pt.trace.json.gz", host,
+		         (int)u->pid, (long long)ts.tv_sec, ts.tv_nsec);
+	}
+	store_path(d, u->trace_id, u->name, u->tmp, sizeof(u->tmp));
+	strncat(u->tmp, ".tmp", sizeof(u->tmp) - strlen(u->tmp) - 1);
+	r = store_mkdir(d, u->trace_id);
+	if (r == 0) {
+		u->fd = open(u->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (u->fd < 0)
+			r = -errno;
+	}
+	u->next = c->uploads;
+	c->uploads = u;
+	trace_set_state(t, tp, MSG_TS_UPLOADING, NULL);
+	if (r < 0) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "cannot create the trace file: %s", strerror(-r));
+		u->end_id = m->id;
+		fail(u, r == -ENOSPC ? MSG_E_NO_SPACE : MSG_E_IO, why);
+	}
+}
+
+int upload_chunk(struct conn *c, const struct frame *f)
+{
+	struct upload *u = find(c, f->transfer);
+	struct qchunk *q;
+
+	if (u == NULL) {
+		conn_send_error(c, 0, MSG_E_BAD_REQUEST, "chunk for transfer %u, which is not "
+		                "open; closing the connection", f->transfer);
+		conn_finish(c, "chunk for an unknown transfer");
+		return -EPROTO;
+	}
+	if (u->failed)
+		return 0; /* already answered; the rest of this transfer is dropped */
+	if (f->offset != u->received) {
+		fail(u, MSG_E_BAD_REQUEST, "chunks are not contiguous (a byte was lost or "
+		     "repeated)");
+		return 0;
+	}
+	if (u->received + f->len > c->d->cfg.max_trace_bytes) {
+		fail(u, MSG_E_LIMIT, "the trace is larger than limits.trace_bytes");
+		return 0;
+	}
+	q = malloc(sizeof(*q) + f->len);
+	if (q == NULL) {
+		fail(u, MSG_E_INTERNAL, "out of memory");
+		return 0;
+	}
+	q->next = NULL;
+	q->len = f->len;
+	memcpy(q->data, f->data, f->len);
+	if (u->tail)
+		u->tail->next = q;
+	else
+		u->head = q;
+	u->tail = q;
+	u->received += f->len;
+	u->crc = (uint32_t)crc32(u->crc, f->data, (uInt)f->len);
+	if (u->received - u->written > UPLOAD_QUEUE_MAX)
+		conn_pause(c);
+	pump(u);
+	return 0;
+}
+
+void upload_end(struct conn *c, const struct msg *m)
+{
+	const struct msg_upload_end *e = &m->u.upload_end;
+	struct upload *u = find(c, (uint32_t)e->transfer);
+
+	if (u == NULL) {
+		conn_send_error(c, m->id, MSG_E_NOT_FOUND, "transfer %lld is not open",
+		                (long long)e->transfer);
+		return;
+	}
+	u->end_id = m->id;
+	if (u->failed) {
+		/* the failure was reported when it happened */
+		detach(u);
+		return;
+	}
+	if ((uint64_t)e->bytes != u->received || (uint32_t)e->crc32 != u->crc) {
+		char why[200];
+
+		snprintf(why, sizeof(why), "received %llu bytes with CRC-32 %08x, the agent "
+		         "sent %lld bytes with CRC-32 %08llx", (unsigned long long)u->received,
+		         u->crc, (long long)e->bytes, (unsigned long long)e->crc32);
+		fail(u, MSG_E_BAD_REQUEST, why);
+		return;
+	}
+	u->ending = true;
+	pump(u);
+}
+
+void upload_conn_gone(struct conn *c)
+{
+	struct upload *u;
+
+	while ((u = c->uploads) != NULL) {
+		c->uploads = u->next;
+		u->c = NULL;
+		if (!u->failed) {
+			struct trace *t;
+			struct tproc *tp = find_tproc(u, &t);
+
+			u->failed = true;
+			u->d->cnt.uploads_failed++;
+			if (tp != NULL)
+				trace_set_state(t, tp, MSG_TS_FAILED,
+				                "the agent disconnected during the upload");
+		}
+		release(u);
+	}
+}

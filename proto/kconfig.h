@@ -1,0 +1,35 @@
+/*
+ * kconfig: libkineto's on-demand config text, the `config` string of
+ * Dynolog's setKinetOnDemandRequest and the payload Kineto clients poll for
+ * (shared/DYNOLOG_COMPAT.md). Lines of KEY=VALUE; blank lines and lines
+ * starting with '#' are skipped; surrounding spaces are trimmed. A line
+ * with more than one '=' makes Kineto reject the whole config, so it is an
+ * error here too (the user learns it before a trace silently never runs).
+ * Keys gprofd does not need are accepted and ignored, as Kineto accepts
+ * many.
+ */
+#ifndef GPROF_KCONFIG_H
+#define GPROF_KCONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "perr.h"
+
+#define KCONFIG_DURATION_DEFAULT_MS 500
+
+struct kconfig {
+	char log_file[4096];      /* ACTIVITIES_LOG_FILE */
+	int64_t duration_ms;      /* ACTIVITIES_DURATION_MSECS (default 500) */
+	int64_t start_time_ms;    /* PROFILE_START_TIME, ms since the epoch; 0 = now */
+	int64_t iterations;       /* ACTIVITIES_ITERATIONS; > 0 selects iteration mode */
+	int64_t start_iteration;  /* PROFILE_START_ITERATION */
+	int64_t roundup;          /* PROFILE_START_ITERATION_ROUNDUP */
+	char trace_id[65];        /* REQUEST_TRACE_ID */
+	bool profile_memory;      /* PROFILE_PROFILE_MEMORY / PROFILE_MEMORY */
+};
+
+/* Parses text (NUL-terminated). 0, or -EINVAL with err naming the line. */
+int kconfig_parse(struct kconfig *k, const char *text, struct perr *err);
+
+#endif

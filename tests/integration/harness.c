@@ -1,0 +1,556 @@
+/*
+ * harness: see harness.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "harness.h"
+
+#ifndef GPROFD_PATH
+#error "GPROFD_PATH must name the gprofd binary"
+#endif
+
+/* ---- daemon ---- */
+
+static void *reader(void *arg)
+{
+	struct td *t = arg;
+	char buf[4096];
+	ssize_t n;
+
+	for (;;) {
+		n = read(t->logfd, buf, sizeof(buf));
+		pthread_mutex_lock(&t->mu);
+		if (n <= 0) {
+			t->eof = true;
+			pthread_cond_broadcast(&t->cv);
+			pthread_mutex_unlock(&t->mu);
+			return NULL;
+		}
+		if (t->loglen + (size_t)n + 1 > t->logcap) {
+			t->logcap = (t->logcap + (size_t)n + 1) * 2;
+			t->log = realloc(t->log, t->logcap);
+		}
+		memcpy(t->log + t->loglen, buf, (size_t)n);
+		t->loglen += (size_t)n;
+		t->log[t->loglen] = 0;
+		if (getenv("HARNESS_ECHO"))
+			fwrite(buf, 1, (size_t)n, stderr);
+		pthread_cond_broadcast(&t->cv);
+		pthread_mutex_unlock(&t->mu);
+	}
+}
+
+static void deadline(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+bool td_wait_log(struct td *t, const char *needle, size_t *from)
+{
+	struct timespec ts;
+	bool found = false;
+	char *hit;
+
+	deadline(&ts, TD_TIMEOUT_MS);
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		hit = t->log ? strstr(t->log + (from ? *from : 0), needle) : NULL;
+		if (hit != NULL) {
+			found = true;
+			if (from)
+				*from = (size_t)(hit - t->log) + strlen(needle);
+			break;
+		}
+		if (t->eof || pthread_cond_timedwait(&t->cv, &t->mu, &ts) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return found;
+}
+
+size_t td_log_len(struct td *t)
+{
+	size_t n;
+
+	pthread_mutex_lock(&t->mu);
+	n = t->loglen;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+static int launch(struct td *t, const char *config_yaml, const char *const *extra)
+{
+	const char *argv[40];
+	char cfg[300], *p;
+	int pipefd[2], n = 0, i;
+	size_t at = 0;
+
+	snprintf(t->sock, sizeof(t->sock), "%s/gprofd.sock", t->dir);
+	snprintf(t->state, sizeof(t->state), "%s/state", t->dir);
+	argv[n++] = GPROFD_PATH;
+	argv[n++] = "--socket";
+	argv[n++] = t->sock;
+	argv[n++] = "--tcp";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--state-dir";
+	argv[n++] = t->state;
+	argv[n++] = "-v";
+	if (config_yaml != NULL) {
+		FILE *f;
+
+		snprintf(cfg, sizeof(cfg), "%s/gprofd.yaml", t->dir);
+		f = fopen(cfg, "w");
+		if (f == NULL)
+			return -1;
+		fputs(config_yaml, f);
+		fclose(f);
+		argv[n++] = "--config";
+		argv[n++] = cfg;
+	}
+	for (i = 0; extra && extra[i] && n < 38; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	if (pipe2(pipefd, O_CLOEXEC) != 0)
+		return -1;
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	t->log = NULL;
+	t->loglen = t->logcap = 0;
+	t->eof = false;
+	t->pid = fork();
+	if (t->pid == 0) {
+		dup2(pipefd[1], 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	t->logfd = pipefd[0];
+	pthread_create(&t->reader, NULL, reader, t);
+	if (!td_wait_log(t, " running: ", &at))
+		return -1;
+	pthread_mutex_lock(&t->mu);
+	p = strstr(t->log, "tcp port ");
+	t->port = p ? atoi(p + 9) : 0;
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+int td_start(struct td *t, const char *config_yaml, const char *const *extra)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->dir, sizeof(t->dir), "/tmp/gprofd-test-XXXXXX");
+	if (mkdtemp(t->dir) == NULL)
+		return -1;
+	return launch(t, config_yaml, extra);
+}
+
+int td_restart(struct td *t, const char *config_yaml, const char *const *extra)
+{
+	free(t->log);
+	return launch(t, config_yaml, extra);
+}
+
+void td_signal(struct td *t, int sig)
+{
+	kill(t->pid, sig);
+}
+
+int td_stop(struct td *t)
+{
+	int status = 0;
+
+	if (t->pid <= 0)
+		return -1;
+	kill(t->pid, SIGTERM);
+	/* A daemon that never exits is caught by meson's test timeout. */
+	if (waitpid(t->pid, &status, 0) != t->pid)
+		status = -1;
+	pthread_join(t->reader, NULL);
+	close(t->logfd);
+	t->pid = 0;
+	if (status == -1 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+void td_cleanup(struct td *t)
+{
+	char cmd[400];
+
+	if (t->pid > 0)
+		td_stop(t);
+	free(t->log);
+	t->log = NULL;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", t->dir);
+}
+
+/* ---- client ---- */
+
+static void tc_init(struct tc *c, int fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = fd;
+	c->next_id = 1;
+	frame_decoder_init(&c->dec, 64u << 20, 64u << 20);
+}
+
+int tc_connect_unix(struct tc *c, const char *path)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	tc_init(c, fd);
+	return 0;
+}
+
+int tc_connect_tcp(struct tc *c, int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	tc_init(c, fd);
+	return 0;
+}
+
+void tc_close(struct tc *c)
+{
+	struct rframe *f, *next;
+
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	for (f = c->head; f != NULL; f = next) {
+		next = f->next;
+		free(f);
+	}
+	c->head = c->tail = NULL;
+	frame_decoder_deinit(&c->dec);
+}
+
+int tc_send_raw(struct tc *c, const void *p, size_t n)
+{
+	const char *b = p;
+	ssize_t w;
+
+	while (n > 0) {
+		w = send(c->fd, b, n, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int tc_send(struct tc *c, struct msg *m)
+{
+	struct perr err;
+	struct pbuf b;
+	int r;
+
+	if (m->id == 0 && msg_type_is_request(m->type))
+		m->id = c->next_id++;
+	pbuf_init(&b, 0);
+	r = msg_encode(&b, m, &err);
+	if (r < 0) {
+		fprintf(stderr, "tc_send: %s\n", err.msg);
+		pbuf_deinit(&b);
+		return r;
+	}
+	r = tc_send_raw(c, b.data, b.len);
+	pbuf_deinit(&b);
+	return r;
+}
+
+static int queue_frame(void *ud, const struct frame *f)
+{
+	struct tc *c = ud;
+	struct rframe *r = malloc(sizeof(*r) + f->len + 1);
+
+	r->next = NULL;
+	r->kind = f->kind;
+	r->transfer = f->transfer;
+	r->offset = f->offset;
+	r->len = f->len;
+	memcpy(r->data, f->data, f->len);
+	r->data[f->len] = 0;
+	if (c->tail)
+		c->tail->next = r;
+	else
+		c->head = r;
+	c->tail = r;
+	return 0;
+}
+
+/* Reads once from the socket (waiting up to ms). 1 read, 0 timeout, -1 EOF. */
+static int fill(struct tc *c, int ms)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	char buf[65536];
+	ssize_t n;
+
+	if (poll(&p, 1, ms) <= 0)
+		return 0;
+	n = recv(c->fd, buf, sizeof(buf), 0);
+	if (n <= 0)
+		return -1;
+	if (frame_decoder_feed(&c->dec, buf, (size_t)n, queue_frame, c, NULL) < 0)
+		return -1;
+	return 1;
+}
+
+struct rframe *tc_recv_frame(struct tc *c, int timeout_ms)
+{
+	struct rframe *f;
+
+	while (c->head == NULL)
+		if (fill(c, timeout_ms) <= 0)
+			return NULL;
+	f = c->head;
+	c->head = f->next;
+	if (c->head == NULL)
+		c->tail = NULL;
+	return f;
+}
+
+int tc_recv(struct tc *c, struct msg *m)
+{
+	struct rframe *f = tc_recv_frame(c, TD_TIMEOUT_MS);
+	struct perr err;
+	int r;
+
+	memset(m, 0, sizeof(*m));
+	if (f == NULL)
+		return -ETIMEDOUT;
+	if (f->kind != FRAME_JSON) {
+		free(f);
+		return -EPROTO;
+	}
+	r = msg_decode(m, (const char *)f->data, f->len, &err);
+	if (r < 0)
+		fprintf(stderr, "tc_recv: %s: %s\n", err.msg, (const char *)f->data);
+	free(f);
+	return r;
+}
+
+int tc_recv_type(struct tc *c, enum msg_type t, struct msg *m)
+{
+	int r;
+
+	for (;;) {
+		r = tc_recv(c, m);
+		if (r < 0 || m->type == t)
+			return r;
+		if (m->type == MSG_ERROR)
+			fprintf(stderr, "tc_recv_type(%s): error %s: %s\n", msg_type_name(t),
+			        msg_errcode_name(m->u.error.code), m->u.error.message);
+		msg_deinit(m);
+	}
+}
+
+bool tc_closed(struct tc *c)
+{
+	int r;
+
+	while ((r = fill(c, TD_TIMEOUT_MS)) > 0)
+		;
+	return r < 0;
+}
+
+int tc_hello(struct tc *c, int role)
+{
+	struct msg m;
+	int r;
+
+	msg_init(&m, MSG_HELLO, 0);
+	m.u.hello.proto_min = 1;
+	m.u.hello.proto_max = 1;
+	m.u.hello.role = role;
+	m.u.hello.software = "harness";
+	r = tc_send(c, &m);
+	if (r < 0)
+		return r;
+	r = tc_recv(c, &m);
+	if (r == 0 && m.type != MSG_HELLO_REPLY)
+		r = -EPROTO;
+	msg_deinit(&m);
+	return r;
+}
+
+/* ---- fake agent ---- */
+
+static int agent_upload(struct tc *c, const char *trace_id, size_t bytes)
+{
+	static uint32_t transfer = 1;
+	uint8_t *buf = malloc(bytes ? bytes : 1);
+	uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+	size_t off = 0, n, i;
+	struct pbuf b;
+	struct msg m;
+	int r;
+
+	for (i = 0; i < bytes; i++)
+		buf[i] = agent_byte(i);
+	msg_init(&m, MSG_UPLOAD_BEGIN, 0);
+	m.u.upload_begin.trace_id = trace_id;
+	m.u.upload_begin.transfer = transfer;
+	tc_send(c, &m);
+	while (off < bytes) {
+		n = bytes - off < (1u << 20) ? bytes - off : (1u << 20);
+		pbuf_init(&b, 0);
+		frame_encode_chunk(&b, transfer, off, buf + off, n);
+		tc_send_raw(c, b.data, b.len);
+		pbuf_deinit(&b);
+		crc = (uint32_t)crc32(crc, buf + off, (uInt)n);
+		off += n;
+	}
+	msg_init(&m, MSG_UPLOAD_END, 0);
+	m.u.upload_end.transfer = transfer++;
+	m.u.upload_end.bytes = (int64_t)bytes;
+	m.u.upload_end.crc32 = crc;
+	tc_send(c, &m);
+	free(buf);
+	r = tc_recv_type(c, MSG_UPLOAD_END_REPLY, &m);
+	msg_deinit(&m);
+	return r;
+}
+
+static void agent_main(const char *sock, const char *job_id, int rank, size_t trace_bytes,
+                       int ready, int ctl)
+{
+	struct pollfd p[2];
+	struct tc c;
+	struct msg m;
+	char byte = 1;
+
+	if (tc_connect_unix(&c, sock) < 0 || tc_hello(&c, MSG_ROLE_AGENT) < 0)
+		_exit(2);
+	msg_init(&m, MSG_REGISTER, 0);
+	m.u.reg.pid = getpid();
+	m.u.reg.job_id = job_id;
+	m.u.reg.rank = rank;
+	m.u.reg.name = "fake-agent";
+	tc_send(&c, &m);
+	if (tc_recv_type(&c, MSG_REGISTER_REPLY, &m) < 0)
+		_exit(3);
+	msg_deinit(&m);
+	if (write(ready, &byte, 1) != 1)
+		_exit(4);
+	close(ready);
+	for (;;) {
+		p[0] = (struct pollfd){ .fd = c.fd, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = ctl, .events = POLLIN };
+		if (c.head == NULL && poll(p, 2, -1) < 0)
+			continue;
+		if (p[1].revents)
+			_exit(0); /* the test closed our control pipe */
+		if (c.head == NULL && fill(&c, 0) < 0)
+			_exit(0);
+		while (c.head != NULL) {
+			if (tc_recv(&c, &m) < 0)
+				_exit(5);
+			if (m.type == MSG_CAPTURE_START) {
+				struct msg s;
+				char id[80];
+
+				snprintf(id, sizeof(id), "%s", m.u.capture_start.trace_id);
+				msg_init(&s, MSG_CAPTURE_STATUS, 0);
+				s.u.capture_status.trace_id = id;
+				if (trace_bytes == 0) {
+					s.u.capture_status.state = MSG_TS_FAILED;
+					s.u.capture_status.reason = "CUPTI is held by another tool (test)";
+					tc_send(&c, &s);
+				} else {
+					s.u.capture_status.state = MSG_TS_CAPTURING;
+					tc_send(&c, &s);
+					s.u.capture_status.state = MSG_TS_WRITING;
+					s.u.capture_status.events = 42;
+					tc_send(&c, &s);
+					agent_upload(&c, id, trace_bytes);
+				}
+			}
+			msg_deinit(&m);
+		}
+	}
+}
+
+int agent_spawn(struct agent *a, const char *sock, const char *job_id, int rank,
+                size_t trace_bytes)
+{
+	int ready[2], ctl[2];
+	char byte;
+
+	if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(ctl, O_CLOEXEC) != 0)
+		return -1;
+	a->pid = fork();
+	if (a->pid == 0) {
+		/* Keep only our two pipe ends (as fds 3 and 4): an inherited write
+		 * end of another agent's control pipe would keep that agent alive. */
+		if (dup2(ready[1], 3) < 0 || dup2(ctl[0], 4) < 0)
+			_exit(6);
+		close_range(5, ~0u, 0);
+		agent_main(sock, job_id, rank, trace_bytes, 3, 4);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(ctl[0]);
+	a->ctl = ctl[1];
+	if (read(ready[0], &byte, 1) != 1) {
+		close(ready[0]);
+		return -1;
+	}
+	close(ready[0]);
+	return 0;
+}
+
+void agent_stop(struct agent *a)
+{
+	int status;
+
+	close(a->ctl);
+	waitpid(a->pid, &status, 0);
+}

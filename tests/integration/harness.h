@@ -1,0 +1,112 @@
+/*
+ * harness: what the integration tests drive the real gprofd with.
+ *
+ *   td_*  one daemon in a private temporary directory, on a private socket
+ *         and an ephemeral loopback port. A thread reads its log (stderr)
+ *         into memory, so tests wait for log lines instead of sleeping.
+ *   tc_*  a blocking client built on proto/: connect, send messages and
+ *         raw bytes, receive frames with a timeout (a safety net against a
+ *         hung test, never a synchronisation).
+ *   agent a forked fake agent process: registers (with its own pid, so
+ *         peer credentials are real), answers capture_start by uploading a
+ *         trace of a given size, and exits when its parent closes a pipe.
+ */
+#ifndef GPROF_HARNESS_H
+#define GPROF_HARNESS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "frame.h"
+#include "msg.h"
+
+#define TD_TIMEOUT_MS 20000
+
+struct td {
+	pid_t pid;
+	char dir[256];
+	char sock[300];
+	char state[300];
+	int port;
+	int logfd;
+	pthread_t reader;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char *log;
+	size_t loglen, logcap;
+	bool eof;
+};
+
+/* Starts gprofd with --socket/--tcp 127.0.0.1:0/--state-dir in a fresh
+ * directory plus extra arguments (NULL-terminated), and waits until it
+ * logs that it is running. config_yaml, when not NULL, is written to
+ * <dir>/gprofd.yaml and passed with --config. Returns 0 or -1. */
+int td_start(struct td *t, const char *config_yaml, const char *const *extra);
+/* Reuses t->dir and t->state (the store survives); same as td_start. */
+int td_restart(struct td *t, const char *config_yaml, const char *const *extra);
+/* SIGTERM, wait; returns the exit status (-1 on signal or timeout). */
+int td_stop(struct td *t);
+/* Removes the directory. */
+void td_cleanup(struct td *t);
+/* Waits until the log contains needle (after offset *from, when given;
+ * *from is advanced past the match). true if found within the timeout. */
+bool td_wait_log(struct td *t, const char *needle, size_t *from);
+size_t td_log_len(struct td *t);
+void td_signal(struct td *t, int sig);
+
+struct tc {
+	int fd;
+	struct frame_decoder dec;
+	/* received frames not yet consumed */
+	struct rframe *head, *tail;
+	uint64_t next_id;
+};
+
+struct rframe {
+	struct rframe *next;
+	enum frame_kind kind;
+	uint32_t transfer;
+	uint64_t offset;
+	size_t len;
+	uint8_t data[];
+};
+
+int tc_connect_unix(struct tc *c, const char *path);
+int tc_connect_tcp(struct tc *c, int port);
+void tc_close(struct tc *c);
+int tc_send_raw(struct tc *c, const void *p, size_t n);
+/* Encodes and sends m; sets m->id to a fresh id for requests when 0. */
+int tc_send(struct tc *c, struct msg *m);
+/* Next frame (caller frees), or NULL on timeout/EOF. */
+struct rframe *tc_recv_frame(struct tc *c, int timeout_ms);
+/* Next JSON frame decoded into m (msg_deinit it), skipping nothing.
+ * 0, -ETIMEDOUT, -EPIPE (closed), or the decode error. */
+int tc_recv(struct tc *c, struct msg *m);
+/* Receives until a message of type t arrives (others are dropped). */
+int tc_recv_type(struct tc *c, enum msg_type t, struct msg *m);
+/* True when the daemon closed the connection (EOF within the timeout). */
+bool tc_closed(struct tc *c);
+/* hello with role; 0 when hello_reply came. */
+int tc_hello(struct tc *c, int role);
+
+struct agent {
+	pid_t pid;
+	int ctl;   /* write end: closing it ends the agent */
+};
+/* Forks an agent that registers with job_id and rank; each capture_start
+ * is answered by an upload of trace_bytes bytes (0: it reports failed with
+ * a reason instead). Returns 0 once the agent has registered. */
+int agent_spawn(struct agent *a, const char *sock, const char *job_id, int rank,
+                size_t trace_bytes);
+void agent_stop(struct agent *a);
+
+/* The deterministic content fake agents upload: byte i of any trace. */
+static inline uint8_t agent_byte(size_t i)
+{
+	return (uint8_t)(i * 7 + (i >> 9));
+}
+
+#endif
