@@ -41,6 +41,8 @@ struct upload {
 	bool failed;
 	bool ending;                 /* upload_end arrived; finish when drained */
 	uint64_t end_id;
+	int fail_code;               /* why it failed, repeated as upload_end's reply */
+	char fail_reason[200];
 };
 
 static struct tproc *find_tproc(struct upload *u, struct trace **tout)
@@ -108,6 +110,10 @@ static void detach(struct upload *u)
 	release(u);
 }
 
+/* Fails u: the agent hears it at once (an error event, or the reply to its
+ * upload_end when that has arrived), and the process's trace state says
+ * why. A failure before upload_end is repeated as the reply to it, so
+ * that request, like every request, gets exactly one reply. */
 static void fail(struct upload *u, enum msg_errcode code, const char *why)
 {
 	struct trace *t;
@@ -116,15 +122,21 @@ static void fail(struct upload *u, enum msg_errcode code, const char *why)
 	if (u->failed)
 		return;
 	u->failed = true;
+	u->fail_code = code;
+	snprintf(u->fail_reason, sizeof(u->fail_reason), "%s", why);
 	u->d->cnt.uploads_failed++;
 	log_info("upload of trace %s from pid %d failed: %s", u->trace_id, (int)u->pid, why);
 	if (u->c != NULL)
-		conn_send_error(u->c, u->end_id, code, "trace %s: %s", u->trace_id, why);
+		conn_send_error(u->c, u->ending ? u->end_id : 0, code, "trace %s: %s",
+		                u->trace_id, why);
 	if (tp != NULL)
 		trace_set_state(t, tp, MSG_TS_FAILED, why);
 	if (u->c != NULL)
 		conn_resume(u->c);
-	release(u);
+	if (u->ending)
+		detach(u); /* upload_end is answered: nothing more will come */
+	else
+		release(u);
 }
 
 static void complete(struct upload *u)
@@ -142,7 +154,6 @@ static void complete(struct upload *u)
 	if (tp == NULL || t->finished) {
 		fail(u, MSG_E_NOT_FOUND, "the trace ended (timed out or cancelled) before the "
 		     "upload completed");
-		detach(u);
 		return;
 	}
 	if (rename(u->tmp, final) != 0) {
@@ -150,7 +161,6 @@ static void complete(struct upload *u)
 
 		snprintf(why, sizeof(why), "cannot store the file: %s", strerror(errno));
 		fail(u, MSG_E_IO, why);
-		detach(u);
 		return;
 	}
 	tp->bytes = (int64_t)u->received;
@@ -363,8 +373,10 @@ void upload_end(struct conn *c, const struct msg *m)
 		return;
 	}
 	u->end_id = m->id;
+	u->ending = true;
 	if (u->failed) {
-		/* the failure was reported when it happened */
+		conn_send_error(c, m->id, u->fail_code, "trace %s: %s", u->trace_id,
+		                u->fail_reason);
 		detach(u);
 		return;
 	}
@@ -377,7 +389,6 @@ void upload_end(struct conn *c, const struct msg *m)
 		fail(u, MSG_E_BAD_REQUEST, why);
 		return;
 	}
-	u->ending = true;
 	pump(u);
 }
 

@@ -17,6 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <setjmp.h>
+#include <stdarg.h>
+
+#include <cmocka.h>
 #include <zlib.h>
 
 #include "harness.h"
@@ -163,6 +167,7 @@ int td_start(struct td *t, const char *config_yaml, const char *const *extra)
 	snprintf(t->dir, sizeof(t->dir), "/tmp/gprofd-test-XXXXXX");
 	if (mkdtemp(t->dir) == NULL)
 		return -1;
+	chmod(t->dir, 0755); /* tests connect as other users too */
 	return launch(t, config_yaml, extra);
 }
 
@@ -421,6 +426,45 @@ int tc_hello(struct tc *c, int role)
 	return r;
 }
 
+void tc_ctl(struct tc *c, const char *sock)
+{
+	assert_int_equal(tc_connect_unix(c, sock), 0);
+	assert_int_equal(tc_hello(c, MSG_ROLE_CTL), 0);
+}
+
+void tc_call(struct tc *c, struct msg *req, struct msg *r)
+{
+	assert_int_equal(tc_send(c, req), 0);
+	for (;;) {
+		assert_int_equal(tc_recv(c, r), 0);
+		if (r->id == req->id && r->type != MSG_TRACE_PROGRESS)
+			return;
+		msg_deinit(r);
+	}
+}
+
+void tc_expect_error(struct tc *c, struct msg *req, enum msg_errcode code, const char *needle)
+{
+	struct msg r;
+
+	tc_call(c, req, &r);
+	if (r.type != MSG_ERROR || r.u.error.code != (int)code ||
+	    (needle && strstr(r.u.error.message, needle) == NULL))
+		fail_msg("want error %s (%s), got %s %s", msg_errcode_name(code), needle ? needle : "",
+		         msg_type_name(r.type), r.type == MSG_ERROR ? r.u.error.message : "");
+	msg_deinit(&r);
+}
+
+struct msg tc_trace_req(const char *job, int iterations)
+{
+	struct msg m;
+
+	msg_init(&m, MSG_TRACE_START, 0);
+	m.u.trace_start.job_id = job;
+	m.u.trace_start.win.iterations = iterations;
+	return m;
+}
+
 /* ---- fake agent ---- */
 
 static int agent_upload(struct tc *c, const char *trace_id, size_t bytes)
@@ -454,9 +498,22 @@ static int agent_upload(struct tc *c, const char *trace_id, size_t bytes)
 	m.u.upload_end.crc32 = crc;
 	tc_send(c, &m);
 	free(buf);
-	r = tc_recv_type(c, MSG_UPLOAD_END_REPLY, &m);
-	msg_deinit(&m);
-	return r;
+	/* the reply to upload_end: upload_end_reply or an error, by id */
+	{
+		uint64_t id = m.id;
+
+		for (;;) {
+			r = tc_recv(c, &m);
+			if (r < 0)
+				return r;
+			if (m.id == id) {
+				r = m.type == MSG_UPLOAD_END_REPLY ? 0 : -EIO;
+				msg_deinit(&m);
+				return r;
+			}
+			msg_deinit(&m);
+		}
+	}
 }
 
 static void agent_main(const char *sock, const char *job_id, int rank, size_t trace_bytes,

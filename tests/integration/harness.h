@@ -92,6 +92,15 @@ bool tc_closed(struct tc *c);
 /* hello with role; 0 when hello_reply came. */
 int tc_hello(struct tc *c, int role);
 
+/* cmocka-asserting helpers for tests: connect and say hello as ctl; send a
+ * request and receive its reply (skipping interleaved events); expect an
+ * error reply with code whose message contains needle (NULL: any). */
+void tc_ctl(struct tc *c, const char *sock);
+void tc_call(struct tc *c, struct msg *req, struct msg *r);
+void tc_expect_error(struct tc *c, struct msg *req, enum msg_errcode code, const char *needle);
+/* A trace_start for job (NULL: none) over n iterations. */
+struct msg tc_trace_req(const char *job, int iterations);
+
 struct agent {
 	pid_t pid;
 	int ctl;   /* write end: closing it ends the agent */

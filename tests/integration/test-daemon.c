@@ -45,47 +45,6 @@ static int teardown(void **state)
 	return rc == 0 ? 0 : -1;
 }
 
-static void ctl(struct tc *c)
-{
-	assert_int_equal(tc_connect_unix(c, D.sock), 0);
-	assert_int_equal(tc_hello(c, MSG_ROLE_CTL), 0);
-}
-
-/* Sends a request and receives its reply (or error) into r, skipping the
- * events the protocol may interleave (capture_start, trace_progress...). */
-static void call(struct tc *c, struct msg *req, struct msg *r)
-{
-	assert_int_equal(tc_send(c, req), 0);
-	for (;;) {
-		assert_int_equal(tc_recv(c, r), 0);
-		if (r->id == req->id && r->type != MSG_TRACE_PROGRESS)
-			return;
-		msg_deinit(r);
-	}
-}
-
-static void expect_error(struct tc *c, struct msg *req, enum msg_errcode code, const char *needle)
-{
-	struct msg r;
-
-	call(c, req, &r);
-	if (r.type != MSG_ERROR || r.u.error.code != (int)code ||
-	    (needle && strstr(r.u.error.message, needle) == NULL))
-		fail_msg("want error %s (%s), got %s %s", msg_errcode_name(code), needle ? needle : "",
-		         msg_type_name(r.type), r.type == MSG_ERROR ? r.u.error.message : "");
-	msg_deinit(&r);
-}
-
-static struct msg trace_req(const char *job, int iterations)
-{
-	struct msg m;
-
-	msg_init(&m, MSG_TRACE_START, 0);
-	m.u.trace_start.job_id = job;
-	m.u.trace_start.win.iterations = iterations;
-	return m;
-}
-
 /* ---- session ---- */
 
 static void test_status_needs_hello(void **state)
@@ -96,10 +55,10 @@ static void test_status_needs_hello(void **state)
 	(void)state;
 	assert_int_equal(tc_connect_unix(&c, D.sock), 0);
 	msg_init(&m, MSG_DAEMON_STATUS, 0);
-	expect_error(&c, &m, MSG_E_BAD_REQUEST, "hello first");
+	tc_expect_error(&c, &m, MSG_E_BAD_REQUEST, "hello first");
 	assert_int_equal(tc_hello(&c, MSG_ROLE_CTL), 0);
 	msg_init(&m, MSG_DAEMON_STATUS, 0);
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_DAEMON_STATUS_REPLY);
 	assert_string_equal(r.u.daemon_status_reply.version, GPROF_VERSION);
 	assert_int_equal(r.u.daemon_status_reply.pid, D.pid);
@@ -119,7 +78,7 @@ static void test_version_mismatch(void **state)
 	m.u.hello.proto_min = 7;
 	m.u.hello.proto_max = 9;
 	m.u.hello.role = MSG_ROLE_CTL;
-	expect_error(&c, &m, MSG_E_VERSION, "1..1");
+	tc_expect_error(&c, &m, MSG_E_VERSION, "1..1");
 	assert_true(tc_closed(&c));
 	tc_close(&c);
 }
@@ -130,15 +89,15 @@ static void test_role_permissions(void **state)
 	struct msg m;
 
 	(void)state;
-	ctl(&c);
+	tc_ctl(&c, D.sock);
 	msg_init(&m, MSG_REGISTER, 0);
 	m.u.reg.pid = getpid();
-	expect_error(&c, &m, MSG_E_FORBIDDEN, "ctl may not send register");
+	tc_expect_error(&c, &m, MSG_E_FORBIDDEN, "ctl may not send register");
 	tc_close(&c);
 	assert_int_equal(tc_connect_unix(&c, D.sock), 0);
 	assert_int_equal(tc_hello(&c, MSG_ROLE_AGENT), 0);
-	m = trace_req("1", 1);
-	expect_error(&c, &m, MSG_E_FORBIDDEN, "agent may not send trace_start");
+	m = tc_trace_req("1", 1);
+	tc_expect_error(&c, &m, MSG_E_FORBIDDEN, "agent may not send trace_start");
 	tc_close(&c);
 }
 
@@ -153,7 +112,7 @@ static void test_malformed_frames(void **state)
 
 	(void)state;
 	/* bad JSON keeps the connection; the next request still works */
-	ctl(&c);
+	tc_ctl(&c, D.sock);
 	assert_int_equal(tc_send_raw(&c, "\x08\0\0\0not json", 12), 0);
 	assert_int_equal(tc_recv(&c, &r), 0);
 	assert_int_equal(r.type, MSG_ERROR);
@@ -165,21 +124,21 @@ static void test_malformed_frames(void **state)
 	assert_int_equal(r.id, 5);
 	msg_deinit(&r);
 	msg_init(&m, MSG_DAEMON_STATUS, 0);
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_DAEMON_STATUS_REPLY);
 	assert_int_equal(r.u.daemon_status_reply.counters.n > 0, 1);
 	msg_deinit(&r);
 	tc_close(&c);
 
 	/* a zero length and an oversized length cost the connection, after an error */
-	ctl(&c);
+	tc_ctl(&c, D.sock);
 	assert_int_equal(tc_send_raw(&c, zero, 4), 0);
 	assert_int_equal(tc_recv(&c, &r), 0);
 	assert_int_equal(r.type, MSG_ERROR);
 	msg_deinit(&r);
 	assert_true(tc_closed(&c));
 	tc_close(&c);
-	ctl(&c);
+	tc_ctl(&c, D.sock);
 	assert_int_equal(tc_send_raw(&c, huge, 4), 0);
 	assert_int_equal(tc_recv(&c, &r), 0);
 	assert_int_equal(r.u.error.code, MSG_E_LIMIT);
@@ -189,9 +148,9 @@ static void test_malformed_frames(void **state)
 	tc_close(&c);
 
 	/* the daemon is unharmed */
-	ctl(&ok);
+	tc_ctl(&ok, D.sock);
 	msg_init(&m, MSG_DAEMON_STATUS, 0);
-	call(&ok, &m, &r);
+	tc_call(&ok, &m, &r);
 	assert_int_equal(r.type, MSG_DAEMON_STATUS_REPLY);
 	msg_deinit(&r);
 	tc_close(&ok);
@@ -209,9 +168,9 @@ static void test_register_and_list(void **state)
 	(void)state;
 	assert_int_equal(agent_spawn(&a, D.sock, "1234", 0, 1000), 0);
 	assert_int_equal(agent_spawn(&b, D.sock, "999", 3, 1000), 0);
-	ctl(&c);
+	tc_ctl(&c, D.sock);
 	msg_init(&m, MSG_PROCESS_LIST, 0);
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_PROCESS_LIST_REPLY);
 	assert_int_equal(r.u.process_list_reply.procs.n, 2);
 	for (i = 0; i < 2; i++) {
@@ -230,7 +189,7 @@ static void test_register_and_list(void **state)
 	msg_deinit(&r);
 	msg_init(&m, MSG_PROCESS_LIST, 0);
 	m.u.process_list.job_id = "1234";
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.process_list_reply.procs.n, 1);
 	assert_int_equal(r.u.process_list_reply.procs.v[0].pid, a.pid);
 	msg_deinit(&r);
@@ -239,7 +198,7 @@ static void test_register_and_list(void **state)
 	agent_stop(&b);
 	assert_true(td_wait_log(&D, "closed: peer closed", NULL));
 	msg_init(&m, MSG_PROCESS_LIST, 0);
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.process_list_reply.procs.n, 1);
 	msg_deinit(&r);
 	agent_stop(&a);
@@ -254,9 +213,9 @@ static void test_nothing_matched_hint(void **state)
 
 	(void)state;
 	assert_int_equal(agent_spawn(&a, D.sock, "1234", 0, 1000), 0);
-	ctl(&c);
-	m = trace_req("77", 5);
-	call(&c, &m, &r);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("77", 5);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_START_REPLY);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 0);
 	assert_non_null(r.u.trace_start_reply.hint);
@@ -278,47 +237,47 @@ static void test_matching_and_limit(void **state)
 	for (i = 0; i < 3; i++)
 		assert_int_equal(agent_spawn(&a[i], D.sock, "42", i, 100), 0);
 	assert_int_equal(agent_spawn(&a[3], D.sock, "43", 0, 100), 0);
-	ctl(&c);
+	tc_ctl(&c, D.sock);
 	/* by job */
-	m = trace_req("42", 1);
-	call(&c, &m, &r);
+	m = tc_trace_req("42", 1);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 3);
 	msg_deinit(&r);
 	assert_true(td_wait_log(&D, "3 of 3 processes delivered", NULL));
 	/* by pid */
-	m = trace_req(NULL, 1);
+	m = tc_trace_req(NULL, 1);
 	pids[0] = a[1].pid;
 	m.u.trace_start.pids.v = pids;
 	m.u.trace_start.pids.n = 1;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
 	assert_int_equal(r.u.trace_start_reply.procs.v[0].pid, a[1].pid);
 	msg_deinit(&r);
 	/* by an ancestor pid (this process), with a process limit; the oldest
 	 * registrations are chosen first */
-	m = trace_req(NULL, 1);
+	m = tc_trace_req(NULL, 1);
 	pids[0] = getpid();
 	m.u.trace_start.pids.v = pids;
 	m.u.trace_start.pids.n = 1;
 	m.u.trace_start.process_limit = 2;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 2);
 	assert_int_equal(r.u.trace_start_reply.procs.v[0].pid, a[0].pid);
 	assert_int_equal(r.u.trace_start_reply.procs.v[1].pid, a[1].pid);
 	msg_deinit(&r);
 	/* job and pids together: both must match */
-	m = trace_req("43", 1);
+	m = tc_trace_req("43", 1);
 	pids[0] = a[0].pid; /* of job 42 */
 	m.u.trace_start.pids.v = pids;
 	m.u.trace_start.pids.n = 1;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 0);
 	msg_deinit(&r);
-	m = trace_req("43", 1);
+	m = tc_trace_req("43", 1);
 	pids[0] = getpid(); /* the ancestor of all four */
 	m.u.trace_start.pids.v = pids;
 	m.u.trace_start.pids.n = 1;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
 	assert_int_equal(r.u.trace_start_reply.procs.v[0].pid, a[3].pid);
 	msg_deinit(&r);
@@ -339,7 +298,7 @@ static void download(struct tc *c, const char *trace_id, const char *file, size_
 	msg_init(&m, MSG_TRACE_DOWNLOAD, 0);
 	m.u.trace_download.trace_id = trace_id;
 	m.u.trace_download.file = file;
-	call(c, &m, &r);
+	tc_call(c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_DOWNLOAD_REPLY);
 	assert_int_equal(r.u.trace_download_reply.bytes, want);
 	msg_deinit(&r);
@@ -380,10 +339,10 @@ static void test_full_trace(void **state)
 	(void)state;
 	for (i = 0; i < 2; i++)
 		assert_int_equal(agent_spawn(&a[i], D.sock, "7", i, sizes[i]), 0);
-	ctl(&c);
-	m = trace_req("7", 5);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("7", 5);
 	m.u.trace_start.follow = true;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_START_REPLY);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 2);
 	snprintf(trace_id, sizeof(trace_id), "%s", r.u.trace_start_reply.trace_id);
@@ -427,7 +386,7 @@ static void test_full_trace(void **state)
 	}
 	/* list */
 	msg_init(&m, MSG_TRACE_LIST, 0);
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_LIST_REPLY);
 	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
 	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, trace_id);
@@ -439,14 +398,14 @@ static void test_full_trace(void **state)
 	/* status of a finished trace */
 	msg_init(&m, MSG_TRACE_STATUS, 0);
 	m.u.trace_ref.trace_id = trace_id;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_STATUS_REPLY);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
 	msg_deinit(&r);
 	/* delete */
 	msg_init(&m, MSG_TRACE_DELETE, 0);
 	m.u.trace_ref.trace_id = trace_id;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_DELETE_REPLY);
 	assert_int_equal(r.u.trace_delete_reply.files, 2);
 	assert_int_equal(r.u.trace_delete_reply.bytes, (int64_t)(sizes[0] + sizes[1]));
@@ -456,7 +415,7 @@ static void test_full_trace(void **state)
 	msg_init(&m, MSG_TRACE_DOWNLOAD, 0);
 	m.u.trace_download.trace_id = trace_id;
 	m.u.trace_download.file = files[0];
-	expect_error(&c, &m, MSG_E_NOT_FOUND, NULL);
+	tc_expect_error(&c, &m, MSG_E_NOT_FOUND, NULL);
 	for (i = 0; i < 2; i++)
 		agent_stop(&a[i]);
 	tc_close(&c);
@@ -472,10 +431,10 @@ static void test_failures_have_reasons(void **state)
 	(void)state;
 	assert_int_equal(agent_spawn(&bad, D.sock, "5", 0, 0), 0);   /* reports failure */
 	assert_int_equal(agent_spawn(&good, D.sock, "5", 1, 500), 0);
-	ctl(&c);
-	m = trace_req("5", 2);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("5", 2);
 	m.u.trace_start.follow = true;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	msg_deinit(&r);
 	do {
 		assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
@@ -511,13 +470,13 @@ static void test_agent_vanishes(void **state)
 	msg_init(&m, MSG_REGISTER, 0);
 	m.u.reg.pid = getpid();
 	m.u.reg.job_id = "gone";
-	call(&ag, &m, &r);
+	tc_call(&ag, &m, &r);
 	assert_int_equal(r.type, MSG_REGISTER_REPLY);
 	msg_deinit(&r);
-	ctl(&c);
-	m = trace_req("gone", 3);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("gone", 3);
 	m.u.trace_start.follow = true;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
 	msg_deinit(&r);
 	assert_int_equal(tc_recv_type(&ag, MSG_CAPTURE_START, &r), 0);
@@ -543,17 +502,17 @@ static void test_cancel_and_timeout(void **state)
 	msg_init(&m, MSG_REGISTER, 0);
 	m.u.reg.pid = getpid();
 	m.u.reg.job_id = "slow";
-	call(&ag, &m, &r);
+	tc_call(&ag, &m, &r);
 	msg_deinit(&r);
-	ctl(&c);
+	tc_ctl(&c, D.sock);
 	/* cancel */
-	m = trace_req("slow", 3);
-	call(&c, &m, &r);
+	m = tc_trace_req("slow", 3);
+	tc_call(&c, &m, &r);
 	snprintf(id, sizeof(id), "%s", r.u.trace_start_reply.trace_id);
 	msg_deinit(&r);
 	msg_init(&m, MSG_TRACE_CANCEL, 0);
 	m.u.trace_ref.trace_id = id;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_CANCEL_REPLY);
 	assert_int_equal(r.u.trace_cancel_reply.cancelled, 1);
 	msg_deinit(&r);
@@ -563,10 +522,10 @@ static void test_cancel_and_timeout(void **state)
 	assert_string_equal(r.u.capture_cancel.trace_id, id);
 	msg_deinit(&r);
 	/* timeout: a 300 ms trace the agent never answers */
-	m = trace_req("slow", 3);
+	m = tc_trace_req("slow", 3);
 	m.u.trace_start.timeout_ms = 300;
 	m.u.trace_start.follow = true;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	msg_deinit(&r);
 	assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_FAILED);
@@ -589,11 +548,11 @@ static void test_upload_errors(void **state)
 	msg_init(&m, MSG_REGISTER, 0);
 	m.u.reg.pid = getpid();
 	m.u.reg.job_id = "up";
-	call(&ag, &m, &r);
+	tc_call(&ag, &m, &r);
 	msg_deinit(&r);
-	ctl(&c);
-	m = trace_req("up", 1);
-	call(&c, &m, &r);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("up", 1);
+	tc_call(&c, &m, &r);
 	snprintf(id, sizeof(id), "%s", r.u.trace_start_reply.trace_id);
 	msg_deinit(&r);
 	/* wrong CRC: refused, nothing stored */
@@ -609,10 +568,10 @@ static void test_upload_errors(void **state)
 	m.u.upload_end.transfer = 3;
 	m.u.upload_end.bytes = 5;
 	m.u.upload_end.crc32 = 1;
-	expect_error(&ag, &m, MSG_E_BAD_REQUEST, "CRC-32");
+	tc_expect_error(&ag, &m, MSG_E_BAD_REQUEST, "CRC-32");
 	msg_init(&m, MSG_TRACE_STATUS, 0);
 	m.u.trace_ref.trace_id = id;
-	call(&c, &m, &r);
+	tc_call(&c, &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_STATUS_REPLY);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_FAILED);
 	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_FAILED);

@@ -1,0 +1,302 @@
+/*
+ * Integration tests of operating the daemon: SIGHUP reload (good and bad
+ * files), retention by size, the configured limits (connections, pending
+ * traces, frame size, trace size, write queue), and a store that survives
+ * a restart while crash leftovers do not.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static struct td D;
+
+static int teardown(void **state)
+{
+	int rc;
+
+	(void)state;
+	rc = td_stop(&D);
+	td_cleanup(&D);
+	return rc == 0 ? 0 : -1;
+}
+
+static void write_config(const char *yaml)
+{
+	char path[400];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/gprofd.yaml", D.dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(yaml, f);
+	fclose(f);
+}
+
+static int64_t registered_heartbeat(void)
+{
+	struct tc c;
+	struct msg m, r;
+	int64_t hb;
+
+	assert_int_equal(tc_connect_unix(&c, D.sock), 0);
+	assert_int_equal(tc_hello(&c, MSG_ROLE_AGENT), 0);
+	msg_init(&m, MSG_REGISTER, 0);
+	m.u.reg.pid = getpid();
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.type, MSG_REGISTER_REPLY);
+	hb = r.u.register_reply.heartbeat_ms;
+	msg_deinit(&r);
+	tc_close(&c);
+	return hb;
+}
+
+static void test_reload(void **state)
+{
+	size_t at = 0;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "heartbeat_interval: 1s\n", NULL), 0);
+	assert_int_equal(registered_heartbeat(), 1000);
+	/* a good file takes effect */
+	write_config("heartbeat_interval: 2500ms\n");
+	td_signal(&D, SIGHUP);
+	assert_true(td_wait_log(&D, "configuration reloaded", &at));
+	assert_int_equal(registered_heartbeat(), 2500);
+	/* a bad file is refused with file:line, and the old config stays */
+	write_config("heartbeat_interval: 3s\nlimits:\n  connections: lots\n");
+	td_signal(&D, SIGHUP);
+	assert_true(td_wait_log(&D, "reload failed, keeping the old configuration", &at));
+	assert_true(td_wait_log(&D, "gprofd.yaml:3: limits.connections: \"lots\" is not a number", NULL));
+	assert_int_equal(registered_heartbeat(), 2500);
+}
+
+static char *run_trace(struct tc *c, const char *job, char *id, size_t idlen)
+{
+	struct msg m, r;
+
+	m = tc_trace_req(job, 1);
+	m.u.trace_start.follow = true;
+	tc_call(c, &m, &r);
+	snprintf(id, idlen, "%s", r.u.trace_start_reply.trace_id);
+	msg_deinit(&r);
+	do {
+		assert_int_equal(tc_recv_type(c, MSG_TRACE_PROGRESS, &r), 0);
+		if (r.u.trace_info.state != MSG_TRACE_RUNNING)
+			break;
+		msg_deinit(&r);
+	} while (1);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	return id;
+}
+
+static void test_retention_by_size(void **state)
+{
+	char first[64], second[64], path[600];
+	struct agent a;
+	struct stat st;
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "retention:\n  max_bytes: 1M\n", NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "ret", 0, 700000), 0);
+	tc_ctl(&c, D.sock);
+	run_trace(&c, "ret", first, sizeof(first));
+	run_trace(&c, "ret", second, sizeof(second));
+	assert_true(td_wait_log(&D, "retention: deleting trace", NULL));
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, second);
+	msg_deinit(&r);
+	snprintf(path, sizeof(path), "%s/traces/%s", D.state, first);
+	assert_int_not_equal(stat(path, &st), 0);
+	agent_stop(&a);
+	tc_close(&c);
+}
+
+static void test_limits(void **state)
+{
+	struct tc c[3], extra, ag;
+	struct msg m, r;
+	char *big;
+	int i;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "limits:\n  connections: 3\n  pending_traces: 1\n"
+	                          "  frame_bytes: 4K\n", NULL), 0);
+	/* connections: the fourth is told why and closed */
+	for (i = 0; i < 3; i++)
+		tc_ctl(&c[i], D.sock);
+	assert_int_equal(tc_connect_unix(&extra, D.sock), 0);
+	assert_int_equal(tc_recv(&extra, &r), 0);
+	assert_int_equal(r.type, MSG_ERROR);
+	assert_int_equal(r.u.error.code, MSG_E_LIMIT);
+	assert_non_null(strstr(r.u.error.message, "limits.connections"));
+	msg_deinit(&r);
+	assert_true(tc_closed(&extra));
+	tc_close(&extra);
+	tc_close(&c[2]);
+	/* pending traces: an agent that never answers holds the only slot */
+	assert_true(td_wait_log(&D, "closed: peer closed", NULL));
+	assert_int_equal(tc_connect_unix(&ag, D.sock), 0);
+	assert_int_equal(tc_hello(&ag, MSG_ROLE_AGENT), 0);
+	msg_init(&m, MSG_REGISTER, 0);
+	m.u.reg.pid = getpid();
+	m.u.reg.job_id = "lim";
+	tc_call(&ag, &m, &r);
+	msg_deinit(&r);
+	m = tc_trace_req("lim", 1);
+	tc_call(&c[0], &m, &r);
+	assert_int_equal(r.type, MSG_TRACE_START_REPLY);
+	msg_deinit(&r);
+	m = tc_trace_req("lim", 1);
+	tc_expect_error(&c[0], &m, MSG_E_LIMIT, "limits.pending_traces");
+	/* frame size: a 5 KiB message is refused and costs its connection */
+	big = malloc(5000);
+	memset(big, ' ', 5000);
+	memcpy(big, "\x84\x13\0\0{\"type\":\"daemon_status\",\"id\":1}", 35);
+	big[4999] = ' ';
+	assert_int_equal(tc_send_raw(&c[1], big, 5000), 0);
+	free(big);
+	assert_int_equal(tc_recv(&c[1], &r), 0);
+	assert_int_equal(r.u.error.code, MSG_E_LIMIT);
+	msg_deinit(&r);
+	assert_true(tc_closed(&c[1]));
+	tc_close(&c[1]);
+	/* the daemon carries on */
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	tc_call(&c[0], &m, &r);
+	assert_int_equal(r.type, MSG_DAEMON_STATUS_REPLY);
+	assert_int_equal(r.u.daemon_status_reply.pending_traces, 1);
+	msg_deinit(&r);
+	tc_close(&ag);
+	tc_close(&c[0]);
+}
+
+static void test_trace_size_limit(void **state)
+{
+	struct agent a;
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "limits:\n  trace_bytes: 1M\n", NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "huge", 0, 1500000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("huge", 1);
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	do {
+		assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
+		if (r.u.trace_info.state != MSG_TRACE_RUNNING)
+			break;
+		msg_deinit(&r);
+	} while (1);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_FAILED);
+	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason, "limits.trace_bytes"));
+	msg_deinit(&r);
+	agent_stop(&a);
+	tc_close(&c);
+}
+
+static void test_write_queue_limit(void **state)
+{
+	struct agent a;
+	struct tc c, slow;
+	struct msg m, r;
+	char id[64], file[160];
+
+	(void)state;
+	assert_int_equal(td_start(&D, "limits:\n  write_queue_bytes: 64K\n", NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "wq", 0, 8u << 20), 0);
+	tc_ctl(&c, D.sock);
+	run_trace(&c, "wq", id, sizeof(id));
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	snprintf(file, sizeof(file), "%s", r.u.trace_list_reply.traces.v[0].files.v[0].name);
+	msg_deinit(&r);
+	/* a client that asks for 8 MiB and never reads is dropped */
+	tc_ctl(&slow, D.sock);
+	msg_init(&m, MSG_TRACE_DOWNLOAD, 0);
+	m.u.trace_download.trace_id = id;
+	m.u.trace_download.file = file;
+	m.id = 9;
+	assert_int_equal(tc_send(&slow, &m), 0);
+	assert_true(td_wait_log(&D, "disconnecting (limits.write_queue_bytes)", NULL));
+	/* others are unaffected */
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.type, MSG_DAEMON_STATUS_REPLY);
+	msg_deinit(&r);
+	tc_close(&slow);
+	agent_stop(&a);
+	tc_close(&c);
+}
+
+static void test_restart_keeps_store(void **state)
+{
+	char id[64], leftover[600], path[600];
+	struct agent a;
+	struct stat st;
+	struct tc c;
+	struct msg m, r;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(td_start(&D, NULL, NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "keep", 0, 4096), 0);
+	tc_ctl(&c, D.sock);
+	run_trace(&c, "keep", id, sizeof(id));
+	tc_close(&c);
+	agent_stop(&a);
+	assert_int_equal(td_stop(&D), 0);
+	/* a crash leftover: a trace directory with no manifest */
+	snprintf(leftover, sizeof(leftover), "%s/traces/20260101T000000Z-dead00", D.state);
+	assert_int_equal(mkdir(leftover, 0700), 0);
+	snprintf(path, sizeof(path), "%s/x.pt.trace.json.gz.tmp", leftover);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(td_restart(&D, NULL, NULL), 0);
+	assert_true(td_wait_log(&D, "removing unfinished trace directory", NULL));
+	assert_int_not_equal(stat(leftover, &st), 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, id);
+	assert_int_equal(r.u.trace_list_reply.traces.v[0].files.v[0].bytes, 4096);
+	msg_deinit(&r);
+	tc_close(&c);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_reload, teardown),
+		cmocka_unit_test_teardown(test_retention_by_size, teardown),
+		cmocka_unit_test_teardown(test_limits, teardown),
+		cmocka_unit_test_teardown(test_trace_size_limit, teardown),
+		cmocka_unit_test_teardown(test_write_queue_limit, teardown),
+		cmocka_unit_test_teardown(test_restart_keeps_store, teardown),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
