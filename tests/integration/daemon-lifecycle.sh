@@ -51,4 +51,25 @@ set -e
 [ "$rc" -eq 0 ] || fail "exit status $rc after SIGTERM; log: $rest"
 grep -q "^<6>signal 15: stopping" <<<"$rest" || fail "no stop line: $rest"
 [ ! -e "$tmp/s.sock" ] || fail "the socket file was left behind"
+
+# socket activation: systemd passes the listening socket, gprofd uses it
+if command -v systemd-socket-activate >/dev/null; then
+  exec 4< <(systemd-socket-activate -l "$tmp/act.sock" "$gprofd" --tcp off \
+            --socket "$tmp/unused.sock" --state-dir "$tmp/state2" 2>&1)
+  # the tool says when it listens; only then connect
+  grep -m1 -q "Listening on" <&4 || fail "systemd-socket-activate did not listen"
+  python3 - "$tmp/act.sock" <<'PY' || fail "no reply over the activated socket"
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = b'{"fn":"getStatus"}'
+s.sendall(struct.pack("<i", len(body)) + body)
+s.settimeout(20)
+n = struct.unpack("<i", s.recv(4))[0]
+assert s.recv(n) == b'{"status":1}'
+PY
+  grep -m1 -q "using 1 socket passed by systemd" <&4 || fail "the activated daemon did not take the socket"
+  pkill -TERM -f "state-dir $tmp/state2" || true
+  [ ! -e "$tmp/unused.sock" ] || fail "an activated daemon bound its own socket too"
+fi
 echo "1 passed, 0 failed"
