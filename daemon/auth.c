@@ -1,6 +1,8 @@
 /*
- * auth: see auth.h. OpenSSL's libcrypto computes the HMAC and compares in
- * constant time; getrandom(2) makes the nonce.
+ * auth: see auth.h. Nettle (GnuTLS's crypto library) computes the HMAC and
+ * compares in constant time; getrandom(2) makes the nonce. Nettle rather
+ * than OpenSSL: the same primitives for a twentieth of the resident memory
+ * (docs/BENCHMARKS.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
 
 #include "auth.h"
 
@@ -72,12 +73,13 @@ int auth_nonce(char out[65])
 
 void auth_proof(const char *key, size_t keylen, const char *msg, char out[65])
 {
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned int maclen = 0;
+	unsigned char mac[SHA256_DIGEST_SIZE];
+	struct hmac_sha256_ctx ctx;
 
-	HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)msg, strlen(msg), mac,
-	     &maclen);
-	to_hex(mac, maclen > 32 ? 32 : maclen, out);
+	hmac_sha256_set_key(&ctx, keylen, (const uint8_t *)key);
+	hmac_sha256_update(&ctx, strlen(msg), (const uint8_t *)msg);
+	hmac_sha256_digest(&ctx, sizeof(mac), mac);
+	to_hex(mac, sizeof(mac), out);
 }
 
 bool auth_verify(const char *key, size_t keylen, const char *nonce, const char *proof)
@@ -85,5 +87,5 @@ bool auth_verify(const char *key, size_t keylen, const char *nonce, const char *
 	char want[65];
 
 	auth_proof(key, keylen, nonce, want);
-	return strlen(proof) == 64 && CRYPTO_memcmp(want, proof, 64) == 0;
+	return strlen(proof) == 64 && memeql_sec(want, proof, 64);
 }

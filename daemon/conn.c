@@ -283,8 +283,10 @@ int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp)
 		peer_from_tcp(&c->peer, fd, d->cfg.admin_group, d->cfg.loopback_identity != 0);
 		uv_tcp_nodelay(&c->u.tcp, 1);
 		/* A token holder may come from anywhere; without the token only a
-		 * peer we can identify (loopback, uid found) is let in. */
-		c->need_auth = d->token_len > 0 && !c->peer.known;
+		 * peer we can identify (loopback, uid found) is let in. Without a
+		 * token there is nothing to decide, and the identity waits until a
+		 * request needs it. */
+		c->need_auth = d->token_len > 0 && !conn_peer(c)->known;
 	} else if (peer_from_unix(&c->peer, fd, d->cfg.admin_group) < 0) {
 		conn_close(c, "no peer credentials");
 		return UV_EPERM;

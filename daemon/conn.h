@@ -78,6 +78,12 @@ void conn_finish(struct conn *c, const char *why);
 /* Closes every connection (shutdown). */
 void conn_close_all(struct daemon *d);
 
+/* c's peer, its identity looked up on first use (peer.h). */
+static inline struct peer *conn_peer(struct conn *c)
+{
+	return peer_resolve(&c->peer);
+}
+
 /* Upload backpressure: stop and restart reading from c. */
 void conn_pause(struct conn *c);
 void conn_resume(struct conn *c);

@@ -26,7 +26,7 @@ void hinfo_process_list(struct conn *c, const struct msg *m)
 		goto out;
 	}
 	for (p = c->d->procs; p != NULL; p = p->next) {
-		if (!peer_may(&c->peer, p->uid))
+		if (!peer_may(conn_peer(c), p->uid))
 			continue;
 		if ((q->job_id && strcmp(q->job_id, p->job_id) != 0) ||
 		    (q->pid >= 0 && q->pid != p->pid) || (q->uid >= 0 && q->uid != (int64_t)p->uid))

@@ -60,6 +60,7 @@ void hsession_auth(struct conn *c, const struct msg *m)
 		return;
 	}
 	c->authed = true;
+	c->peer.resolved = true;
 	c->peer.admin = true;
 	c->peer.known = true;
 	c->peer.uid = 0;

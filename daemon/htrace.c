@@ -22,7 +22,7 @@ void htrace_start(struct conn *c, const struct msg *m)
 	struct msg r;
 	int code = 0;
 
-	t = trace_create(c->d, &c->peer, &m->u.trace_start, &code, &err);
+	t = trace_create(c->d, conn_peer(c), &m->u.trace_start, &code, &err);
 	msg_init(&r, MSG_TRACE_START_REPLY, m->id);
 	if (t == NULL && code != MSG_E_NOT_FOUND) {
 		conn_send_error(c, m->id, code, "%s", err.msg);
@@ -57,7 +57,7 @@ static struct trace *visible_trace(struct conn *c, uint64_t id, const char *trac
 {
 	struct trace *t = trace_find(c->d, trace_id);
 
-	if (t == NULL || !peer_may(&c->peer, t->owner)) {
+	if (t == NULL || !peer_may(conn_peer(c), t->owner)) {
 		conn_send_error(c, id, MSG_E_NOT_FOUND, "no trace %s that you may see (gprofctl "
 		                "list shows yours)", trace_id);
 		return NULL;
@@ -110,7 +110,7 @@ void htrace_list(struct conn *c, const struct msg *m)
 	struct msg r;
 
 	for (s = c->d->stored; s != NULL; s = s->next)
-		if (peer_may(&c->peer, s->owner) && (!filter || strcmp(filter, s->id) == 0)) {
+		if (peer_may(conn_peer(c), s->owner) && (!filter || strcmp(filter, s->id) == 0)) {
 			ns++;
 			nf += s->nfiles;
 		}
@@ -126,7 +126,7 @@ void htrace_list(struct conn *c, const struct msg *m)
 	for (s = c->d->stored; s != NULL; s = s->next) {
 		struct msg_trace_summary *sum;
 
-		if (!peer_may(&c->peer, s->owner) || (filter && strcmp(filter, s->id) != 0))
+		if (!peer_may(conn_peer(c), s->owner) || (filter && strcmp(filter, s->id) != 0))
 			continue;
 		sum = &sums[ns++];
 		msg_elem_init(MSG_ELEM_TRACE_SUMMARY, sum);
@@ -158,7 +158,7 @@ static struct stored *visible_stored(struct conn *c, uint64_t id, const char *tr
 {
 	struct stored *s = store_find(c->d, trace_id);
 
-	if (s == NULL || !peer_may(&c->peer, s->owner)) {
+	if (s == NULL || !peer_may(conn_peer(c), s->owner)) {
 		conn_send_error(c, id, MSG_E_NOT_FOUND, "no stored trace %s that you may read "
 		                "(gprofctl list shows yours; retention may have deleted it)",
 		                trace_id);

@@ -12,19 +12,20 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
 
-#include <systemd/sd-daemon.h>
 #include <uv.h>
 
 #include "auth.h"
 #include "conn.h"
 #include "daemon.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "server.h"
 #include "store.h"
 #include "trace.h"
@@ -109,6 +110,11 @@ static void stop_finish(struct daemon *d)
 	uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
 	uv_close((uv_handle_t *)&d->sigterm, on_handle_closed);
 	uv_close((uv_handle_t *)&d->sighup, on_handle_closed);
+	/* Closing the handles restored the default actions: a repeated
+	 * SIGTERM during the last steps must not kill a clean exit. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
 	uv_close((uv_handle_t *)&d->retention_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&d->stop_timer, on_handle_closed);
 }
@@ -145,7 +151,7 @@ static void daemon_stop(struct daemon *d)
 	if (d->stopping)
 		return;
 	d->stopping = true;
-	sd_notify(0, "STOPPING=1");
+	sdnotify_send("STOPPING=1");
 	server_stop(d);
 	/* Connections without uploads go now; uploads get a grace period. */
 	for (c = d->conns; c != NULL; c = next) {
@@ -161,10 +167,10 @@ static void daemon_reload(struct daemon *d)
 	struct config c;
 	struct perr err;
 
-	sd_notify(0, "RELOADING=1");
+	sdnotify_send("RELOADING=1");
 	if (build_config(&c, d->config_path, &err) < 0 || load_token(d, &c, &err) < 0) {
 		log_err("reload failed, keeping the old configuration: %s", err.msg);
-		sd_notify(0, "READY=1");
+		sdnotify_send("READY=1");
 		return;
 	}
 	if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.tcp, d->cfg.tcp) != 0 ||
@@ -178,7 +184,7 @@ static void daemon_reload(struct daemon *d)
 	log_info("configuration reloaded%s%s", d->config_path ? " from " : "",
 	         d->config_path ? d->config_path : "");
 	store_retain(d);
-	sd_notify(0, "READY=1");
+	sdnotify_send("READY=1");
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -239,7 +245,7 @@ static int run(struct daemon *d)
 	else
 		log_info("gprofd %s running: unix %s, tcp off, traces in %s/traces", GPROF_VERSION,
 		         d->cfg.socket_path, d->cfg.state_dir);
-	sd_notify(0, "READY=1");
+	sdnotify_send("READY=1");
 	uv_run(&loop, UV_RUN_DEFAULT);
 	store_deinit(d);
 	r = uv_loop_close(&loop);

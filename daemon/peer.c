@@ -5,6 +5,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <pwd.h>
@@ -45,6 +48,7 @@ int peer_from_unix(struct peer *p, int fd, const char *admin_group)
 	memset(p, 0, sizeof(*p));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
 		return -errno;
+	p->resolved = true;
 	p->known = true;
 	p->uid = cred.uid;
 	p->gid = cred.gid;
@@ -83,55 +87,147 @@ static bool lookup_table(const char *table, const char *hexaddr, int port, uid_t
 	return found;
 }
 
+/* Asks the kernel for the client's own socket (source = the peer's
+ * address, destination = ours) and its owner. true when found. */
+static bool diag_uid(const struct sockaddr_storage *remote, const struct sockaddr_storage *local,
+                     uid_t *uid)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 r;
+	} req;
+	union {
+		struct nlmsghdr h;
+		char buf[1024];
+	} rep;
+	const struct nlmsghdr *h = &rep.h;
+	bool found = false;
+	ssize_t n;
+	int fd;
+
+	memset(&req, 0, sizeof(req));
+	req.nlh.nlmsg_len = sizeof(req);
+	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nlh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = (uint8_t)remote->ss_family;
+	req.r.sdiag_protocol = IPPROTO_TCP;
+	req.r.idiag_states = ~0u;
+	req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	if (remote->ss_family == AF_INET) {
+		const struct sockaddr_in *r4 = (const void *)remote, *l4 = (const void *)local;
+
+		req.r.id.idiag_sport = r4->sin_port;
+		req.r.id.idiag_dport = l4->sin_port;
+		memcpy(req.r.id.idiag_src, &r4->sin_addr, 4);
+		memcpy(req.r.id.idiag_dst, &l4->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *r6 = (const void *)remote, *l6 = (const void *)local;
+
+		req.r.id.idiag_sport = r6->sin6_port;
+		req.r.id.idiag_dport = l6->sin6_port;
+		memcpy(req.r.id.idiag_src, &r6->sin6_addr, 16);
+		memcpy(req.r.id.idiag_dst, &l6->sin6_addr, 16);
+	}
+	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (fd < 0)
+		return false;
+	if (send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req) &&
+	    (n = recv(fd, rep.buf, sizeof(rep.buf), 0)) > 0 && NLMSG_OK(h, (size_t)n) &&
+	    h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+		const struct inet_diag_msg *m = NLMSG_DATA(h);
+
+		*uid = m->idiag_uid;
+		found = true;
+	}
+	close(fd);
+	return found;
+}
+
+static bool is_loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr) >> 24) == 127;
+	if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+	}
+	return false;
+}
+
+/* The /proc/net/tcp spelling of a socket's address, for the fallback. */
+static void proc_hex(const struct sockaddr_storage *ss, char *hex, size_t size, int *port)
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)ss;
+
+		/* the 32-bit address as the kernel prints it: host order */
+		snprintf(hex, size, "%08X", (unsigned)in->sin_addr.s_addr);
+		*port = ntohs(in->sin_port);
+	} else {
+		const struct sockaddr_in6 *in6 = (const void *)ss;
+		uint32_t w[4];
+
+		memcpy(w, &in6->sin6_addr, 16);
+		snprintf(hex, size, "%08X%08X%08X%08X", (unsigned)w[0], (unsigned)w[1],
+		         (unsigned)w[2], (unsigned)w[3]);
+		*port = ntohs(in6->sin6_port);
+	}
+}
+
 void peer_from_tcp(struct peer *p, int fd, const char *admin_group, bool loopback_identity)
 {
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	char ip[INET6_ADDRSTRLEN] = "?", hex[40];
+	socklen_t len = sizeof(p->remote);
+	char ip[INET6_ADDRSTRLEN] = "?";
 	int port = 0;
-	uid_t uid;
 
 	memset(p, 0, sizeof(*p));
-	if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0) {
+	p->admin_group = admin_group;
+	p->loopback_identity = loopback_identity;
+	if (getpeername(fd, (struct sockaddr *)&p->remote, &len) != 0) {
+		p->resolved = true;
 		snprintf(p->desc, sizeof(p->desc), "tcp peer (unknown)");
 		return;
 	}
-	if (ss.ss_family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)&ss;
-
-		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-		port = ntohs(in->sin_port);
-		/* /proc/net/tcp prints the 32-bit address in host order */
-		snprintf(hex, sizeof(hex), "%08X", (unsigned)in->sin_addr.s_addr);
-		if (loopback_identity && (ntohl(in->sin_addr.s_addr) >> 24) == 127 &&
-		    lookup_table("/proc/net/tcp", hex, port, &uid))
-			p->known = true;
-	} else if (ss.ss_family == AF_INET6) {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-		const uint32_t *w = (const uint32_t *)(const void *)&in6->sin6_addr;
-
-		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
-		port = ntohs(in6->sin6_port);
-		snprintf(hex, sizeof(hex), "%08X%08X%08X%08X", (unsigned)w[0],
-		         (unsigned)w[1], (unsigned)w[2], (unsigned)w[3]);
-		if (loopback_identity &&
-		    (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) &&
-		    lookup_table("/proc/net/tcp6", hex, port, &uid))
-			p->known = true;
+	len = sizeof(p->local);
+	getsockname(fd, (struct sockaddr *)&p->local, &len);
+	if (p->remote.ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&p->remote)->sin_addr, ip, sizeof(ip));
+		port = ntohs(((struct sockaddr_in *)&p->remote)->sin_port);
+	} else if (p->remote.ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&p->remote)->sin6_addr, ip, sizeof(ip));
+		port = ntohs(((struct sockaddr_in6 *)&p->remote)->sin6_port);
 	}
-	if (p->known) {
-		p->uid = uid;
-		p->gid = (gid_t)-1;
-		{
-			struct passwd *pw = getpwuid(uid);
+	snprintf(p->desc, sizeof(p->desc), "%s:%d", ip, port);
+}
 
-			if (pw != NULL)
-				p->gid = pw->pw_gid;
-		}
-		p->admin = uid == 0 || in_admin_group(uid, p->gid, admin_group);
-		snprintf(p->desc, sizeof(p->desc), "%s:%d (uid %u)", ip, port, (unsigned)uid);
-	} else
-		snprintf(p->desc, sizeof(p->desc), "%s:%d", ip, port);
+struct peer *peer_resolve(struct peer *p)
+{
+	char hex[40];
+	struct passwd *pw;
+	uid_t uid;
+	int port;
+
+	if (p->resolved)
+		return p;
+	p->resolved = true;
+	if (!p->loopback_identity || !is_loopback(&p->remote))
+		return p;
+	if (!diag_uid(&p->remote, &p->local, &uid)) {
+		proc_hex(&p->remote, hex, sizeof(hex), &port);
+		if (!lookup_table(p->remote.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
+		                  hex, port, &uid))
+			return p;
+	}
+	p->known = true;
+	p->uid = uid;
+	pw = getpwuid(uid);
+	p->gid = pw ? pw->pw_gid : (gid_t)-1;
+	p->admin = uid == 0 || in_admin_group(uid, p->gid, p->admin_group);
+	snprintf(p->desc + strlen(p->desc), sizeof(p->desc) - strlen(p->desc), " (uid %u)",
+	         (unsigned)uid);
+	return p;
 }
 
 int peer_ancestors(pid_t pid, int32_t *out, int max)

@@ -145,10 +145,24 @@ void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_
 		return;
 	}
 	len = (size_t)snprintf(buf, size, "registered on this host:");
-	for (j = 0; j < njobs && len < size; j++)
-		len += (size_t)snprintf(buf + len, size - len, "%s %s: %d process%s", j ? ";" : "",
-		                        *jobs[j] ? jobs[j] : "(no job id)", counts[j],
+	for (j = 0; j < njobs && len < size; j++) {
+		int shown = 0;
+
+		len += (size_t)snprintf(buf + len, size - len, "%s job %s: %d process%s (pid",
+		                        j ? ";" : "", *jobs[j] ? jobs[j] : "(none)", counts[j],
 		                        counts[j] == 1 ? "" : "es");
+		for (p = d->procs; p != NULL && len < size; p = p->next) {
+			if ((!admin && p->uid != uid) || strcmp(p->job_id, jobs[j]) != 0)
+				continue;
+			if (shown++ == 8) {
+				len += (size_t)snprintf(buf + len, size - len, " ...");
+				break;
+			}
+			len += (size_t)snprintf(buf + len, size - len, " %d", (int)p->pid);
+		}
+		if (len < size)
+			len += (size_t)snprintf(buf + len, size - len, ")");
+	}
 	if (others && len < size)
 		snprintf(buf + len, size - len, "; %d more in other jobs", others);
 }

@@ -9,10 +9,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <systemd/sd-daemon.h>
 
 #include "conn.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "server.h"
 
 static bool unix_created; /* we bound the socket file, so we remove it */
@@ -119,17 +119,17 @@ static int bind_tcp(struct daemon *d, struct perr *err)
 /* Takes the sockets systemd passed, if any. Returns how many were taken. */
 static int take_activated(struct daemon *d, struct perr *err)
 {
-	int n = sd_listen_fds(1), i, fd, r, taken = 0;
+	int n = sdnotify_listen_fds(), i, fd, r, taken = 0;
 
 	for (i = 0; i < n; i++) {
-		fd = SD_LISTEN_FDS_START + i;
-		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0 && !d->unix_open) {
+		fd = 3 + i; /* SD_LISTEN_FDS_START */
+		if (sdnotify_is_unix_listener(fd) && !d->unix_open) {
 			r = uv_pipe_init(d->loop, &d->unix_listener, 0);
 			if (r == 0)
 				d->unix_open = true;
 			if (r == 0)
 				r = uv_pipe_open(&d->unix_listener, fd);
-		} else if (sd_is_socket_inet(fd, AF_UNSPEC, SOCK_STREAM, 1, 0) > 0 && !d->tcp_open) {
+		} else if (sdnotify_is_inet_listener(fd) && !d->tcp_open) {
 			struct sockaddr_storage ss;
 			int len = sizeof(ss);
 

@@ -113,6 +113,8 @@ static int launch(struct td *t, const char *config_yaml, const char *const *extr
 
 	snprintf(t->sock, sizeof(t->sock), "%s/gprofd.sock", t->dir);
 	snprintf(t->state, sizeof(t->state), "%s/state", t->dir);
+	if (t->wrapper != NULL)
+		argv[n++] = t->wrapper;
 	argv[n++] = GPROFD_PATH;
 	argv[n++] = "--socket";
 	argv[n++] = t->sock;
@@ -164,10 +166,23 @@ static int launch(struct td *t, const char *config_yaml, const char *const *extr
 int td_start(struct td *t, const char *config_yaml, const char *const *extra)
 {
 	memset(t, 0, sizeof(*t));
+	t->wrapper = NULL;
 	snprintf(t->dir, sizeof(t->dir), "/tmp/gprofd-test-XXXXXX");
 	if (mkdtemp(t->dir) == NULL)
 		return -1;
 	chmod(t->dir, 0755); /* tests connect as other users too */
+	return launch(t, config_yaml, extra);
+}
+
+int td_start_wrapped(struct td *t, const char *wrapper, const char *config_yaml,
+                     const char *const *extra)
+{
+	memset(t, 0, sizeof(*t));
+	t->wrapper = wrapper;
+	snprintf(t->dir, sizeof(t->dir), "/tmp/gprofd-test-XXXXXX");
+	if (mkdtemp(t->dir) == NULL)
+		return -1;
+	chmod(t->dir, 0755);
 	return launch(t, config_yaml, extra);
 }
 

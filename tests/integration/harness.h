@@ -26,6 +26,7 @@
 #define TD_TIMEOUT_MS 20000
 
 struct td {
+	const char *wrapper; /* when set, run `wrapper gprofd ARGS...` */
 	pid_t pid;
 	char dir[256];
 	char sock[300];
@@ -45,6 +46,10 @@ struct td {
  * logs that it is running. config_yaml, when not NULL, is written to
  * <dir>/gprofd.yaml and passed with --config. Returns 0 or -1. */
 int td_start(struct td *t, const char *config_yaml, const char *const *extra);
+/* As td_start, with gprofd started through wrapper (which must exec it
+ * in place, so t->pid stays the daemon's pid). */
+int td_start_wrapped(struct td *t, const char *wrapper, const char *config_yaml,
+                     const char *const *extra);
 /* Reuses t->dir and t->state (the store survives); same as td_start. */
 int td_restart(struct td *t, const char *config_yaml, const char *const *extra);
 /* SIGTERM, wait; returns the exit status (-1 on signal or timeout). */

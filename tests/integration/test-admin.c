@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <zlib.h>
 
 #include "harness.h"
 
@@ -285,6 +286,117 @@ static void test_restart_keeps_store(void **state)
 	tc_close(&c);
 }
 
+static void follow_to_end(struct tc *c, struct msg *r)
+{
+	do {
+		assert_int_equal(tc_recv_type(c, MSG_TRACE_PROGRESS, r), 0);
+		if (r->u.trace_info.state != MSG_TRACE_RUNNING)
+			return;
+		msg_deinit(r);
+	} while (1);
+}
+
+static void test_disk_full(void **state)
+{
+	struct agent big, small;
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* mounting the small disk needs root; CI runs as root */
+	assert_int_equal(td_start_wrapped(&D, SMALL_DISK_PATH, NULL, NULL), 0);
+	assert_int_equal(agent_spawn(&big, D.sock, "big", 0, 2u << 20), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("big", 1);
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	follow_to_end(&c, &r);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_FAILED);
+	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason, "disk is full"));
+	msg_deinit(&r);
+	/* the partial file was removed: 600 KB fits again on the 1 MiB disk */
+	assert_int_equal(agent_spawn(&small, D.sock, "small", 0, 600000), 0);
+	m = tc_trace_req("small", 1);
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	follow_to_end(&c, &r);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+	msg_deinit(&r);
+	agent_stop(&big);
+	agent_stop(&small);
+	tc_close(&c);
+}
+
+/* SIGTERM with an upload in flight: the upload may still finish, and what
+ * it stored is there after a restart. */
+static void test_stop_lets_uploads_finish(void **state)
+{
+	struct tc c, ag;
+	struct msg m, r;
+	struct pbuf b;
+	char id[64];
+	uint32_t crc;
+
+	(void)state;
+	assert_int_equal(td_start(&D, NULL, NULL), 0);
+	assert_int_equal(tc_connect_unix(&ag, D.sock), 0);
+	assert_int_equal(tc_hello(&ag, MSG_ROLE_AGENT), 0);
+	msg_init(&m, MSG_REGISTER, 0);
+	m.u.reg.pid = getpid();
+	m.u.reg.job_id = "term";
+	tc_call(&ag, &m, &r);
+	msg_deinit(&r);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("term", 1);
+	tc_call(&c, &m, &r);
+	snprintf(id, sizeof(id), "%s", r.u.trace_start_reply.trace_id);
+	msg_deinit(&r);
+	tc_close(&c);
+	assert_int_equal(tc_recv_type(&ag, MSG_CAPTURE_START, &r), 0);
+	msg_deinit(&r);
+	msg_init(&m, MSG_UPLOAD_BEGIN, 0);
+	m.u.upload_begin.trace_id = id;
+	m.u.upload_begin.transfer = 1;
+	assert_int_equal(tc_send(&ag, &m), 0);
+	pbuf_init(&b, 0);
+	frame_encode_chunk(&b, 1, 0, "first half ", 11);
+	assert_int_equal(tc_send_raw(&ag, b.data, b.len), 0);
+	pbuf_deinit(&b);
+	td_signal(&D, SIGTERM);
+	assert_true(td_wait_log(&D, "signal 15: stopping", NULL));
+	pbuf_init(&b, 0);
+	frame_encode_chunk(&b, 1, 11, "second half", 11);
+	assert_int_equal(tc_send_raw(&ag, b.data, b.len), 0);
+	pbuf_deinit(&b);
+	crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)"first half second half", 22);
+	msg_init(&m, MSG_UPLOAD_END, 0);
+	m.u.upload_end.transfer = 1;
+	m.u.upload_end.bytes = 22;
+	m.u.upload_end.crc32 = crc;
+	tc_call(&ag, &m, &r);
+	assert_int_equal(r.type, MSG_UPLOAD_END_REPLY);
+	msg_deinit(&r);
+	assert_true(tc_closed(&ag));
+	tc_close(&ag);
+	assert_int_equal(td_stop(&D), 0);
+	assert_int_equal(td_restart(&D, NULL, NULL), 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, id);
+	assert_int_equal(r.u.trace_list_reply.traces.v[0].files.v[0].bytes, 22);
+	msg_deinit(&r);
+	tc_close(&c);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +406,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_trace_size_limit, teardown),
 		cmocka_unit_test_teardown(test_write_queue_limit, teardown),
 		cmocka_unit_test_teardown(test_restart_keeps_store, teardown),
+		cmocka_unit_test_teardown(test_disk_full, teardown),
+		cmocka_unit_test_teardown(test_stop_lets_uploads_finish, teardown),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1)
