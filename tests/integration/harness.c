@@ -470,6 +470,30 @@ void tc_expect_error(struct tc *c, struct msg *req, enum msg_errcode code, const
 	msg_deinit(&r);
 }
 
+void tc_follow_end(struct tc *c, struct msg *r)
+{
+	for (;;) {
+		assert_int_equal(tc_recv_type(c, MSG_TRACE_PROGRESS, r), 0);
+		if (r->u.trace_info.state != MSG_TRACE_RUNNING)
+			return;
+		msg_deinit(r);
+	}
+}
+
+void tc_agent(struct tc *c, const char *sock, const char *job_id)
+{
+	struct msg m, r;
+
+	assert_int_equal(tc_connect_unix(c, sock), 0);
+	assert_int_equal(tc_hello(c, MSG_ROLE_AGENT), 0);
+	msg_init(&m, MSG_REGISTER, 0);
+	m.u.reg.pid = getpid();
+	m.u.reg.job_id = job_id;
+	tc_call(c, &m, &r);
+	assert_int_equal(r.type, MSG_REGISTER_REPLY);
+	msg_deinit(&r);
+}
+
 struct msg tc_trace_req(const char *job, int iterations)
 {
 	struct msg m;

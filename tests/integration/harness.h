@@ -103,6 +103,12 @@ int tc_hello(struct tc *c, int role);
 void tc_ctl(struct tc *c, const char *sock);
 void tc_call(struct tc *c, struct msg *req, struct msg *r);
 void tc_expect_error(struct tc *c, struct msg *req, enum msg_errcode code, const char *needle);
+/* Receives trace_progress events until the trace has ended; r holds the
+ * last one (msg_deinit it). */
+void tc_follow_end(struct tc *c, struct msg *r);
+/* Connects as a bare agent (this process's pid) registered with job_id;
+ * it answers nothing by itself. */
+void tc_agent(struct tc *c, const char *sock, const char *job_id);
 /* A trace_start for job (NULL: none) over n iterations. */
 struct msg tc_trace_req(const char *job, int iterations);
 

@@ -92,12 +92,7 @@ static char *run_trace(struct tc *c, const char *job, char *id, size_t idlen)
 	tc_call(c, &m, &r);
 	snprintf(id, idlen, "%s", r.u.trace_start_reply.trace_id);
 	msg_deinit(&r);
-	do {
-		assert_int_equal(tc_recv_type(c, MSG_TRACE_PROGRESS, &r), 0);
-		if (r.u.trace_info.state != MSG_TRACE_RUNNING)
-			break;
-		msg_deinit(&r);
-	} while (1);
+	tc_follow_end(c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
 	msg_deinit(&r);
 	return id;
@@ -153,13 +148,7 @@ static void test_limits(void **state)
 	tc_close(&c[2]);
 	/* pending traces: an agent that never answers holds the only slot */
 	assert_true(td_wait_log(&D, "closed: peer closed", NULL));
-	assert_int_equal(tc_connect_unix(&ag, D.sock), 0);
-	assert_int_equal(tc_hello(&ag, MSG_ROLE_AGENT), 0);
-	msg_init(&m, MSG_REGISTER, 0);
-	m.u.reg.pid = getpid();
-	m.u.reg.job_id = "lim";
-	tc_call(&ag, &m, &r);
-	msg_deinit(&r);
+	tc_agent(&ag, D.sock, "lim");
 	m = tc_trace_req("lim", 1);
 	tc_call(&c[0], &m, &r);
 	assert_int_equal(r.type, MSG_TRACE_START_REPLY);
@@ -202,12 +191,7 @@ static void test_trace_size_limit(void **state)
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
-	do {
-		assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
-		if (r.u.trace_info.state != MSG_TRACE_RUNNING)
-			break;
-		msg_deinit(&r);
-	} while (1);
+	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_FAILED);
 	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason, "limits.trace_bytes"));
 	msg_deinit(&r);
@@ -286,16 +270,6 @@ static void test_restart_keeps_store(void **state)
 	tc_close(&c);
 }
 
-static void follow_to_end(struct tc *c, struct msg *r)
-{
-	do {
-		assert_int_equal(tc_recv_type(c, MSG_TRACE_PROGRESS, r), 0);
-		if (r->u.trace_info.state != MSG_TRACE_RUNNING)
-			return;
-		msg_deinit(r);
-	} while (1);
-}
-
 static void test_disk_full(void **state)
 {
 	struct agent big, small;
@@ -312,7 +286,7 @@ static void test_disk_full(void **state)
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
-	follow_to_end(&c, &r);
+	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_FAILED);
 	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason, "disk is full"));
 	msg_deinit(&r);
@@ -322,7 +296,7 @@ static void test_disk_full(void **state)
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
-	follow_to_end(&c, &r);
+	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
 	msg_deinit(&r);
 	msg_init(&m, MSG_TRACE_LIST, 0);
@@ -346,13 +320,7 @@ static void test_stop_lets_uploads_finish(void **state)
 
 	(void)state;
 	assert_int_equal(td_start(&D, NULL, NULL), 0);
-	assert_int_equal(tc_connect_unix(&ag, D.sock), 0);
-	assert_int_equal(tc_hello(&ag, MSG_ROLE_AGENT), 0);
-	msg_init(&m, MSG_REGISTER, 0);
-	m.u.reg.pid = getpid();
-	m.u.reg.job_id = "term";
-	tc_call(&ag, &m, &r);
-	msg_deinit(&r);
+	tc_agent(&ag, D.sock, "term");
 	tc_ctl(&c, D.sock);
 	m = tc_trace_req("term", 1);
 	tc_call(&c, &m, &r);

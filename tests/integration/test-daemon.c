@@ -441,12 +441,7 @@ static void test_failures_have_reasons(void **state)
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
-	do {
-		assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
-		if (r.u.trace_info.state != MSG_TRACE_RUNNING)
-			break;
-		msg_deinit(&r);
-	} while (1);
+	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_PARTIAL);
 	for (i = 0; i < r.u.trace_info.procs.n; i++) {
 		const struct msg_trace_proc *p = &r.u.trace_info.procs.v[i];
@@ -470,14 +465,7 @@ static void test_agent_vanishes(void **state)
 
 	(void)state;
 	/* an agent that registers and never answers, then disconnects */
-	assert_int_equal(tc_connect_unix(&ag, D.sock), 0);
-	assert_int_equal(tc_hello(&ag, MSG_ROLE_AGENT), 0);
-	msg_init(&m, MSG_REGISTER, 0);
-	m.u.reg.pid = getpid();
-	m.u.reg.job_id = "gone";
-	tc_call(&ag, &m, &r);
-	assert_int_equal(r.type, MSG_REGISTER_REPLY);
-	msg_deinit(&r);
+	tc_agent(&ag, D.sock, "gone");
 	tc_ctl(&c, D.sock);
 	m = tc_trace_req("gone", 3);
 	m.u.trace_start.follow = true;
@@ -502,13 +490,7 @@ static void test_cancel_and_timeout(void **state)
 	char id[64];
 
 	(void)state;
-	assert_int_equal(tc_connect_unix(&ag, D.sock), 0);
-	assert_int_equal(tc_hello(&ag, MSG_ROLE_AGENT), 0);
-	msg_init(&m, MSG_REGISTER, 0);
-	m.u.reg.pid = getpid();
-	m.u.reg.job_id = "slow";
-	tc_call(&ag, &m, &r);
-	msg_deinit(&r);
+	tc_agent(&ag, D.sock, "slow");
 	tc_ctl(&c, D.sock);
 	/* cancel */
 	m = tc_trace_req("slow", 3);
@@ -548,13 +530,7 @@ static void test_upload_errors(void **state)
 	char id[64];
 
 	(void)state;
-	assert_int_equal(tc_connect_unix(&ag, D.sock), 0);
-	assert_int_equal(tc_hello(&ag, MSG_ROLE_AGENT), 0);
-	msg_init(&m, MSG_REGISTER, 0);
-	m.u.reg.pid = getpid();
-	m.u.reg.job_id = "up";
-	tc_call(&ag, &m, &r);
-	msg_deinit(&r);
+	tc_agent(&ag, D.sock, "up");
 	tc_ctl(&c, D.sock);
 	m = tc_trace_req("up", 1);
 	tc_call(&c, &m, &r);

@@ -286,11 +286,7 @@ static void test_peer_credentials(void **state)
 	tc_call(&c, &m, &r);
 	snprintf(id, sizeof(id), "%s", r.u.trace_start_reply.trace_id);
 	msg_deinit(&r);
-	assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
-	while (r.u.trace_info.state == MSG_TRACE_RUNNING) {
-		msg_deinit(&r);
-		assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
-	}
+	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
 	snprintf(file, sizeof(file), "%s", r.u.trace_info.procs.v[0].file);
 	msg_deinit(&r);
