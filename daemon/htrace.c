@@ -32,7 +32,10 @@ void htrace_start(struct conn *c, const struct msg *m)
 		/* Nothing matched: an empty reply with the hint, not an error, so
 		 * a fan-out over many hosts can tell "no process here" apart. */
 		log_info("trace request from %s matched nothing: %s", c->peer.desc, err.msg);
-		trace_new_id(id, sizeof(id));
+		if (m->u.trace_start.trace_id != NULL)
+			snprintf(id, sizeof(id), "%s", m->u.trace_start.trace_id);
+		else
+			trace_new_id(id, sizeof(id));
 		r.u.trace_start_reply.trace_id = id;
 		r.u.trace_start_reply.hint = err.msg;
 		conn_send_msg(c, &r);

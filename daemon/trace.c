@@ -248,6 +248,13 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 		         "(limits.pending_traces); wait for one to finish", d->pending_traces);
 		return NULL;
 	}
+	if (req->trace_id != NULL &&
+	    (trace_find(d, req->trace_id) != NULL || store_find(d, req->trace_id) != NULL)) {
+		*code = MSG_E_BUSY;
+		perr_set(err, -EEXIST, "trace id %s is already used on this host; choose another",
+		         req->trace_id);
+		return NULL;
+	}
 	for (p = d->procs; p != NULL; p = p->next)
 		if (peer_may(peer, p->uid) && registry_match(p, job, req->pids.v, req->pids.n))
 			n++;
@@ -266,7 +273,10 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 		return NULL;
 	}
 	t->d = d;
-	trace_new_id(t->id, sizeof(t->id));
+	if (req->trace_id != NULL)
+		snprintf(t->id, sizeof(t->id), "%s", req->trace_id);
+	else
+		trace_new_id(t->id, sizeof(t->id));
 	t->owner = peer->uid;
 	t->created_us = daemon_now_us();
 	t->win = req->win;

@@ -176,6 +176,7 @@ struct msg_upload_end { int64_t transfer, bytes, crc32; };
 struct msg_upload_end_reply { const char *file; int64_t bytes; };
 
 struct msg_trace_start {
+	const char *trace_id; /* optional: one id for a trace across many hosts */
 	const char *job_id; struct msg_ints pids; bool all;
 	struct msg_window win;
 	int64_t process_limit, timeout_ms;

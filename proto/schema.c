@@ -271,6 +271,7 @@ static const struct schema sc_trace_proc = SCHEMA("trace_proc", S, f_trace_proc,
 #undef S
 #define S struct msg_trace_start
 static const struct field f_trace_start[] = {
+	STR(S, trace_id, "trace_id", FF_TOKEN, MSG_TRACE_ID_MAX),
 	STR(S, job_id, "job_id", 0, MSG_JOB_ID_MAX),
 	INTS(S, pids, "pids", 0, 0, PID_MAX_, MSG_PIDS_MAX),
 	BOOL(S, all, "all"),

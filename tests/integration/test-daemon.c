@@ -286,6 +286,16 @@ static void test_matching_and_limit(void **state)
 	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
 	assert_int_equal(r.u.trace_start_reply.procs.v[0].pid, a[3].pid);
 	msg_deinit(&r);
+	/* a client-chosen trace id is used, and refused when taken */
+	m = tc_trace_req("42", 1);
+	m.u.trace_start.trace_id = "fleet-trace-1";
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.type, MSG_TRACE_START_REPLY);
+	assert_string_equal(r.u.trace_start_reply.trace_id, "fleet-trace-1");
+	msg_deinit(&r);
+	m = tc_trace_req("42", 1);
+	m.u.trace_start.trace_id = "fleet-trace-1";
+	tc_expect_error(&c, &m, MSG_E_BUSY, "already used");
 	for (i = 0; i < 4; i++)
 		agent_stop(&a[i]);
 	tc_close(&c);

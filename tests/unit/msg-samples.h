@@ -20,7 +20,7 @@ static const char *const msg_samples[] = {
 	"{\"type\":\"upload_begin\",\"trace_id\":\"t-1\",\"transfer\":9}",
 	"{\"type\":\"upload_end\",\"id\":5,\"transfer\":9,\"bytes\":1048576,\"crc32\":4294967295}",
 	"{\"type\":\"upload_end_reply\",\"id\":5,\"file\":\"node-1_1234.1795000000123456789.pt.trace.json.gz\",\"bytes\":1048576}",
-	"{\"type\":\"trace_start\",\"id\":6,\"job_id\":\"1234\",\"pids\":[1234,1235],\"duration_ms\":500,\"start_at_us\":1795000000000000,\"process_limit\":8,\"timeout_ms\":30000,\"follow\":true}",
+	"{\"type\":\"trace_start\",\"id\":6,\"trace_id\":\"20261122T081500Z-ab12cd\",\"job_id\":\"1234\",\"pids\":[1234,1235],\"duration_ms\":500,\"start_at_us\":1795000000000000,\"process_limit\":8,\"timeout_ms\":30000,\"follow\":true}",
 	"{\"type\":\"trace_start_reply\",\"id\":6,\"trace_id\":\"t-1\",\"procs\":[{\"pid\":1234,\"host\":\"node-1\",\"job_id\":\"1234\",\"rank\":0,\"state\":\"matched\"},{\"pid\":1235,\"kind\":\"kineto\",\"state\":\"waiting\"}]}",
 	"{\"type\":\"trace_start_reply\",\"id\":7,\"trace_id\":\"t-2\",\"procs\":[],\"hint\":\"no process of job 99; registered jobs: 1234 (2 processes)\"}",
 	"{\"type\":\"trace_status\",\"id\":8,\"trace_id\":\"t-1\",\"follow\":true}",
