@@ -1,0 +1,379 @@
+/*
+ * client: gprofctl's connections to many daemons on one libuv loop
+ * (ctl.h). Each host: resolve (TCP) -> connect -> hello -> auth when asked
+ * -> ready -> the command's callbacks -> done or failed -> close.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nettle/hmac.h>
+
+#include "ctl.h"
+
+enum { HS_RESOLVING, HS_CONNECTING, HS_HELLO, HS_AUTH, HS_READY, HS_CLOSED };
+
+static char read_buf[256 * 1024];
+
+static void to_hex(const uint8_t *in, size_t n, char *out)
+{
+	static const char d[] = "0123456789abcdef";
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		out[2 * i] = d[in[i] >> 4];
+		out[2 * i + 1] = d[in[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+static void finish_host(struct host *h)
+{
+	if (h->state == HS_CLOSED)
+		return;
+	h->state = HS_CLOSED;
+	if (h->handle_open && !uv_is_closing(&h->u.h)) {
+		uv_read_stop(&h->u.s);
+		uv_close(&h->u.h, on_closed);
+	}
+	if (--h->cl->remaining == 0) {
+		uv_close((uv_handle_t *)&h->cl->timer, on_closed);
+		if (h->cl->ops->finished)
+			h->cl->ops->finished(h->cl);
+	}
+}
+
+void host_done(struct host *h)
+{
+	h->done = true;
+	finish_host(h);
+}
+
+void host_fail(struct host *h, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (h->state == HS_CLOSED)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(h->error, sizeof(h->error), fmt, ap);
+	va_end(ap);
+	h->cl->ops->failed(h, h->error);
+	finish_host(h);
+}
+
+struct wreq {
+	uv_write_t req;
+	uv_buf_t buf;
+};
+
+static void on_written(uv_write_t *req, int status)
+{
+	struct wreq *w = req->data;
+	struct host *h = (struct host *)req->handle->data;
+
+	free(w->buf.base);
+	free(w);
+	if (status < 0 && status != UV_ECANCELED)
+		host_fail(h, "sending failed: %s", uv_strerror(status));
+}
+
+int host_send(struct host *h, struct msg *m)
+{
+	struct perr err;
+	struct pbuf b;
+	struct wreq *w;
+	int r;
+
+	if (h->state == HS_CLOSED)
+		return -EPIPE;
+	if (m->id == 0 && msg_type_is_request(m->type))
+		m->id = h->next_id++;
+	pbuf_init(&b, 0);
+	r = msg_encode(&b, m, &err);
+	if (r < 0) {
+		pbuf_deinit(&b);
+		host_fail(h, "cannot encode %s: %s", msg_type_name(m->type), err.msg);
+		return r;
+	}
+	w = malloc(sizeof(*w));
+	if (w == NULL) {
+		pbuf_deinit(&b);
+		return -ENOMEM;
+	}
+	w->buf = uv_buf_init((char *)b.data, (unsigned)b.len);
+	w->req.data = w;
+	r = uv_write(&w->req, &h->u.s, &w->buf, 1, on_written);
+	if (r < 0) {
+		free(w->buf.base);
+		free(w);
+		host_fail(h, "sending failed: %s", uv_strerror(r));
+	}
+	return r;
+}
+
+static void send_hello(struct host *h)
+{
+	struct msg m;
+
+	msg_init(&m, MSG_HELLO, 0);
+	m.u.hello.proto_min = GPROF_PROTO_MIN;
+	m.u.hello.proto_max = GPROF_PROTO_MAX;
+	m.u.hello.role = MSG_ROLE_CTL;
+	m.u.hello.software = "gprofctl " GPROF_VERSION;
+	h->state = HS_HELLO;
+	host_send(h, &m);
+}
+
+static void session(struct host *h, const struct msg *m)
+{
+	struct client *cl = h->cl;
+	struct msg a;
+
+	if (m->type == MSG_ERROR) {
+		host_fail(h, "%s", m->u.error.message);
+		return;
+	}
+	if (h->state == HS_HELLO && m->type == MSG_HELLO_REPLY) {
+		/* reports name a TCP host as the user did; the local daemon by its name */
+		if (h->local)
+			snprintf(h->label, sizeof(h->label), "%s", m->u.hello_reply.host);
+		if (m->u.hello_reply.auth == MSG_AUTH_NONE) {
+			h->state = HS_READY;
+			cl->ops->ready(h);
+			return;
+		}
+		if (cl->token_len == 0) {
+			host_fail(h, "the daemon requires authentication: give --token-file "
+			          "(the daemon's auth_token_file)");
+			return;
+		}
+		{
+			struct hmac_sha256_ctx ctx;
+			uint8_t mac[SHA256_DIGEST_SIZE];
+			char proof[65];
+
+			hmac_sha256_set_key(&ctx, cl->token_len, (const uint8_t *)cl->token);
+			hmac_sha256_update(&ctx, strlen(m->u.hello_reply.nonce),
+			                   (const uint8_t *)m->u.hello_reply.nonce);
+			hmac_sha256_digest(&ctx, sizeof(mac), mac);
+			to_hex(mac, sizeof(mac), proof);
+			msg_init(&a, MSG_AUTH, 0);
+			a.u.auth.proof = proof;
+			h->state = HS_AUTH;
+			host_send(h, &a);
+		}
+		return;
+	}
+	if (h->state == HS_AUTH && m->type == MSG_AUTH_REPLY) {
+		h->state = HS_READY;
+		cl->ops->ready(h);
+		return;
+	}
+	host_fail(h, "unexpected %s during the handshake", msg_type_name(m->type));
+}
+
+static int on_frame(void *ud, const struct frame *f)
+{
+	struct host *h = ud;
+	struct perr err;
+	struct msg m;
+
+	if (h->state == HS_CLOSED)
+		return -EPIPE;
+	if (f->kind == FRAME_CHUNK) {
+		if (h->state == HS_READY && h->cl->ops->chunk)
+			h->cl->ops->chunk(h, f);
+		return h->state == HS_CLOSED ? -EPIPE : 0;
+	}
+	if (msg_decode(&m, (const char *)f->data, f->len, &err) < 0) {
+		host_fail(h, "bad message from the daemon: %s", err.msg);
+		msg_deinit(&m);
+		return -EPROTO;
+	}
+	if (h->state != HS_READY)
+		session(h, &m);
+	else
+		h->cl->ops->message(h, &m);
+	msg_deinit(&m);
+	return h->state == HS_CLOSED ? -EPIPE : 0;
+}
+
+static void on_alloc(uv_handle_t *hd, size_t sz, uv_buf_t *buf)
+{
+	(void)hd;
+	(void)sz;
+	buf->base = read_buf;
+	buf->len = sizeof(read_buf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct host *h = s->data;
+	struct perr err;
+
+	if (n == 0)
+		return;
+	if (n < 0) {
+		host_fail(h, n == UV_EOF ? "the daemon closed the connection" :
+		          "connection lost: %s", uv_strerror((int)n));
+		return;
+	}
+	if (frame_decoder_feed(&h->dec, buf->base, (size_t)n, on_frame, h, &err) < 0 &&
+	    h->state != HS_CLOSED)
+		host_fail(h, "bad data from the daemon: %s", err.msg);
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+	struct host *h = req->data;
+
+	if (status < 0) {
+		host_fail(h, "cannot connect to %s: %s", h->name, uv_strerror(status));
+		return;
+	}
+	if (h->state == HS_CLOSED)
+		return;
+	uv_read_start(&h->u.s, on_alloc, on_read);
+	send_hello(h);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct host *h = req->data;
+	int r;
+
+	if (status < 0) {
+		host_fail(h, "cannot resolve %s: %s", h->name, uv_strerror(status));
+		uv_freeaddrinfo(res);
+		return;
+	}
+	if (h->state == HS_CLOSED) {
+		uv_freeaddrinfo(res);
+		return;
+	}
+	uv_tcp_init(&h->cl->loop, &h->u.tcp);
+	h->handle_open = true;
+	h->u.h.data = h;
+	uv_tcp_nodelay(&h->u.tcp, 1);
+	h->state = HS_CONNECTING;
+	h->creq.data = h;
+	r = uv_tcp_connect(&h->creq, &h->u.tcp, res->ai_addr, on_connect);
+	uv_freeaddrinfo(res);
+	if (r < 0)
+		host_fail(h, "cannot connect to %s: %s", h->name, uv_strerror(r));
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	struct client *cl = t->data;
+	size_t i;
+
+	for (i = 0; i < cl->n; i++)
+		if (cl->hosts[i].state != HS_CLOSED)
+			host_fail(&cl->hosts[i], "timed out after %.0f s (raise --timeout)",
+			          cl->o->timeout_s);
+}
+
+int client_init(struct client *cl, const struct opts *o, const struct client_ops *ops)
+{
+	size_t i, n = o->nhosts ? o->nhosts : 1;
+
+	memset(cl, 0, sizeof(*cl));
+	cl->o = o;
+	cl->ops = ops;
+	if (o->token_file != NULL) {
+		FILE *f = fopen(o->token_file, "r");
+		size_t len;
+
+		if (f == NULL) {
+			fprintf(stderr, "gprofctl: --token-file %s: %s\n", o->token_file, strerror(errno));
+			return -1;
+		}
+		len = fread(cl->token, 1, sizeof(cl->token) - 1, f);
+		fclose(f);
+		while (len > 0 && (cl->token[len - 1] == '\n' || cl->token[len - 1] == '\r'))
+			len--;
+		cl->token_len = len;
+	}
+	cl->hosts = calloc(n, sizeof(*cl->hosts));
+	if (cl->hosts == NULL)
+		return -1;
+	uv_loop_init(&cl->loop);
+	cl->n = n;
+	for (i = 0; i < n; i++) {
+		struct host *h = &cl->hosts[i];
+
+		h->cl = cl;
+		h->next_id = 1;
+		frame_decoder_init(&h->dec, 16u << 20, 16u << 20);
+		if (o->nhosts == 0) {
+			h->local = true;
+			snprintf(h->name, sizeof(h->name), "%s", o->socket);
+			snprintf(h->label, sizeof(h->label), "localhost");
+		} else {
+			const char *spec = o->hosts[i], *colon = strrchr(spec, ':');
+
+			h->port = o->port;
+			if (colon != NULL && strchr(spec, ']') == NULL && strchr(spec, ':') == colon) {
+				snprintf(h->name, sizeof(h->name), "%.*s", (int)(colon - spec), spec);
+				h->port = atoi(colon + 1);
+			} else if (spec[0] == '[' && (colon = strstr(spec, "]:")) != NULL) {
+				snprintf(h->name, sizeof(h->name), "%.*s", (int)(colon - spec - 1), spec + 1);
+				h->port = atoi(colon + 2);
+			} else
+				snprintf(h->name, sizeof(h->name), "%s", spec);
+			snprintf(h->label, sizeof(h->label), "%s", spec);
+		}
+	}
+	return 0;
+}
+
+void client_run(struct client *cl)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+	char port[16];
+	size_t i;
+	int r;
+
+	uv_timer_init(&cl->loop, &cl->timer);
+	cl->timer.data = cl;
+	cl->remaining = cl->n;
+	uv_timer_start(&cl->timer, on_timeout, (uint64_t)(cl->o->timeout_s * 1000), 0);
+	for (i = 0; i < cl->n; i++) {
+		struct host *h = &cl->hosts[i];
+
+		if (h->local) {
+			uv_pipe_init(&cl->loop, &h->u.pipe, 0);
+			h->handle_open = true;
+			h->u.h.data = h;
+			h->state = HS_CONNECTING;
+			h->creq.data = h;
+			uv_pipe_connect(&h->creq, &h->u.pipe, h->name, on_connect);
+			continue;
+		}
+		snprintf(port, sizeof(port), "%d", h->port);
+		h->state = HS_RESOLVING;
+		h->gai.data = h;
+		r = uv_getaddrinfo(&cl->loop, &h->gai, on_resolved, h->name, port, &hints);
+		if (r < 0)
+			host_fail(h, "cannot resolve %s: %s", h->name, uv_strerror(r));
+	}
+	uv_run(&cl->loop, UV_RUN_DEFAULT);
+}
+
+void client_deinit(struct client *cl)
+{
+	size_t i;
+
+	for (i = 0; i < cl->n; i++)
+		frame_decoder_deinit(&cl->hosts[i].dec);
+	uv_loop_close(&cl->loop);
+	free(cl->hosts);
+}

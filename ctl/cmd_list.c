@@ -1,0 +1,160 @@
+/*
+ * gprofctl list: the traceable processes on every host: host, pid, uid,
+ * job, rank, kind, name. --job narrows to one job.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctl.h"
+
+struct lproc {
+	int64_t pid, uid, rank, steps;
+	int kind;
+	char job[MSG_JOB_ID_MAX + 1], name[64];
+};
+
+struct lhost {
+	bool ok;
+	size_t n;
+	struct lproc *procs;
+};
+
+static const char *job_filter;
+
+static void ready(struct host *h)
+{
+	struct msg m;
+
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	m.u.process_list.job_id = job_filter;
+	host_send(h, &m);
+}
+
+static void message(struct host *h, const struct msg *m)
+{
+	struct lhost *l = h->ud;
+	size_t i;
+
+	if (m->type == MSG_ERROR) {
+		host_fail(h, "%s", m->u.error.message);
+		return;
+	}
+	if (m->type != MSG_PROCESS_LIST_REPLY)
+		return;
+	l->ok = true;
+	l->n = m->u.process_list_reply.procs.n;
+	l->procs = calloc(l->n + 1, sizeof(*l->procs));
+	for (i = 0; i < l->n; i++) {
+		const struct msg_proc_info *p = &m->u.process_list_reply.procs.v[i];
+
+		l->procs[i].pid = p->pid;
+		l->procs[i].uid = p->uid;
+		l->procs[i].rank = p->rank;
+		l->procs[i].steps = p->steps;
+		l->procs[i].kind = p->kind;
+		snprintf(l->procs[i].job, sizeof(l->procs[i].job), "%s", p->job_id ? p->job_id : "-");
+		snprintf(l->procs[i].name, sizeof(l->procs[i].name), "%s", p->name ? p->name : "-");
+	}
+	host_done(h);
+}
+
+static void failed(struct host *h, const char *why)
+{
+	(void)h;
+	(void)why;
+}
+
+int cmd_list(struct opts *o, int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "job", required_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct client_ops ops = { ready, message, NULL, failed, NULL };
+	struct client cl;
+	struct lhost *hs;
+	size_t i, k, ok = 0, total = 0;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+		if (c == 'j')
+			job_filter = optarg;
+		else if (c == 'h') {
+			printf("usage: gprofctl [GLOBAL OPTIONS] list [--job ID]\n"
+			       "Prints the traceable processes of every host: host, pid, uid, job,\n"
+			       "rank, kind (agent or kineto), iterations seen, name. You see your own\n"
+			       "processes; root and the daemon's admin group see all.\n");
+			return EXIT_OK;
+		} else
+			return EXIT_USAGE;
+	}
+	if (o->timeout_s == 0)
+		o->timeout_s = 30;
+	if (client_init(&cl, o, &ops) < 0)
+		return EXIT_USAGE;
+	hs = calloc(cl.n, sizeof(*hs));
+	for (i = 0; i < cl.n; i++)
+		cl.hosts[i].ud = &hs[i];
+	client_run(&cl);
+	if (o->json) {
+		cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "processes");
+		cJSON *errs = cJSON_AddArrayToObject(root, "errors");
+		char *text;
+
+		for (i = 0; i < cl.n; i++) {
+			if (!hs[i].ok) {
+				cJSON *e = cJSON_CreateObject();
+
+				cJSON_AddStringToObject(e, "host", cl.hosts[i].label);
+				cJSON_AddStringToObject(e, "error", cl.hosts[i].error);
+				cJSON_AddItemToArray(errs, e);
+			}
+			for (k = 0; k < hs[i].n; k++) {
+				const struct lproc *p = &hs[i].procs[k];
+				cJSON *j = cJSON_CreateObject();
+
+				cJSON_AddStringToObject(j, "host", cl.hosts[i].label);
+				cJSON_AddNumberToObject(j, "pid", (double)p->pid);
+				cJSON_AddNumberToObject(j, "uid", (double)p->uid);
+				cJSON_AddStringToObject(j, "job", p->job);
+				cJSON_AddNumberToObject(j, "rank", (double)p->rank);
+				cJSON_AddStringToObject(j, "kind", msg_kind_name(p->kind));
+				cJSON_AddNumberToObject(j, "steps", (double)p->steps);
+				cJSON_AddStringToObject(j, "name", p->name);
+				cJSON_AddItemToArray(arr, j);
+			}
+		}
+		text = cJSON_Print(root);
+		printf("%s\n", text);
+		cJSON_free(text);
+		cJSON_Delete(root);
+	} else {
+		printf("%-20s %8s %6s %-14s %5s %-7s %8s %s\n", "HOST", "PID", "UID", "JOB", "RANK",
+		       "KIND", "STEPS", "NAME");
+		for (i = 0; i < cl.n; i++) {
+			if (!hs[i].ok)
+				printf("%-20s %s\n", cl.hosts[i].label, cl.hosts[i].error);
+			for (k = 0; k < hs[i].n; k++) {
+				const struct lproc *p = &hs[i].procs[k];
+
+				printf("%-20s %8lld %6lld %-14s %5lld %-7s %8lld %s\n", cl.hosts[i].label,
+				       (long long)p->pid, (long long)p->uid, p->job, (long long)p->rank,
+				       msg_kind_name(p->kind), (long long)p->steps, p->name);
+			}
+			total += hs[i].n;
+		}
+		if (total == 0)
+			printf("(no traceable process%s)\n", job_filter ? " of that job" : "");
+	}
+	for (i = 0; i < cl.n; i++) {
+		ok += hs[i].ok;
+		free(hs[i].procs);
+	}
+	free(hs);
+	client_deinit(&cl);
+	return ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+}

@@ -1,0 +1,153 @@
+/*
+ * gprofctl status: per host, the daemon's version, uptime, registered
+ * processes, traces in progress and stored.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctl.h"
+
+struct row {
+	bool ok;
+	char version[64];
+	int64_t started_us, processes, pending, stored, stored_bytes;
+};
+
+static void ready(struct host *h)
+{
+	struct msg m;
+
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	host_send(h, &m);
+}
+
+static void message(struct host *h, const struct msg *m)
+{
+	struct row *r = h->ud;
+
+	if (m->type == MSG_ERROR) {
+		host_fail(h, "%s", m->u.error.message);
+		return;
+	}
+	if (m->type != MSG_DAEMON_STATUS_REPLY)
+		return;
+	r->ok = true;
+	snprintf(r->version, sizeof(r->version), "%s", m->u.daemon_status_reply.version);
+	r->started_us = m->u.daemon_status_reply.started_us;
+	r->processes = m->u.daemon_status_reply.processes;
+	r->pending = m->u.daemon_status_reply.pending_traces;
+	r->stored = m->u.daemon_status_reply.stored_traces;
+	r->stored_bytes = m->u.daemon_status_reply.stored_bytes;
+	host_done(h);
+}
+
+static void failed(struct host *h, const char *why)
+{
+	(void)h;
+	(void)why;
+}
+
+static void uptime(int64_t started_us, char *out, size_t size)
+{
+	struct timespec ts;
+	int64_t s;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	s = ts.tv_sec - started_us / 1000000;
+	if (s < 120)
+		snprintf(out, size, "%llds", (long long)s);
+	else if (s < 7200)
+		snprintf(out, size, "%lldm", (long long)(s / 60));
+	else if (s < 172800)
+		snprintf(out, size, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+	else
+		snprintf(out, size, "%lldd", (long long)(s / 86400));
+}
+
+int cmd_status(struct opts *o, int argc, char **argv)
+{
+	static const struct client_ops ops = { ready, message, NULL, failed, NULL };
+	struct client cl;
+	struct row *rows;
+	size_t i, ok = 0;
+	char up[32], sz[32];
+
+	if (argc > 1) {
+		if (strcmp(argv[1], "--help") == 0) {
+			printf("usage: gprofctl [GLOBAL OPTIONS] status\n"
+			       "Prints, per host: daemon version, uptime, registered processes,\n"
+			       "traces in progress, stored traces and their size. With --json, one\n"
+			       "JSON object with a \"hosts\" array.\n");
+			return EXIT_OK;
+		}
+		fprintf(stderr, "gprofctl status: unexpected argument \"%s\"\n", argv[1]);
+		return EXIT_USAGE;
+	}
+	if (o->timeout_s == 0)
+		o->timeout_s = 30;
+	if (client_init(&cl, o, &ops) < 0)
+		return EXIT_USAGE;
+	rows = calloc(cl.n, sizeof(*rows));
+	for (i = 0; i < cl.n; i++)
+		cl.hosts[i].ud = &rows[i];
+	client_run(&cl);
+	if (o->json) {
+		cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "hosts");
+		char *text;
+
+		for (i = 0; i < cl.n; i++) {
+			cJSON *h = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
+			if (rows[i].ok) {
+				cJSON_AddStringToObject(h, "version", rows[i].version);
+				cJSON_AddNumberToObject(h, "started_us", (double)rows[i].started_us);
+				cJSON_AddNumberToObject(h, "processes", (double)rows[i].processes);
+				cJSON_AddNumberToObject(h, "pending_traces", (double)rows[i].pending);
+				cJSON_AddNumberToObject(h, "stored_traces", (double)rows[i].stored);
+				cJSON_AddNumberToObject(h, "stored_bytes", (double)rows[i].stored_bytes);
+			} else
+				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
+			cJSON_AddItemToArray(arr, h);
+		}
+		text = cJSON_Print(root);
+		printf("%s\n", text);
+		cJSON_free(text);
+		cJSON_Delete(root);
+	} else {
+		printf("%-24s %-8s %-8s %9s %7s %s\n", "HOST", "VERSION", "UPTIME", "PROCESSES",
+		       "PENDING", "STORED");
+		for (i = 0; i < cl.n; i++) {
+			if (!rows[i].ok) {
+				printf("%-24s %s\n", cl.hosts[i].label, cl.hosts[i].error);
+				continue;
+			}
+			uptime(rows[i].started_us, up, sizeof(up));
+			fmt_bytes((uint64_t)rows[i].stored_bytes, sz, sizeof(sz));
+			printf("%-24s %-8s %-8s %9lld %7lld %lld (%s)\n", cl.hosts[i].label,
+			       rows[i].version, up, (long long)rows[i].processes,
+			       (long long)rows[i].pending, (long long)rows[i].stored, sz);
+		}
+	}
+	for (i = 0; i < cl.n; i++)
+		ok += rows[i].ok;
+	free(rows);
+	client_deinit(&cl);
+	return ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+}
+
+void fmt_bytes(uint64_t b, char *out, size_t size)
+{
+	if (b < 10000)
+		snprintf(out, size, "%llu B", (unsigned long long)b);
+	else if (b < 10000000)
+		snprintf(out, size, "%.1f kB", (double)b / 1e3);
+	else if (b < 10000000000ull)
+		snprintf(out, size, "%.1f MB", (double)b / 1e6);
+	else
+		snprintf(out, size, "%.1f GB", (double)b / 1e9);
+}

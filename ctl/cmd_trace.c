@@ -1,0 +1,559 @@
+/*
+ * gprofctl trace: capture a trace on every matching process of every host,
+ * follow it live, download each file as soon as it is stored, and end with
+ * a summary and an exit status that says whether everything arrived.
+ *
+ * Every daemon gets the same trace id (made here) and the same start: for
+ * iteration traces the next iteration that is a multiple of R (default 10),
+ * for duration traces a wall-clock time a second ahead when there are
+ * several hosts. Files land in <output-dir>/<trace-id>/ under the daemons'
+ * names (<host>_<pid>.<unix-ns>.pt.trace.json.gz).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "ctl.h"
+#include "dlq.h"
+
+struct vproc {
+	int64_t pid, rank, bytes;
+	int state;
+	char reason[300];
+	char file[MSG_NAME_MAX + 1];
+	bool queued;
+};
+
+struct thost {
+	bool replied, ended;
+	char hint[1024];
+	size_t n;
+	struct vproc *procs;
+	struct dlq q;
+};
+
+static struct {
+	struct msg_trace_start req;
+	int64_t pids[MSG_PIDS_MAX];
+	char trace_id[MSG_TRACE_ID_MAX + 1];
+	const char *outdir;
+	bool tty, json;
+	uv_timer_t progress;
+	bool progress_on;
+	struct client *cl;
+} T;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: gprofctl [GLOBAL OPTIONS] trace (--job ID | --pid PID...)\n"
+	        "                (--iterations N | --duration-ms MS) [--start-at TIME]\n"
+	        "                [--iteration-roundup R] [--activities LIST] [--process-limit N]\n"
+	        "                [--output-dir DIR] [--trace-id ID] [--timeout S]\n"
+	        "Captures a trace on every matching process of every host and downloads\n"
+	        "it into DIR/<trace-id>/ (default ./traces).\n"
+	        "  --job ID               processes of this job (GPROF_JOB_ID, SLURM_JOB_ID, ...)\n"
+	        "  --pid PID              processes with this pid or ancestor (repeatable)\n"
+	        "  --iterations N         capture N iterations\n"
+	        "  --duration-ms MS       capture for MS milliseconds\n"
+	        "  --start-at TIME        now, +SECONDS, or a Unix time (duration traces;\n"
+	        "                         default: 1 s ahead with several hosts, else now)\n"
+	        "  --iteration-roundup R  start at the next iteration that is a multiple of R\n"
+	        "                         (iteration traces; default 10, so ranks start together)\n"
+	        "  --activities LIST      kernel,memcpy,memset,cuda_runtime,cuda_driver,sync,\n"
+	        "                         overhead,memory,nvtx (default: all but cuda_driver, memory)\n"
+	        "  --process-limit N      at most N processes per host (default 1000)\n"
+	        "  --timeout S            give up after S seconds (default 600)\n"
+	        "exit status: 0 every matched process delivered; 1 some did not (the summary says\n"
+	        "which and why); 2 nothing matched (each host's registered jobs are shown);\n"
+	        "3 usage error or no host reachable.\n");
+}
+
+static const char *state_word(int s)
+{
+	return msg_tstate_name(s);
+}
+
+/* One line of progress: on a terminal redrawn in place, else not at all
+ * (state changes are printed as lines instead). */
+static void draw(void)
+{
+	size_t i, k, hosts_done = 0, counts[8] = { 0 }, total = 0;
+	uint64_t bytes = 0;
+	char b[32];
+
+	for (i = 0; i < T.cl->n; i++) {
+		struct host *h = &T.cl->hosts[i];
+		struct thost *t = h->ud;
+
+		if (h->done || h->error[0])
+			hosts_done++;
+		for (k = 0; k < t->n; k++)
+			if (t->procs[k].state >= 0 && t->procs[k].state < 8)
+				counts[t->procs[k].state]++;
+		total += t->n;
+		bytes += t->q.bytes;
+	}
+	fmt_bytes(bytes, b, sizeof(b));
+	fprintf(stderr, "\r\033[K%s: hosts %zu/%zu | %zu processes: %zu capturing, %zu writing, "
+	        "%zu uploading, %zu done, %zu failed | %s downloaded", T.trace_id, hosts_done,
+	        T.cl->n, total, counts[MSG_TS_CAPTURING] + counts[MSG_TS_WAITING] +
+	        counts[MSG_TS_MATCHED], counts[MSG_TS_WRITING], counts[MSG_TS_UPLOADING],
+	        counts[MSG_TS_DONE], counts[MSG_TS_FAILED] + counts[MSG_TS_CANCELLED], b);
+}
+
+static void on_progress(uv_timer_t *t)
+{
+	(void)t;
+	draw();
+}
+
+static void maybe_done(struct host *h)
+{
+	struct thost *t = h->ud;
+
+	if (t->ended && dlq_idle(&t->q))
+		host_done(h);
+}
+
+static void ready(struct host *h)
+{
+	struct msg m;
+
+	msg_init(&m, MSG_TRACE_START, 0);
+	m.u.trace_start = T.req;
+	host_send(h, &m);
+}
+
+static void update(struct host *h, const struct msg_trace_info *info)
+{
+	struct thost *t = h->ud;
+	size_t i, k;
+
+	for (i = 0; i < info->procs.n; i++) {
+		const struct msg_trace_proc *p = &info->procs.v[i];
+
+		for (k = 0; k < t->n; k++)
+			if (t->procs[k].pid == p->pid)
+				break;
+		if (k == t->n)
+			continue;
+		if (t->procs[k].state != p->state && !T.tty && !T.json)
+			fprintf(stderr, "%s: pid %lld rank %lld: %s%s%s\n", h->label, (long long)p->pid,
+			        (long long)p->rank, state_word(p->state), p->reason ? ": " : "",
+			        p->reason ? p->reason : "");
+		t->procs[k].state = p->state;
+		t->procs[k].bytes = p->bytes;
+		if (p->reason)
+			snprintf(t->procs[k].reason, sizeof(t->procs[k].reason), "%s", p->reason);
+		if (p->file)
+			snprintf(t->procs[k].file, sizeof(t->procs[k].file), "%s", p->file);
+		if (p->state == MSG_TS_DONE && p->file && !t->procs[k].queued) {
+			t->procs[k].queued = true;
+			dlq_add(&t->q, T.trace_id, p->file, &t->procs[k]);
+		}
+	}
+	if (info->state != MSG_TRACE_RUNNING)
+		t->ended = true;
+	dlq_pump(h, &t->q);
+	maybe_done(h);
+}
+
+static void message(struct host *h, const struct msg *m)
+{
+	struct thost *t = h->ud;
+	size_t i;
+
+	if (dlq_message(h, &t->q, m)) {
+		maybe_done(h);
+		return;
+	}
+	switch (m->type) {
+	case MSG_ERROR:
+		if (!t->replied || m->id == 0) {
+			host_fail(h, "%s", m->u.error.message);
+			return;
+		}
+		break;
+	case MSG_TRACE_START_REPLY:
+		t->replied = true;
+		t->n = m->u.trace_start_reply.procs.n;
+		t->procs = calloc(t->n + 1, sizeof(*t->procs));
+		for (i = 0; i < t->n; i++) {
+			t->procs[i].pid = m->u.trace_start_reply.procs.v[i].pid;
+			t->procs[i].rank = m->u.trace_start_reply.procs.v[i].rank;
+			t->procs[i].state = m->u.trace_start_reply.procs.v[i].state;
+		}
+		if (t->n == 0) {
+			snprintf(t->hint, sizeof(t->hint), "%s", m->u.trace_start_reply.hint ?
+			         m->u.trace_start_reply.hint : "nothing matched");
+			host_done(h);
+		}
+		break;
+	case MSG_TRACE_PROGRESS:
+		update(h, &m->u.trace_info);
+		break;
+	default:
+		break;
+	}
+}
+
+static void chunk(struct host *h, const struct frame *f)
+{
+	struct thost *t = h->ud;
+
+	dlq_chunk(h, &t->q, f);
+}
+
+static void failed(struct host *h, const char *why)
+{
+	struct thost *t = h->ud;
+
+	dlq_abort(&t->q, why);
+	if (!T.tty && !T.json)
+		fprintf(stderr, "%s: %s\n", h->label, why);
+}
+
+static void finished(struct client *cl)
+{
+	(void)cl;
+	if (T.progress_on) {
+		uv_timer_stop(&T.progress);
+		uv_close((uv_handle_t *)&T.progress, NULL);
+		draw();
+		fprintf(stderr, "\n");
+	}
+}
+
+static int parse_start(const char *s, int64_t *us)
+{
+	struct timespec ts;
+	char *end;
+	double v;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (strcmp(s, "now") == 0) {
+		*us = 0;
+		return 0;
+	}
+	v = strtod(s[0] == '+' ? s + 1 : s, &end);
+	if (*end || v < 0)
+		return -1;
+	if (s[0] == '+')
+		*us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + (int64_t)(v * 1e6);
+	else
+		*us = (int64_t)(v * 1e6);
+	return 0;
+}
+
+static void make_id(char *out, size_t size)
+{
+	unsigned char r[3] = { 0 };
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		r[0] = (unsigned char)getpid();
+	gmtime_r(&now, &tm);
+	snprintf(out, size, "%04d%02d%02dT%02d%02d%02dZ-%02x%02x%02x", tm.tm_year + 1900,
+	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, r[0], r[1], r[2]);
+}
+
+/* Prints the summary; returns the exit status. */
+static int summarize(struct client *cl)
+{
+	size_t i, k, matched = 0, delivered = 0, reached = 0;
+	bool failures = false;
+	cJSON *root = NULL, *hosts = NULL;
+	char b[32];
+
+	if (T.json) {
+		root = cJSON_CreateObject();
+		cJSON_AddStringToObject(root, "trace_id", T.trace_id);
+		cJSON_AddStringToObject(root, "output_dir", T.outdir);
+		hosts = cJSON_AddArrayToObject(root, "hosts");
+	}
+	for (i = 0; i < cl->n; i++) {
+		struct host *h = &cl->hosts[i];
+		struct thost *t = h->ud;
+		cJSON *jh = NULL, *jp = NULL;
+
+		if (T.json) {
+			jh = cJSON_CreateObject();
+			cJSON_AddStringToObject(jh, "host", h->label);
+			cJSON_AddItemToArray(hosts, jh);
+			jp = cJSON_AddArrayToObject(jh, "processes");
+		}
+		if (t->replied)
+			reached++;
+		if (!t->replied) {
+			failures = true;
+			if (T.json)
+				cJSON_AddStringToObject(jh, "error", h->error);
+			else
+				printf("  %-20s %s\n", h->label, h->error);
+			continue;
+		}
+		if (t->n == 0) {
+			if (T.json)
+				cJSON_AddStringToObject(jh, "hint", t->hint);
+			else
+				printf("  %-20s nothing matched: %s\n", h->label, t->hint);
+			continue;
+		}
+		if (h->error[0]) {
+			failures = true;
+			if (T.json)
+				cJSON_AddStringToObject(jh, "error", h->error);
+			else
+				printf("  %-20s %s\n", h->label, h->error);
+		}
+		for (k = 0; k < t->n; k++) {
+			struct vproc *p = &t->procs[k];
+			struct dlitem *it = NULL;
+			size_t j;
+
+			matched++;
+			for (j = 0; j < t->q.n; j++)
+				if (t->q.items[j].tag == p)
+					it = &t->q.items[j];
+			if (it && it->done)
+				delivered++;
+			else
+				failures = true;
+			if (T.json) {
+				cJSON *o = cJSON_CreateObject();
+
+				cJSON_AddNumberToObject(o, "pid", (double)p->pid);
+				cJSON_AddNumberToObject(o, "rank", (double)p->rank);
+				cJSON_AddStringToObject(o, "state", it && it->done ? "delivered" :
+				                        state_word(p->state));
+				if (it && it->done)
+					cJSON_AddStringToObject(o, "file", it->path);
+				else
+					cJSON_AddStringToObject(o, "reason", it && it->failed ? it->error :
+					                        p->reason[0] ? p->reason :
+					                        h->error[0] ? h->error : "not delivered");
+				cJSON_AddNumberToObject(o, "bytes", (double)p->bytes);
+				cJSON_AddItemToArray(jp, o);
+				continue;
+			}
+			if (it && it->done) {
+				fmt_bytes((uint64_t)p->bytes, b, sizeof(b));
+				printf("  %-20s pid %-8lld rank %-4lld %s (%s)\n", h->label, (long long)p->pid,
+				       (long long)p->rank, it->path, b);
+			} else
+				printf("  %-20s pid %-8lld rank %-4lld FAILED (%s): %s\n", h->label,
+				       (long long)p->pid, (long long)p->rank, state_word(p->state),
+				       it && it->failed ? it->error : p->reason[0] ? p->reason :
+				       h->error[0] ? h->error : "not delivered");
+		}
+	}
+	{
+		int code = reached == 0 ? EXIT_USAGE : failures ? EXIT_FAILED :
+		           matched == 0 ? EXIT_NOMATCH : EXIT_OK;
+
+		if (T.json) {
+			char *text;
+
+			cJSON_AddNumberToObject(root, "matched", (double)matched);
+			cJSON_AddNumberToObject(root, "delivered", (double)delivered);
+			cJSON_AddNumberToObject(root, "exit", code);
+			text = cJSON_Print(root);
+			printf("%s\n", text);
+			cJSON_free(text);
+			cJSON_Delete(root);
+		} else
+			printf("trace %s: %zu of %zu matched process%s delivered to %s/%s/%s\n",
+			       T.trace_id, delivered, matched, matched == 1 ? "" : "es", T.outdir,
+			       T.trace_id, matched == 0 ? " (nothing matched on any host)" : "");
+		return code;
+	}
+}
+
+int cmd_trace(struct opts *o, int argc, char **argv)
+{
+	enum { O_JOB = 256, O_PID, O_ITER, O_DUR, O_START, O_ROUND, O_ACT, O_LIMIT, O_OUT, O_TIMEOUT,
+	       O_ID };
+	static const struct option topts[] = {
+		{ "job", required_argument, NULL, O_JOB },
+		{ "pid", required_argument, NULL, O_PID },
+		{ "iterations", required_argument, NULL, O_ITER },
+		{ "duration-ms", required_argument, NULL, O_DUR },
+		{ "start-at", required_argument, NULL, O_START },
+		{ "iteration-roundup", required_argument, NULL, O_ROUND },
+		{ "activities", required_argument, NULL, O_ACT },
+		{ "process-limit", required_argument, NULL, O_LIMIT },
+		{ "output-dir", required_argument, NULL, O_OUT },
+		{ "trace-id", required_argument, NULL, O_ID },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct client_ops ops = { ready, message, chunk, failed, finished };
+	const char *start = NULL;
+	bool roundup_given = false;
+	struct client cl;
+	struct thost *hs;
+	struct perr err;
+	struct msg tmp;
+	double timeout = 600;
+	char *end;
+	size_t i;
+	int c, code;
+
+	memset(&T, 0, sizeof(T));
+	msg_init(&tmp, MSG_TRACE_START, 0);
+	T.req = tmp.u.trace_start;
+	T.req.pids.v = T.pids;
+	T.outdir = "traces";
+	while ((c = getopt_long(argc, argv, "h", topts, NULL)) != -1) {
+		switch (c) {
+		case O_JOB:
+			T.req.job_id = optarg;
+			break;
+		case O_PID:
+			if (T.req.pids.n == MSG_PIDS_MAX) {
+				fprintf(stderr, "gprofctl trace: more than %d --pid\n", MSG_PIDS_MAX);
+				return EXIT_USAGE;
+			}
+			T.pids[T.req.pids.n++] = strtoll(optarg, &end, 10);
+			if (*end || T.pids[T.req.pids.n - 1] <= 0) {
+				fprintf(stderr, "gprofctl trace: --pid %s is not a process id\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_ITER:
+			T.req.win.iterations = strtoll(optarg, &end, 10);
+			if (*end || T.req.win.iterations <= 0) {
+				fprintf(stderr, "gprofctl trace: --iterations %s is not a positive "
+				        "number\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_DUR:
+			T.req.win.duration_ms = strtoll(optarg, &end, 10);
+			if (*end || T.req.win.duration_ms <= 0) {
+				fprintf(stderr, "gprofctl trace: --duration-ms %s is not a positive "
+				        "number\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_START:
+			start = optarg;
+			break;
+		case O_ROUND:
+			T.req.win.iteration_roundup = strtoll(optarg, &end, 10);
+			roundup_given = true;
+			if (*end || T.req.win.iteration_roundup < 0) {
+				fprintf(stderr, "gprofctl trace: --iteration-roundup %s is not a "
+				        "number\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_ACT:
+			T.req.win.activities = msg_activities_parse(optarg, &err);
+			if (T.req.win.activities < 0) {
+				fprintf(stderr, "gprofctl trace: %s\n", err.msg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_LIMIT:
+			T.req.process_limit = strtoll(optarg, &end, 10);
+			if (*end || T.req.process_limit <= 0) {
+				fprintf(stderr, "gprofctl trace: --process-limit %s is not a positive "
+				        "number\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_OUT:
+			T.outdir = optarg;
+			break;
+		case O_ID:
+			snprintf(T.trace_id, sizeof(T.trace_id), "%s", optarg);
+			break;
+		case O_TIMEOUT:
+			timeout = strtod(optarg, &end);
+			if (*end || timeout <= 0) {
+				fprintf(stderr, "gprofctl trace: --timeout %s is not a positive number "
+				        "of seconds\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "gprofctl trace: unexpected argument \"%s\"\n", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (T.req.job_id == NULL && T.req.pids.n == 0) {
+		fprintf(stderr, "gprofctl trace: name the processes: --job ID or --pid PID\n");
+		return EXIT_USAGE;
+	}
+	if ((T.req.win.iterations > 0) == (T.req.win.duration_ms > 0)) {
+		fprintf(stderr, "gprofctl trace: give exactly one of --iterations and "
+		        "--duration-ms\n");
+		return EXIT_USAGE;
+	}
+	if (T.req.win.iterations > 0 && start != NULL) {
+		fprintf(stderr, "gprofctl trace: --start-at is for duration traces; iteration "
+		        "traces start together through --iteration-roundup\n");
+		return EXIT_USAGE;
+	}
+	if (T.req.win.duration_ms > 0 && roundup_given) {
+		fprintf(stderr, "gprofctl trace: --iteration-roundup is for iteration traces\n");
+		return EXIT_USAGE;
+	}
+	if (T.req.win.iterations > 0 && !roundup_given)
+		T.req.win.iteration_roundup = 10;
+	if (start != NULL && parse_start(start, &T.req.win.start_at_us) < 0) {
+		fprintf(stderr, "gprofctl trace: --start-at %s: use now, +SECONDS or a Unix time\n",
+		        start);
+		return EXIT_USAGE;
+	}
+	if (start == NULL && T.req.win.duration_ms > 0 && o->nhosts > 1)
+		parse_start("+1", &T.req.win.start_at_us);
+	if (T.trace_id[0] == 0)
+		make_id(T.trace_id, sizeof(T.trace_id));
+	T.req.trace_id = T.trace_id;
+	T.req.timeout_ms = (int64_t)(timeout * 1000);
+	T.req.follow = true;
+	if (o->timeout_s == 0)
+		o->timeout_s = timeout + 60; /* the daemons time out first; then downloads */
+	T.json = o->json;
+	T.tty = !o->json && isatty(STDERR_FILENO);
+	if (client_init(&cl, o, &ops) < 0)
+		return EXIT_USAGE;
+	T.cl = &cl;
+	hs = calloc(cl.n, sizeof(*hs));
+	for (i = 0; i < cl.n; i++) {
+		hs[i].q.dir = T.outdir;
+		cl.hosts[i].ud = &hs[i];
+	}
+	if (T.tty) {
+		uv_timer_init(&cl.loop, &T.progress);
+		uv_timer_start(&T.progress, on_progress, 0, 250);
+		T.progress_on = true;
+	}
+	client_run(&cl);
+	code = summarize(&cl);
+	for (i = 0; i < cl.n; i++) {
+		dlq_free(&hs[i].q);
+		free(hs[i].procs);
+	}
+	free(hs);
+	client_deinit(&cl);
+	return code;
+}

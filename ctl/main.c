@@ -1,0 +1,176 @@
+/*
+ * gprofctl: trigger, follow and collect traces across many hosts, and read
+ * what each daemon knows (gprofctl(1)).
+ *
+ * main parses the global options, builds the host list, and runs one
+ * command from the table below; each command lives in its own file.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+struct command {
+	const char *name;
+	int (*run)(struct opts *o, int argc, char **argv);
+	const char *summary;
+};
+
+static int cmd_help(struct opts *o, int argc, char **argv);
+
+static const struct command commands[] = {
+	{ "status", cmd_status, "daemon version, uptime, processes and traces, per host" },
+	{ "list", cmd_list, "traceable processes: host, pid, uid, job, rank, kind" },
+	{ "trace", cmd_trace, "capture a trace on every matching process and download it" },
+	{ "fetch", cmd_fetch, "download a stored trace again" },
+	{ "launch", cmd_launch, "run a command with the agent injected" },
+	{ "help", cmd_help, "this help, or a command's: gprofctl help trace" },
+};
+
+static void usage(FILE *f)
+{
+	size_t i;
+
+	fprintf(f,
+	        "usage: gprofctl [--host H[:PORT]]... [--hostfile F] [--slurm-job J]\n"
+	        "                [--socket PATH] [--port N] [--token-file F] [--json]\n"
+	        "                [--timeout S] COMMAND [ARGS]\n"
+	        "Without a host option gprofctl talks to the local daemon's Unix socket.\n\n"
+	        "commands:\n");
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nglobal options:\n"
+	        "  --host H[:PORT]   a daemon to talk to over TCP (repeatable)\n"
+	        "  --hostfile F      hosts, one per line\n"
+	        "  --slurm-job J     the nodes of SLURM job J (via scontrol)\n"
+	        "  --socket PATH     the local daemon's socket (default $GPROF_SOCKET,\n"
+	        "                    /run/gprofd/gprofd.sock, $XDG_RUNTIME_DIR/gprofd/gprofd.sock)\n"
+	        "  --port N          TCP port when a host names none (default 1778)\n"
+	        "  --token-file F    the daemons' auth token, for TCP authentication\n"
+	        "  --json            machine-readable output on stdout\n"
+	        "  --timeout S       give up on hosts after S seconds (default 30; trace: 600)\n"
+	        "See gprofctl(1).\n");
+}
+
+static int cmd_help(struct opts *o, int argc, char **argv)
+{
+	char *hargv[] = { NULL, "--help", NULL };
+	size_t i;
+
+	(void)o;
+	if (argc < 2) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(commands[i].name, argv[1]) == 0 && commands[i].run != cmd_help) {
+			hargv[0] = argv[1];
+			return commands[i].run(o, 2, hargv);
+		}
+	fprintf(stderr, "gprofctl: no command \"%s\"; see gprofctl help\n", argv[1]);
+	return EXIT_USAGE;
+}
+
+static const char *default_socket(void)
+{
+	static char path[256];
+	const char *env = getenv("GPROF_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+
+	if (env && *env)
+		return env;
+	if (access("/run/gprofd/gprofd.sock", F_OK) == 0 || xdg == NULL || !*xdg)
+		return "/run/gprofd/gprofd.sock";
+	snprintf(path, sizeof(path), "%s/gprofd/gprofd.sock", xdg);
+	return path;
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_HOST = 256, O_HOSTFILE, O_SLURM, O_SOCKET, O_PORT, O_TOKEN, O_JSON, O_TIMEOUT,
+	       O_VERSION };
+	static const struct option opts[] = {
+		{ "host", required_argument, NULL, O_HOST },
+		{ "hostfile", required_argument, NULL, O_HOSTFILE },
+		{ "slurm-job", required_argument, NULL, O_SLURM },
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "port", required_argument, NULL, O_PORT },
+		{ "token-file", required_argument, NULL, O_TOKEN },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = { .port = CTL_PORT_DEFAULT, .timeout_s = 0 };
+	char *end;
+	size_t i;
+	int c;
+
+	o.socket = default_socket();
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case O_HOST:
+			hosts_add(&o, optarg);
+			break;
+		case O_HOSTFILE:
+			if (hosts_from_file(&o, optarg) < 0)
+				return EXIT_USAGE;
+			break;
+		case O_SLURM:
+			if (hosts_from_slurm(&o, optarg) < 0)
+				return EXIT_USAGE;
+			break;
+		case O_SOCKET:
+			o.socket = optarg;
+			break;
+		case O_PORT:
+			o.port = (int)strtol(optarg, &end, 10);
+			if (*end || o.port <= 0 || o.port > 65535) {
+				fprintf(stderr, "gprofctl: --port %s is not a port number\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_TOKEN:
+			o.token_file = optarg;
+			break;
+		case O_JSON:
+			o.json = true;
+			break;
+		case O_TIMEOUT:
+			o.timeout_s = strtod(optarg, &end);
+			if (*end || o.timeout_s <= 0) {
+				fprintf(stderr, "gprofctl: --timeout %s is not a positive number of "
+				        "seconds\n", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case O_VERSION:
+			printf("gprofctl %s\n", GPROF_VERSION);
+			return EXIT_OK;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(commands[i].name, argv[optind]) == 0) {
+			int cargc = argc - optind;
+			char **cargv = argv + optind;
+
+			optind = 0; /* glibc: restart getopt for the command's own options */
+			return commands[i].run(&o, cargc, cargv);
+		}
+	fprintf(stderr, "gprofctl: unknown command \"%s\"; see gprofctl help\n", argv[optind]);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,104 @@
+/*
+ * sink: one downloaded file (ctl.h). Data goes to <dir>/.<name>.part and
+ * is renamed to <dir>/<name> only once the daemon's download_end agrees on
+ * size and CRC-32; any failure removes the temporary file.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "ctl.h"
+
+int mkdir_p(const char *path)
+{
+	char tmp[4096], *p;
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int sink_open(struct sink *s, const char *dir, const char *name, uint32_t transfer,
+              uint64_t expected, char *err, size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	if (mkdir_p(dir) < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	snprintf(s->path, sizeof(s->path), "%s/%s", dir, name);
+	snprintf(s->tmp, sizeof(s->tmp), "%s/.%s.part", dir, name);
+	s->f = fopen(s->tmp, "wb");
+	if (s->f == NULL) {
+		snprintf(err, errlen, "cannot write %s: %s", s->tmp, strerror(errno));
+		return -1;
+	}
+	s->transfer = transfer;
+	s->expected = expected;
+	s->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+	return 0;
+}
+
+int sink_write(struct sink *s, const struct frame *f, char *err, size_t errlen)
+{
+	if (f->offset != s->bytes) {
+		snprintf(err, errlen, "download out of order at byte %llu",
+		         (unsigned long long)s->bytes);
+		return -1;
+	}
+	if (fwrite(f->data, 1, f->len, s->f) != f->len) {
+		snprintf(err, errlen, "writing %s failed: %s", s->tmp, strerror(errno));
+		return -1;
+	}
+	s->crc = (uint32_t)crc32(s->crc, f->data, (uInt)f->len);
+	s->bytes += f->len;
+	return 0;
+}
+
+void sink_abort(struct sink *s)
+{
+	if (s->f != NULL) {
+		fclose(s->f);
+		s->f = NULL;
+		unlink(s->tmp);
+	}
+}
+
+int sink_finish(struct sink *s, const struct msg_download_end *e, char *err, size_t errlen)
+{
+	int r = 0;
+
+	if ((uint64_t)e->bytes != s->bytes || s->bytes != s->expected ||
+	    (uint32_t)e->crc32 != s->crc) {
+		snprintf(err, errlen, "download of %s is damaged (%llu of %llu bytes, CRC %08x vs "
+		         "%08llx)", s->path, (unsigned long long)s->bytes,
+		         (unsigned long long)s->expected, s->crc, (unsigned long long)e->crc32);
+		sink_abort(s);
+		return -1;
+	}
+	if (fclose(s->f) != 0) {
+		snprintf(err, errlen, "writing %s failed: %s", s->tmp, strerror(errno));
+		r = -1;
+	}
+	s->f = NULL;
+	if (r == 0 && rename(s->tmp, s->path) != 0) {
+		snprintf(err, errlen, "cannot rename %s: %s", s->tmp, strerror(errno));
+		r = -1;
+	}
+	if (r < 0)
+		unlink(s->tmp);
+	return r;
+}
