@@ -313,6 +313,8 @@ int client_init(struct client *cl, const struct opts *o, const struct client_ops
 		h->cl = cl;
 		h->next_id = 1;
 		frame_decoder_init(&h->dec, 16u << 20, 16u << 20);
+		/* downloads go straight to their files: no chunk is reassembled */
+		frame_decoder_stream_chunks(&h->dec, true);
 		if (o->nhosts == 0) {
 			h->local = true;
 			snprintf(h->name, sizeof(h->name), "%s", o->socket);

@@ -21,7 +21,7 @@ struct download {
 	uint32_t crc;
 	uv_fs_t req;
 	bool busy;
-	uint8_t buf[DOWNLOAD_CHUNK];
+	uint8_t *buf;          /* FRAME_CHUNK_PREFIX + DOWNLOAD_CHUNK: becomes the frame */
 };
 
 static uint32_t next_transfer = 1;
@@ -34,6 +34,7 @@ static void dl_free(struct download *dl)
 		uv_fs_close(NULL, &req, dl->fd, NULL);
 		uv_fs_req_cleanup(&req);
 	}
+	free(dl->buf);
 	free(dl);
 }
 
@@ -73,14 +74,15 @@ static void on_read(uv_fs_t *req)
 		conn_finish(c, "download failed");
 		return;
 	}
-	pbuf_init(&b, 0);
+	/* The data was read behind room for the chunk prefix: the buffer
+	 * becomes the frame and goes to the socket as it is. */
 	frame_chunk_prefix(prefix, dl->transfer, dl->off, (size_t)n);
-	if (pbuf_append(&b, prefix, sizeof(prefix)) < 0 || pbuf_append(&b, dl->buf, (size_t)n) < 0) {
-		pbuf_deinit(&b);
-		conn_close(c, "out of memory");
-		return;
-	}
-	dl->crc = (uint32_t)crc32(dl->crc, dl->buf, (uInt)n);
+	memcpy(dl->buf, prefix, sizeof(prefix));
+	dl->crc = (uint32_t)crc32(dl->crc, dl->buf + FRAME_CHUNK_PREFIX, (uInt)n);
+	pbuf_init(&b, 0);
+	b.data = dl->buf; /* transferred */
+	b.len = b.cap = FRAME_CHUNK_PREFIX + (size_t)n;
+	dl->buf = NULL;
 	dl->off += (uint64_t)n;
 	dl->sent += (uint64_t)n;
 	if (conn_send(c, &b) < 0)
@@ -102,7 +104,13 @@ void download_pump(struct conn *c)
 		return;
 	}
 	want = dl->end - dl->off < DOWNLOAD_CHUNK ? (size_t)(dl->end - dl->off) : DOWNLOAD_CHUNK;
-	buf = uv_buf_init((char *)dl->buf, (unsigned)want);
+	if (dl->buf == NULL)
+		dl->buf = malloc(FRAME_CHUNK_PREFIX + DOWNLOAD_CHUNK);
+	if (dl->buf == NULL) {
+		conn_close(c, "out of memory");
+		return;
+	}
+	buf = uv_buf_init((char *)dl->buf + FRAME_CHUNK_PREFIX, (unsigned)want);
 	dl->req.data = dl;
 	r = uv_fs_read(c->d->loop, &dl->req, dl->fd, &buf, 1, (int64_t)dl->off, on_read);
 	if (r < 0) {

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,11 @@ int main(int argc, char **argv)
 	bool check = false, dump = false;
 	struct perr err;
 	int c;
+
+	/* Trace chunks (up to 4 MiB) come from the heap and are reused, instead
+	 * of being mapped, page-faulted and unmapped one by one. */
+	mallopt(M_MMAP_THRESHOLD, 8 << 20);
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
 
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {

@@ -17,10 +17,13 @@
 #include "trace.h"
 #include "upload.h"
 
+/* A chunk waiting for the disk: either the decoder's reassembly buffer,
+ * taken whole (large chunks: no copy), or a small copy. */
 struct qchunk {
 	struct qchunk *next;
+	void *block;          /* what to free */
+	const uint8_t *data;
 	size_t len;
-	uint8_t data[];
 };
 
 struct upload {
@@ -72,6 +75,7 @@ static void drop_queue(struct upload *u)
 
 	for (q = u->head; q != NULL; q = next) {
 		next = q->next;
+		free(q->block);
 		free(q);
 	}
 	u->head = u->tail = NULL;
@@ -191,6 +195,7 @@ static void on_write(uv_fs_t *req)
 	u->head = q->next;
 	if (u->head == NULL)
 		u->tail = NULL;
+	free(q->block);
 	free(q);
 	if (u->failed || u->c == NULL) {
 		if (!u->failed)
@@ -341,14 +346,23 @@ int upload_chunk(struct conn *c, const struct frame *f)
 		fail(u, MSG_E_LIMIT, "the trace is larger than limits.trace_bytes");
 		return 0;
 	}
-	q = malloc(sizeof(*q) + f->len);
-	if (q == NULL) {
+	q = malloc(sizeof(*q));
+	if (q != NULL && f->buffered) {
+		q->block = frame_decoder_steal(&c->dec);
+		q->data = f->data;
+	} else if (q != NULL) {
+		q->block = malloc(f->len);
+		q->data = q->block;
+		if (q->block != NULL)
+			memcpy(q->block, f->data, f->len);
+	}
+	if (q == NULL || q->block == NULL) {
+		free(q);
 		fail(u, MSG_E_INTERNAL, "out of memory");
 		return 0;
 	}
 	q->next = NULL;
 	q->len = f->len;
-	memcpy(q->data, f->data, f->len);
 	if (u->tail)
 		u->tail->next = q;
 	else

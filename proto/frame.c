@@ -99,6 +99,7 @@ static int deliver(struct frame_decoder *d, const uint8_t *body, frame_cb cb,
 	uint32_t reserved;
 
 	memset(&f, 0, sizeof(f));
+	f.buffered = body == d->buf;
 	if (!d->chunk) {
 		f.kind = FRAME_JSON;
 		f.data = body;
@@ -132,6 +133,64 @@ static int buffer_body(struct frame_decoder *d, struct perr *err)
 	d->buf = p;
 	d->buf_cap = d->body_len;
 	return 0;
+}
+
+void frame_decoder_stream_chunks(struct frame_decoder *d, bool on)
+{
+	d->stream = on;
+}
+
+/* Stream mode: consumes body bytes of the chunk frame being read, handing
+ * data pieces to cb. Returns bytes consumed or a negative code. */
+static long stream_chunk(struct frame_decoder *d, const uint8_t *p, size_t len, frame_cb cb,
+                         void *ud, struct perr *err)
+{
+	size_t used = 0, n;
+	struct frame f;
+	uint32_t reserved;
+	int r;
+
+	if (d->body_done < FRAME_CHUNK_HDR_SIZE) {
+		n = FRAME_CHUNK_HDR_SIZE - d->body_done;
+		if (n > len)
+			n = len;
+		memcpy(d->chdr + d->body_done, p, n);
+		d->body_done += n;
+		used += n;
+		if (d->body_done < FRAME_CHUNK_HDR_SIZE)
+			return (long)used;
+		reserved = get_le32(d->chdr + 4);
+		if (reserved != 0)
+			return perr_set(err, -EBADMSG, "chunk header has reserved bits set "
+			                "(0x%08x); this peer speaks a newer framing", reserved);
+	}
+	n = d->body_len - d->body_done;
+	if (n > len - used)
+		n = len - used;
+	if (n == 0)
+		return (long)used;
+	memset(&f, 0, sizeof(f));
+	f.kind = FRAME_CHUNK;
+	f.transfer = get_le32(d->chdr);
+	f.offset = get_le64(d->chdr + 8) + (d->body_done - FRAME_CHUNK_HDR_SIZE);
+	f.data = p + used;
+	f.len = n;
+	d->body_done += n;
+	if (d->body_done == d->body_len)
+		d->frames++;
+	r = cb(ud, &f);
+	if (r < 0)
+		return r;
+	return (long)(used + n);
+}
+
+void *frame_decoder_steal(struct frame_decoder *d)
+{
+	void *p = d->buf;
+
+	d->buf = NULL;
+	d->buf_cap = 0;
+	return p;
 }
 
 static void frame_done(struct frame_decoder *d)
@@ -168,8 +227,22 @@ int frame_decoder_feed(struct frame_decoder *d, const void *data, size_t len,
 			r = parse_header(d, err);
 			if (r < 0)
 				goto out;
+			d->body_done = 0;
 			if (len == 0)
 				break; /* allocate nothing until body bytes arrive */
+		}
+		if (d->stream && d->chunk) {
+			long used = stream_chunk(d, p, len, cb, ud, err);
+
+			if (used < 0) {
+				r = (int)used;
+				goto out;
+			}
+			p += used;
+			len -= (size_t)used;
+			if (d->body_done == d->body_len)
+				frame_done(d);
+			continue;
 		}
 		if (d->have == 0 && len >= d->body_len) {
 			/* Whole body in the caller's buffer: no copy. */

@@ -26,6 +26,7 @@
 #ifndef GPROF_FRAME_H
 #define GPROF_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +54,8 @@ struct frame {
 	size_t len;
 	uint32_t transfer; /* chunk frames only */
 	uint64_t offset;   /* chunk frames only */
+	bool buffered;     /* data lies in the decoder's reassembly buffer, so the
+	                    * callback may take it with frame_decoder_steal */
 };
 
 /* Returns 0 to continue, or a negative code that stops frame_decoder_feed
@@ -70,6 +73,9 @@ struct frame_decoder {
 	size_t buf_cap;
 	size_t have;
 	int error;         /* sticky: 0 or the first error */
+	bool stream;       /* deliver chunk data in pieces as it arrives */
+	uint8_t chdr[FRAME_CHUNK_HDR_SIZE]; /* stream mode: the chunk header */
+	size_t body_done;  /* stream mode: body bytes consumed so far */
 	uint64_t frames;   /* frames delivered */
 	uint64_t oversized; /* limit hits (the counter STYLE.md rule 4 asks for) */
 };
@@ -87,6 +93,21 @@ void frame_decoder_deinit(struct frame_decoder *d);
  */
 int frame_decoder_feed(struct frame_decoder *d, const void *data, size_t len,
                        frame_cb cb, void *ud, struct perr *err);
+
+/*
+ * Stream mode, for receivers of large transfers: chunk frames are not
+ * reassembled but delivered in pieces as their bytes arrive, each a
+ * FRAME_CHUNK with the same transfer and an offset that advances by the
+ * previous piece's length (so consecutive pieces are contiguous). No
+ * buffer is allocated for chunk data. JSON frames are unaffected.
+ */
+void frame_decoder_stream_chunks(struct frame_decoder *d, bool on);
+
+/* Called from the callback for a frame with f->buffered set: hands the
+ * reassembly buffer to the caller (who frees it with free()) instead of
+ * letting the decoder reuse it, so a large chunk is never copied again.
+ * f->data stays valid and points into the returned block. */
+void *frame_decoder_steal(struct frame_decoder *d);
 
 /* True when the decoder holds part of a frame (a peer that closes now
  * truncated its last frame). */

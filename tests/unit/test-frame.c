@@ -297,6 +297,69 @@ static void test_dyno_framing(void **state)
 	seen_free(&s);
 }
 
+/* Stream mode: a 4 MiB chunk arrives as contiguous pieces, never
+ * buffered; JSON frames around it are whole. */
+struct pieces {
+	size_t json, bytes, npieces;
+	uint64_t next_off;
+	uint32_t transfer;
+	int bad;
+	const uint8_t *want;
+};
+
+static int on_piece(void *ud, const struct frame *f)
+{
+	struct pieces *p = ud;
+
+	if (f->kind == FRAME_JSON) {
+		p->json++;
+		return 0;
+	}
+	if (f->offset != p->next_off || f->transfer != 9 ||
+	    memcmp(f->data, p->want + (f->offset - 1000), f->len) != 0)
+		p->bad++;
+	p->next_off = f->offset + f->len;
+	p->bytes += f->len;
+	p->npieces++;
+	return 0;
+}
+
+static void test_stream_chunks(void **state)
+{
+	struct frame_decoder d;
+	struct pieces pc = { 0 };
+	struct pbuf b;
+	size_t n = 4u << 20, off, step = 70001, i;
+	uint8_t *data = malloc(n);
+
+	(void)state;
+	for (i = 0; i < n; i++)
+		data[i] = (uint8_t)(i * 13 + 1);
+	pbuf_init(&b, 0);
+	frame_encode_json(&b, "{\"a\":1}", 7);
+	frame_encode_chunk(&b, 9, 1000, data, n);
+	frame_encode_json(&b, "{\"b\":2}", 7);
+	frame_decoder_init(&d, 0, 0);
+	frame_decoder_stream_chunks(&d, true);
+	pc.next_off = 1000;
+	pc.want = data;
+	for (off = 0; off < b.len; off += step) {
+		size_t k = b.len - off < step ? b.len - off : step;
+
+		assert_int_equal(frame_decoder_feed(&d, b.data + off, k, on_piece, &pc, NULL), 0);
+		assert_null(d.buf); /* nothing reassembled */
+	}
+	assert_int_equal(pc.json, 2);
+	assert_int_equal(pc.bad, 0);
+	assert_int_equal(pc.bytes, n);
+	assert_true(pc.npieces > 1);
+	assert_int_equal(d.frames, 3);
+	assert_false(frame_decoder_partial(&d));
+	frame_decoder_deinit(&d);
+	pbuf_deinit(&b);
+	free(data);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_partial),
 		cmocka_unit_test(test_encode_limits),
 		cmocka_unit_test(test_dyno_framing),
+		cmocka_unit_test(test_stream_chunks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
