@@ -1,0 +1,43 @@
+# bash completion for gprofctl (installed into bash-completion's directory)
+_gprofctl()
+{
+	local cur prev words cword
+	_init_completion || return
+	local globals="--host --hostfile --slurm-job --socket --port --token-file --json --timeout --version --help"
+	local commands="status list trace fetch launch help"
+	local cmd="" i
+	for ((i = 1; i < cword; i++)); do
+		case ${words[i]} in
+		--host|--hostfile|--slurm-job|--socket|--port|--token-file|--timeout) ((i++)) ;;
+		-*) ;;
+		*) cmd=${words[i]}; break ;;
+		esac
+	done
+	case $prev in
+	--hostfile|--socket|--token-file|--output-dir|--agent)
+		_filedir
+		return ;;
+	--activities)
+		local acts="kernel memcpy memset cuda_runtime cuda_driver sync overhead memory nvtx"
+		local pre=${cur%,*}
+		[[ $cur == *,* ]] && pre="$pre," || pre=""
+		COMPREPLY=($(compgen -P "$pre" -W "$acts" -- "${cur##*,}"))
+		compopt -o nospace
+		return ;;
+	--host|--slurm-job|--port|--timeout|--job|--pid|--iterations|--duration-ms|--start-at|\
+	--iteration-roundup|--process-limit|--trace-id)
+		return ;;
+	esac
+	case $cmd in
+	"") COMPREPLY=($(compgen -W "$globals $commands" -- "$cur")) ;;
+	trace) COMPREPLY=($(compgen -W "--job --pid --iterations --duration-ms --start-at
+	                      --iteration-roundup --activities --process-limit --output-dir
+	                      --trace-id --timeout --help" -- "$cur")) ;;
+	list) COMPREPLY=($(compgen -W "--job --help" -- "$cur")) ;;
+	fetch) COMPREPLY=($(compgen -W "--output-dir --help" -- "$cur")) ;;
+	launch) COMPREPLY=($(compgen -W "--job --agent --help --" -- "$cur")) ;;
+	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+	status) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+	esac
+}
+complete -F _gprofctl gprofctl
