@@ -270,6 +270,59 @@ static void test_restart_keeps_store(void **state)
 	tc_close(&c);
 }
 
+/* Retention by age: a trace whose manifest says it is a year old is
+ * deleted when the daemon starts; a fresh one stays. */
+static void test_retention_by_age(void **state)
+{
+	char old[64], fresh[64], path[600], *text;
+	struct agent a;
+	struct tc c;
+	struct msg m, r;
+	long n;
+	FILE *f;
+	char *p;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "retention:\n  max_age: 1d\n", NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "age", 0, 1000), 0);
+	tc_ctl(&c, D.sock);
+	run_trace(&c, "age", old, sizeof(old));
+	run_trace(&c, "age", fresh, sizeof(fresh));
+	tc_close(&c);
+	agent_stop(&a);
+	assert_int_equal(td_stop(&D), 0);
+	/* backdate the first trace by a year */
+	snprintf(path, sizeof(path), "%s/traces/%s/manifest.json", D.state, old);
+	f = fopen(path, "r+");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)n + 1);
+	assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+	p = strstr(text, "\"created_us\":");
+	assert_non_null(p);
+	p += strlen("\"created_us\":");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	/* same number of digits, a year (3.2e13 us) earlier: 17xxxxx -> 16xxxxx */
+	assert_true(p[0] == '1' && p[1] == '7');
+	p[1] = '6';
+	rewind(f);
+	assert_int_equal(fwrite(text, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	free(text);
+	assert_int_equal(td_restart(&D, "retention:\n  max_age: 1d\n", NULL), 0);
+	assert_true(td_wait_log(&D, "older than retention.max_age", NULL));
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, fresh);
+	msg_deinit(&r);
+	tc_close(&c);
+}
+
 static void test_disk_full(void **state)
 {
 	struct agent big, small;
@@ -374,6 +427,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_trace_size_limit, teardown),
 		cmocka_unit_test_teardown(test_write_queue_limit, teardown),
 		cmocka_unit_test_teardown(test_restart_keeps_store, teardown),
+		cmocka_unit_test_teardown(test_retention_by_age, teardown),
 		cmocka_unit_test_teardown(test_disk_full, teardown),
 		cmocka_unit_test_teardown(test_stop_lets_uploads_finish, teardown),
 	};
