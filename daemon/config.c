@@ -75,6 +75,16 @@ static const struct opt opts[] = {
 	  "stored traces older than this are deleted" },
 	{ "retention.max_bytes", OPT_SIZE, U(retention_max_bytes), 1 * MiB, 1024 * TiB,
 	  "stored traces beyond this total are deleted, oldest first" },
+	{ "kineto.enabled", OPT_BOOL, U(kineto_enabled), 0, 1,
+	  "serve PyTorch processes started with KINETO_USE_DAEMON=1" },
+	{ "kineto.socket_dir", OPT_PATH, S(kineto_socket_dir), 0, 0,
+	  "Kineto IPC socket directory (KINETO_IPC_SOCKET_DIR); empty: abstract namespace" },
+	{ "kineto.socket_name", OPT_STR, S(kineto_socket_name), 0, 0,
+	  "Kineto IPC socket name (Kineto expects dynolog)" },
+	{ "kineto.trace_dir", OPT_PATH, S(kineto_trace_dir), 0, 0,
+	  "where Kineto clients write traces; must be under /tmp or KINETO_ONDEMAND_TRACE_DIR" },
+	{ "kineto.expiry", OPT_SECONDS, U(kineto_expiry_s), 1, 3600,
+	  "a Kineto client silent this long is forgotten" },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -123,6 +133,16 @@ void config_defaults(struct config *c)
 	c->max_processes = 65536;
 	c->retention_max_age_s = 7 * 86400;
 	c->retention_max_bytes = 20 * GiB;
+	c->kineto_enabled = 1;
+	copy_str(c->kineto_socket_name, sizeof(c->kineto_socket_name), "dynolog");
+	copy_str(c->kineto_trace_dir, sizeof(c->kineto_trace_dir), "/tmp/gprofd-kineto");
+	c->kineto_expiry_s = 60;
+	{
+		const char *dir = getenv("KINETO_IPC_SOCKET_DIR");
+
+		if (dir != NULL && dir[0] == '/')
+			copy_str(c->kineto_socket_dir, sizeof(c->kineto_socket_dir), dir);
+	}
 }
 
 static const struct opt *find_opt(const char *name)

@@ -43,6 +43,11 @@ struct config {
 	uint64_t max_processes;
 	uint64_t retention_max_age_s;
 	uint64_t retention_max_bytes;
+	uint64_t kineto_enabled;          /* bool: serve KINETO_USE_DAEMON=1 clients */
+	char kineto_socket_dir[PATH_MAX]; /* "" = abstract namespace */
+	char kineto_socket_name[64];
+	char kineto_trace_dir[PATH_MAX];  /* where Kineto clients write traces */
+	uint64_t kineto_expiry_s;
 };
 
 /* Fills c with the embedded defaults. Paths depend on who runs the daemon:

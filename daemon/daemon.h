@@ -27,6 +27,7 @@ struct conn;
 struct proc;
 struct trace;
 struct stored;
+struct kwatch;
 
 /* Counters exported in daemon_status (and, later, as metrics): one per
  * limit and per kind of bad input (STYLE.md rule 4). */
@@ -44,6 +45,9 @@ struct counters {
 	uint64_t dyno_requests;
 	uint64_t auth_failures;
 	uint64_t retention_deleted;
+	uint64_t kineto_datagrams;
+	uint64_t kineto_malformed;    /* datagrams dropped */
+	uint64_t kineto_configs;      /* configs delivered */
 };
 
 struct daemon {
@@ -79,6 +83,13 @@ struct daemon {
 	uint64_t stored_bytes;
 	size_t nstored;
 	uv_timer_t retention_timer;
+
+	/* kineto.c */
+	int kineto_fd;
+	bool kineto_open;
+	uv_poll_t kineto_poll;
+	uv_timer_t kineto_timer;
+	struct kwatch *kwatches;
 
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t stop_timer;

@@ -51,7 +51,7 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 		"conns_accepted", "conns_refused", "conns_open", "frames_in", "bad_frames",
 		"bad_messages", "write_queue_drops", "processes_refused", "traces_refused",
 		"traces_started", "uploads_failed", "dyno_requests", "auth_failures",
-		"retention_deleted",
+		"retention_deleted", "kineto_datagrams", "kineto_malformed", "kineto_configs",
 	};
 	double values[] = {
 		(double)k->conns_accepted, (double)k->conns_refused, (double)c->d->nconns,
@@ -59,6 +59,7 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 		(double)k->write_queue_drops, (double)k->processes_refused,
 		(double)k->traces_refused, (double)k->traces_started, (double)k->uploads_failed,
 		(double)k->dyno_requests, (double)k->auth_failures, (double)k->retention_deleted,
+		(double)k->kineto_datagrams, (double)k->kineto_malformed, (double)k->kineto_configs,
 	};
 	struct msg r;
 

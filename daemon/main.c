@@ -25,6 +25,7 @@
 #include "auth.h"
 #include "conn.h"
 #include "daemon.h"
+#include "kineto.h"
 #include "log.h"
 #include "sdnotify.h"
 #include "server.h"
@@ -154,6 +155,7 @@ static void daemon_stop(struct daemon *d)
 	d->stopping = true;
 	sdnotify_send("STOPPING=1");
 	server_stop(d);
+	kineto_stop(d);
 	/* Connections without uploads go now; uploads get a grace period. */
 	for (c = d->conns; c != NULL; c = next) {
 		next = c->next;
@@ -230,6 +232,10 @@ static int run(struct daemon *d)
 	r = store_init(d, &err);
 	if (r == 0)
 		r = server_start(d, &err);
+	if (r == 0 && kineto_start(d, &err) < 0) {
+		/* PyTorch clients are a feature, not a requirement of the daemon */
+		log_err("%s", err.msg);
+	}
 	if (r < 0) {
 		log_err("%s", err.msg);
 		server_stop(d);

@@ -22,7 +22,17 @@ static void proc_free(struct proc *p)
 	free(p->host);
 	free(p->version);
 	free(p->name);
+	free(p->pending);
 	free(p);
+}
+
+static void link_proc(struct daemon *d, struct proc *p)
+{
+	p->next = d->procs;
+	if (d->procs)
+		d->procs->prev = p;
+	d->procs = p;
+	d->nprocs++;
 }
 
 int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
@@ -61,11 +71,45 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	p->caps = r->caps;
 	p->registered_us = daemon_now_us();
 	p->conn = c;
-	p->next = d->procs;
-	if (d->procs)
-		d->procs->prev = p;
-	d->procs = p;
-	d->nprocs++;
+	link_proc(d, p);
+	*out = p;
+	return 0;
+}
+
+int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
+                        const int32_t *ppids, int nppids, struct proc **out)
+{
+	char job[32] = "";
+	struct proc *p;
+	int i;
+
+	if (d->nprocs >= d->cfg.max_processes) {
+		d->cnt.processes_refused++;
+		return -ENOSPC;
+	}
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	/* Kineto's job id is SLURM_JOB_ID or 0: 0 means none */
+	if (job_id != 0)
+		snprintf(job, sizeof(job), "%lld", (long long)job_id);
+	p->pid = pid;
+	p->uid = uid;
+	p->kind = MSG_KIND_KINETO;
+	for (i = 0; i < nppids && i < PROC_PPIDS_MAX; i++)
+		p->ppids[p->nppids++] = ppids[i];
+	p->job_id = strdup(job);
+	p->host = strdup(d->host);
+	p->version = strdup("kineto");
+	p->name = strdup("");
+	if (!p->job_id || !p->host || !p->version || !p->name) {
+		proc_free(p);
+		return -ENOMEM;
+	}
+	p->rank = p->local_rank = p->world_size = -1;
+	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
+	p->registered_us = p->last_seen_us = daemon_now_us();
+	link_proc(d, p);
 	*out = p;
 	return 0;
 }

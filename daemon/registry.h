@@ -43,6 +43,9 @@ struct proc {
 	int64_t steps, last_step_us, median_step_us;
 	struct conn *conn;         /* agents: their connection */
 	struct trace *busy;        /* the trace capturing it now, if any */
+	/* Kineto clients (kineto.c) */
+	int64_t last_seen_us;      /* its last poll */
+	char *pending;             /* on-demand config for its next poll (owned) */
 };
 
 /* Adds a process from a validated `register` message. pid and uid come
@@ -54,6 +57,11 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 
 /* Removes and frees p, telling the trace module first. */
 void registry_remove(struct daemon *d, struct proc *p);
+
+/* Adds a Kineto client seen polling: pid and uid from its credentials,
+ * job id and ancestors from its datagram. 0, -ENOSPC, -ENOMEM. */
+int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
+                        const int32_t *ppids, int nppids, struct proc **out);
 
 struct proc *registry_find(struct daemon *d, pid_t pid);
 

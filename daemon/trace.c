@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "conn.h"
+#include "kineto.h"
 #include "log.h"
 #include "peer.h"
 #include "registry.h"
@@ -206,9 +207,17 @@ static void on_timeout(uv_timer_t *timer)
 
 		if (final_state(tp->state))
 			continue;
-		snprintf(why, sizeof(why), "timed out after %lld s while %s (raise --timeout, or "
-		         "check that the process reaches the requested iterations)",
-		         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state));
+		if (tp->kind == MSG_KIND_KINETO)
+			snprintf(why, sizeof(why), "timed out after %lld s while %s: %s",
+			         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state),
+			         tp->state == MSG_TS_WAITING ? "the process did not poll for its "
+			         "config (is it still running with KINETO_USE_DAEMON=1?)" :
+			         "Kineto took the config but wrote no trace (did the job reach the "
+			         "iterations? is another profiler active in it?)");
+		else
+			snprintf(why, sizeof(why), "timed out after %lld s while %s (raise --timeout, "
+			         "or check that the process reaches the requested iterations)",
+			         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state));
 		if (tp->proc != NULL && tp->proc->conn != NULL) {
 			struct msg m;
 
@@ -328,7 +337,10 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 			continue;
 		}
 		tp->proc->busy = t;
-		send_start(t, tp);
+		if (tp->kind == MSG_KIND_KINETO)
+			kineto_capture(d, t, tp);
+		else
+			send_start(t, tp);
 	}
 	return t;
 }
@@ -369,6 +381,11 @@ int trace_cancel(struct daemon *d, struct trace *t, const char *why)
 			m.u.capture_cancel.trace_id = t->id;
 			m.u.capture_cancel.reason = why;
 			conn_send_msg(tp->proc->conn, &m);
+		}
+		if (tp->proc != NULL && tp->proc->pending != NULL) {
+			/* not yet handed to Kineto: withdraw it */
+			free(tp->proc->pending);
+			tp->proc->pending = NULL;
 		}
 		n++;
 		trace_set_state(t, tp, MSG_TS_CANCELLED, why);

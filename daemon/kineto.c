@@ -1,0 +1,512 @@
+/*
+ * kineto: see kineto.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "kineto.h"
+#include "kipc.h"
+#include "log.h"
+#include "registry.h"
+#include "store.h"
+#include "trace.h"
+
+#define KFILE "kineto.pt.trace.json" /* Kineto writes kineto_<pid>.pt.trace.json */
+
+struct kwatch {
+	struct kwatch *next;
+	struct daemon *d;
+	uv_fs_event_t ev;
+	char trace_id[TRACE_ID_LEN];
+	pid_t pid;
+	uid_t uid;
+	char dir[PATH_MAX];
+	bool ingesting;
+	bool closing;
+};
+
+struct ingest {
+	uv_work_t req;
+	struct kwatch *w;
+	char src[PATH_MAX];
+	char tmp[PATH_MAX];
+	char final[PATH_MAX];
+	char name[160];
+	uint64_t limit;
+	int64_t bytes;
+	int result;            /* 0 done, 1 incomplete (wait), -1 failed */
+	char why[240];
+};
+
+/* ---- the datagram endpoint ---- */
+
+static void reply(struct daemon *d, const struct sockaddr_un *to, socklen_t tolen,
+                  const uint8_t *buf, int n)
+{
+	if (n > 0 && sendto(d->kineto_fd, buf, (size_t)n, MSG_DONTWAIT,
+	                    (const struct sockaddr *)to, tolen) < 0)
+		log_debug("kineto: reply to a client failed: %s", strerror(errno));
+}
+
+static void on_req(struct daemon *d, const struct kipc_req *req, const struct ucred *cred,
+                   const struct sockaddr_un *from, socklen_t fromlen)
+{
+	static uint8_t out[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
+	const char *config = "";
+	struct proc *p = registry_find(d, cred->pid);
+	bool deliver = false;
+	int n;
+
+	if (p == NULL) {
+		if (registry_add_kineto(d, cred->pid, cred->uid, req->job_id, req->pids + 1,
+		                        req->n - 1, &p) < 0) {
+			reply(d, from, fromlen, out, kipc_encode_config_reply(out, sizeof(out), "", 0));
+			return;
+		}
+		log_info("kineto client pid %d (uid %u, job %s) registered", (int)p->pid,
+		         (unsigned)p->uid, *p->job_id ? p->job_id : "none");
+	}
+	if (p->kind == MSG_KIND_KINETO) {
+		p->last_seen_us = daemon_now_us();
+		/* type 0: busy (or a bare heartbeat); a config waits for a free poll */
+		deliver = p->pending != NULL && req->type != 0;
+	}
+	if (deliver)
+		config = p->pending;
+	n = kipc_encode_config_reply(out, sizeof(out), config, strlen(config));
+	reply(d, from, fromlen, out, n);
+	if (deliver) {
+		struct trace *t = p->busy;
+		struct tproc *tp = t ? trace_tproc(t, p->pid) : NULL;
+
+		d->cnt.kineto_configs++;
+		free(p->pending);
+		p->pending = NULL;
+		log_debug("kineto: config delivered to pid %d", (int)p->pid);
+		if (tp != NULL)
+			trace_set_state(t, tp, MSG_TS_CAPTURING, NULL);
+	}
+}
+
+static void on_ctxt(struct daemon *d, const struct kipc_ctxt *c, const struct sockaddr_un *from,
+                    socklen_t fromlen)
+{
+	uint8_t out[64];
+	char job[32] = "";
+	struct proc *p;
+	int32_t count = 0;
+
+	if (c->job_id != 0)
+		snprintf(job, sizeof(job), "%lld", (long long)c->job_id);
+	for (p = d->procs; p != NULL; p = p->next)
+		if (strcmp(p->job_id, job) == 0)
+			count++;
+	reply(d, from, fromlen, out, kipc_encode_ctxt_reply(out, sizeof(out), count));
+}
+
+static void on_readable(uv_poll_t *h, int status, int events)
+{
+	struct daemon *d = h->data;
+	uint8_t buf[1024];
+	char cbuf[CMSG_SPACE(sizeof(struct ucred))];
+	struct sockaddr_un from;
+	struct kipc_msg m;
+	struct perr err;
+
+	(void)events;
+	if (status < 0)
+		return;
+	/* Drain everything pending: many ranks poll at the same instant. */
+	for (;;) {
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr mh = {
+			.msg_name = &from, .msg_namelen = sizeof(from),
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+		};
+		const struct ucred *cred = NULL;
+		struct cmsghdr *cm;
+		ssize_t n;
+
+		n = recvmsg(d->kineto_fd, &mh, MSG_DONTWAIT);
+		if (n < 0)
+			break;
+		d->cnt.kineto_datagrams++;
+		for (cm = CMSG_FIRSTHDR(&mh); cm != NULL; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS)
+				cred = (const struct ucred *)(const void *)CMSG_DATA(cm);
+		if (cred == NULL || (mh.msg_flags & MSG_TRUNC)) {
+			d->cnt.kineto_malformed++;
+			continue;
+		}
+		if (kipc_decode(&m, buf, (size_t)n, &err) < 0) {
+			d->cnt.kineto_malformed++;
+			log_debug("kineto: dropped a datagram from pid %d: %s", (int)cred->pid, err.msg);
+			continue;
+		}
+		if (m.kind == KIPC_REQ)
+			on_req(d, &m.u.req, cred, &from, mh.msg_namelen);
+		else
+			on_ctxt(d, &m.u.ctxt, &from, mh.msg_namelen);
+	}
+}
+
+/* ---- collecting the file Kineto writes ---- */
+
+static void on_watch_closed(uv_handle_t *h)
+{
+	struct kwatch *w = h->data;
+
+	free(w);
+}
+
+static void watch_close(struct kwatch *w)
+{
+	struct kwatch **pp;
+
+	if (w->closing)
+		return;
+	w->closing = true;
+	for (pp = &w->d->kwatches; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	uv_close((uv_handle_t *)&w->ev, on_watch_closed);
+}
+
+/* Removes what Kineto wrote in a process's directory (kineto_<pid>...,
+ * its .tmp too; unlink never follows a link), then the directory if that
+ * emptied it: anything else stays for a person to look at. */
+static void remove_dir(const char *dir)
+{
+	struct dirent *e;
+	DIR *dh = opendir(dir);
+
+	if (dh != NULL) {
+		while ((e = readdir(dh)) != NULL)
+			if (strncmp(e->d_name, "kineto", 6) == 0)
+				unlinkat(dirfd(dh), e->d_name, 0);
+		closedir(dh);
+	}
+	rmdir(dir);
+}
+
+/* Thread pool: compress the file into the store, streaming. */
+static void ingest_work(uv_work_t *req)
+{
+	struct ingest *in = req->data;
+	uint8_t buf[1 << 16];
+	char last = 0;
+	struct stat st;
+	ssize_t n;
+	gzFile gz = NULL;
+	int fd, out = -1;
+	size_t i;
+
+	in->result = -1;
+	fd = open(in->src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(in->why, sizeof(in->why), "cannot read the trace Kineto wrote: %s",
+		         strerror(errno));
+		goto out;
+	}
+	/* never follow what the traced user put there to a file it cannot read */
+	if (!S_ISREG(st.st_mode) || st.st_uid != in->w->uid) {
+		snprintf(in->why, sizeof(in->why), "%s is not a regular file of the traced user; "
+		         "not collected", in->src);
+		goto out;
+	}
+	if ((uint64_t)st.st_size > in->limit) {
+		snprintf(in->why, sizeof(in->why), "the trace is larger than limits.trace_bytes");
+		goto out;
+	}
+	out = open(in->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0 || (gz = gzdopen(out, "wb6")) == NULL) {
+		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
+		if (out >= 0)
+			close(out);
+		goto out;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		if (gzwrite(gz, buf, (unsigned)n) != (int)n) {
+			snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
+			gzclose(gz);
+			unlink(in->tmp);
+			goto out;
+		}
+		for (i = (size_t)n; i > 0; i--)
+			if (buf[i - 1] != ' ' && buf[i - 1] != '\n' && buf[i - 1] != '\r' &&
+			    buf[i - 1] != '\t') {
+				last = (char)buf[i - 1];
+				break;
+			}
+	}
+	if (gzclose(gz) != Z_OK) {
+		snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
+		unlink(in->tmp);
+		goto out;
+	}
+	if (last != '}') {
+		/* still being written by a Kineto that does not rename: wait */
+		unlink(in->tmp);
+		in->result = 1;
+		goto out;
+	}
+	if (rename(in->tmp, in->final) != 0 || stat(in->final, &st) != 0) {
+		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
+		unlink(in->tmp);
+		goto out;
+	}
+	in->bytes = st.st_size;
+	in->result = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+}
+
+static void ingest_done(uv_work_t *req, int status)
+{
+	struct ingest *in = req->data;
+	struct kwatch *w = in->w;
+	struct trace *t = trace_find(w->d, w->trace_id);
+	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
+
+	(void)status;
+	if (in->result == 1) {
+		w->ingesting = false;
+		free(in);
+		return;
+	}
+	if (tp != NULL && in->result == 0) {
+		tp->bytes = in->bytes;
+		snprintf(tp->file, sizeof(tp->file), "%s", in->name);
+		trace_set_state(t, tp, MSG_TS_DONE, NULL);
+	} else if (tp != NULL)
+		trace_set_state(t, tp, MSG_TS_FAILED, in->why);
+	if (in->result == 0 && tp == NULL)
+		unlink(in->final); /* the trace ended meanwhile */
+	remove_dir(w->dir);
+	watch_close(w);
+	free(in);
+}
+
+static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+	struct kwatch *w = h->data;
+	struct ingest *in;
+	struct timespec ts;
+	size_t len;
+
+	(void)events;
+	if (status < 0 || filename == NULL || w->ingesting || w->closing)
+		return;
+	len = strlen(filename);
+	/* kineto_<pid>.pt.trace.json; Kineto's own .tmp name is not it */
+	if (len < 14 || strcmp(filename + len - 14, ".pt.trace.json") != 0)
+		return;
+	in = calloc(1, sizeof(*in));
+	if (in == NULL)
+		return;
+	w->ingesting = true;
+	in->w = w;
+	in->req.data = in;
+	in->limit = w->d->cfg.max_trace_bytes;
+	snprintf(in->src, sizeof(in->src), "%s/%s", w->dir, filename);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(in->name, sizeof(in->name), "%s_%d.%lld%09ld.pt.trace.json.gz", w->d->host,
+	         (int)w->pid, (long long)ts.tv_sec, ts.tv_nsec);
+	store_mkdir(w->d, w->trace_id);
+	store_path(w->d, w->trace_id, in->name, in->final, sizeof(in->final));
+	snprintf(in->tmp, sizeof(in->tmp), "%s.tmp", in->final);
+	if (uv_queue_work(w->d->loop, &in->req, ingest_work, ingest_done) < 0) {
+		w->ingesting = false;
+		free(in);
+	}
+}
+
+/* Makes the base directory, owned by the daemon and not a link, so no user
+ * can plant it. */
+static int base_dir(struct daemon *d, struct perr *err)
+{
+	const char *base = d->cfg.kineto_trace_dir;
+	struct stat st;
+
+	if (mkdir(base, 0755) != 0 && errno != EEXIST)
+		return perr_set(err, -errno, "kineto.trace_dir %s: %s", base, strerror(errno));
+	if (lstat(base, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		return perr_set(err, -EPERM, "kineto.trace_dir %s is not a directory owned by "
+		                "gprofd; remove it or choose another", base);
+	return 0;
+}
+
+void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
+{
+	struct proc *p = tp->proc;
+	char config[1024], why[300];
+	struct kwatch *w;
+	struct perr err;
+	int r, n;
+
+	w = calloc(1, sizeof(*w));
+	if (w == NULL) {
+		trace_set_state(t, tp, MSG_TS_FAILED, "out of memory");
+		return;
+	}
+	w->d = d;
+	w->pid = p->pid;
+	w->uid = p->uid;
+	snprintf(w->trace_id, sizeof(w->trace_id), "%s", t->id);
+	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->cfg.kineto_trace_dir, t->id, (int)p->pid);
+	r = base_dir(d, &err);
+	if (r == 0 && mkdir(w->dir, 0700) != 0)
+		r = perr_set(&err, -errno, "cannot create %s: %s", w->dir, strerror(errno));
+	/* the traced process writes there as itself */
+	if (r == 0 && geteuid() == 0 && chown(w->dir, p->uid, (gid_t)-1) != 0)
+		r = perr_set(&err, -errno, "cannot give %s to uid %u: %s", w->dir,
+		             (unsigned)p->uid, strerror(errno));
+	if (r == 0 && (uv_fs_event_init(d->loop, &w->ev) != 0 ||
+	               uv_fs_event_start(&w->ev, on_fs_event, w->dir, 0) != 0)) {
+		r = perr_set(&err, -EIO, "cannot watch %s", w->dir);
+		uv_close((uv_handle_t *)&w->ev, NULL);
+		rmdir(w->dir);
+		free(w);
+		w = NULL;
+	}
+	if (r < 0) {
+		if (w != NULL) {
+			rmdir(w->dir);
+			free(w);
+		}
+		snprintf(why, sizeof(why), "%s", err.msg);
+		trace_set_state(t, tp, MSG_TS_FAILED, why);
+		return;
+	}
+	w->ev.data = w;
+	w->next = d->kwatches;
+	d->kwatches = w;
+	/* The on-demand config, as `dyno gputrace` would write it. */
+	n = snprintf(config, sizeof(config), "ACTIVITIES_LOG_FILE=%s/" KFILE "\n", w->dir);
+	if (t->win.iterations > 0)
+		n += snprintf(config + n, sizeof(config) - (size_t)n,
+		              "PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=%lld\n"
+		              "ACTIVITIES_ITERATIONS=%lld\n",
+		              (long long)(t->win.iteration_roundup > 0 ? t->win.iteration_roundup : 1),
+		              (long long)t->win.iterations);
+	else
+		n += snprintf(config + n, sizeof(config) - (size_t)n,
+		              "PROFILE_START_TIME=%lld\nACTIVITIES_DURATION_MSECS=%lld\n",
+		              (long long)(t->win.start_at_us / 1000), (long long)t->win.duration_ms);
+	snprintf(config + n, sizeof(config) - (size_t)n, "REQUEST_TRACE_ID=%s", t->id);
+	free(p->pending);
+	p->pending = strdup(config);
+	trace_set_state(t, tp, MSG_TS_WAITING, NULL);
+}
+
+/* ---- life cycle ---- */
+
+static void on_sweep(uv_timer_t *timer)
+{
+	struct daemon *d = timer->data;
+	int64_t now = daemon_now_us(), limit = (int64_t)d->cfg.kineto_expiry_s * 1000000;
+	struct kwatch *w, *wnext;
+	struct proc *p, *next;
+
+	for (p = d->procs; p != NULL; p = next) {
+		next = p->next;
+		if (p->kind == MSG_KIND_KINETO && now - p->last_seen_us > limit) {
+			log_info("kineto client pid %d silent for %llu s: forgotten", (int)p->pid,
+			         (unsigned long long)d->cfg.kineto_expiry_s);
+			registry_remove(d, p);
+		}
+	}
+	/* watches whose process has ended one way or another */
+	for (w = d->kwatches; w != NULL; w = wnext) {
+		struct trace *t = trace_find(d, w->trace_id);
+		struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
+
+		wnext = w->next;
+		if (!w->ingesting && (tp == NULL || tp->state == MSG_TS_FAILED ||
+		                      tp->state == MSG_TS_CANCELLED || tp->state == MSG_TS_DONE)) {
+			remove_dir(w->dir);
+			watch_close(w);
+		}
+	}
+}
+
+int kineto_start(struct daemon *d, struct perr *err)
+{
+	struct sockaddr_un sa;
+	socklen_t len;
+	int one = 1, r;
+
+	if (!d->cfg.kineto_enabled)
+		return 0;
+	if (d->cfg.kineto_socket_dir[0]) {
+		mkdir(d->cfg.kineto_socket_dir, 0755);
+		r = kipc_addr_dir(&sa, &len, d->cfg.kineto_socket_dir, d->cfg.kineto_socket_name);
+	} else
+		r = kipc_addr_abstract(&sa, &len, d->cfg.kineto_socket_name);
+	if (r < 0)
+		return perr_set(err, r, "kineto socket name too long");
+	d->kineto_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (d->kineto_fd < 0)
+		return perr_set(err, -errno, "kineto socket: %s", strerror(errno));
+	if (d->cfg.kineto_socket_dir[0])
+		unlink(sa.sun_path);
+	if (bind(d->kineto_fd, (struct sockaddr *)&sa, len) != 0) {
+		r = -errno;
+		close(d->kineto_fd);
+		return perr_set(err, r, "cannot bind the Kineto socket %s%s: %s (is dynolog "
+		                "running? stop it, or set kineto.enabled: false)",
+		                d->cfg.kineto_socket_dir[0] ? "" : "@",
+		                d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name,
+		                strerror(-r));
+	}
+	if (d->cfg.kineto_socket_dir[0])
+		chmod(sa.sun_path, 0666);
+	setsockopt(d->kineto_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	uv_poll_init(d->loop, &d->kineto_poll, d->kineto_fd);
+	d->kineto_poll.data = d;
+	uv_poll_start(&d->kineto_poll, UV_READABLE, on_readable);
+	uv_timer_init(d->loop, &d->kineto_timer);
+	d->kineto_timer.data = d;
+	uv_timer_start(&d->kineto_timer, on_sweep, 1000, 1000);
+	d->kineto_open = true;
+	log_info("serving Kineto clients (KINETO_USE_DAEMON=1) on %s%s", d->cfg.kineto_socket_dir[0] ?
+	         "" : "@", d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name);
+	return 0;
+}
+
+void kineto_stop(struct daemon *d)
+{
+	struct kwatch *w;
+
+	while ((w = d->kwatches) != NULL)
+		watch_close(w);
+	if (!d->kineto_open)
+		return;
+	d->kineto_open = false;
+	uv_poll_stop(&d->kineto_poll);
+	uv_close((uv_handle_t *)&d->kineto_poll, NULL);
+	uv_close((uv_handle_t *)&d->kineto_timer, NULL);
+	close(d->kineto_fd);
+	if (d->cfg.kineto_socket_dir[0]) {
+		char path[PATH_MAX + 80];
+
+		snprintf(path, sizeof(path), "%s/%s", d->cfg.kineto_socket_dir,
+		         d->cfg.kineto_socket_name);
+		unlink(path);
+	}
+}

@@ -1,0 +1,428 @@
+/*
+ * Integration tests of the Kineto IPC service: an emulated PyTorch Kineto
+ * client, written from shared/DYNOLOG_COMPAT.md, sends the exact datagrams
+ * (its own address in the same mode, "req" with its pid and ancestors);
+ * the daemon registers it, hands over a one-shot config only when it is
+ * not busy, collects the trace file the client writes, and forgets a
+ * client that falls silent. Both socket modes; malformed datagrams; 64
+ * clients polling at once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "harness.h"
+#include "kipc.h"
+
+static struct td D;
+static char abstract_name[64];
+
+struct kc {
+	int fd;
+	struct sockaddr_un daemon;
+	socklen_t dlen;
+	char path[108];
+};
+
+/* Opens a client socket like Kineto's: bound to dynoconfigclient<id> in
+ * the daemon's mode (dir: a file; NULL: the abstract namespace). */
+static int kc_open(struct kc *k, const char *dir, const char *name)
+{
+	struct sockaddr_un me;
+	socklen_t len;
+	char cname[64];
+	static int seq;
+
+	memset(k, 0, sizeof(*k));
+	snprintf(cname, sizeof(cname), "dynoconfigclient%d-%d", (int)getpid(), seq++);
+	k->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (k->fd < 0)
+		return -1;
+	if (dir) {
+		kipc_addr_dir(&me, &len, dir, cname);
+		unlink(me.sun_path);
+		snprintf(k->path, sizeof(k->path), "%s", me.sun_path);
+		kipc_addr_dir(&k->daemon, &k->dlen, dir, name);
+	} else {
+		kipc_addr_abstract(&me, &len, cname);
+		kipc_addr_abstract(&k->daemon, &k->dlen, name);
+	}
+	return bind(k->fd, (struct sockaddr *)&me, len);
+}
+
+static void kc_close(struct kc *k)
+{
+	close(k->fd);
+	if (k->path[0])
+		unlink(k->path);
+}
+
+/* One poll: "req" with this process and its parent; returns the config
+ * length (0: nothing to do) and copies it into config, or -1. */
+static int kc_poll(struct kc *k, int type, int64_t job, char *config, size_t cap, int timeout_ms)
+{
+	struct kipc_req r = { type, 2, job, { (int32_t)getpid(), (int32_t)getppid() } };
+	uint8_t buf[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
+	struct pollfd p = { .fd = k->fd, .events = POLLIN };
+	enum kipc_kind kind;
+	const uint8_t *pl;
+	size_t plen;
+	ssize_t n;
+	int len = kipc_encode_req(buf, sizeof(buf), &r);
+
+	if (sendto(k->fd, buf, (size_t)len, 0, (struct sockaddr *)&k->daemon, k->dlen) != len)
+		return -1;
+	if (poll(&p, 1, timeout_ms) != 1)
+		return -1;
+	n = recv(k->fd, buf, sizeof(buf), 0);
+	if (n < 0 || kipc_decode_header(buf, (size_t)n, &kind, &pl, &plen, NULL) < 0 ||
+	    kind != KIPC_REQ || plen >= cap)
+		return -1;
+	memcpy(config, pl, plen);
+	config[plen] = 0;
+	return (int)plen;
+}
+
+static int expiry_s = 60;
+
+static int setup_dir(void **state)
+{
+	char yaml[600], tdir[300];
+
+	(void)state;
+	/* the socket lives in the daemon's own test directory (made by td_start),
+	 * known only after mkdtemp: start with a placeholder, then restart */
+	if (td_start(&D, "kineto:\n  enabled: false\n", NULL) < 0)
+		return -1;
+	td_stop(&D);
+	snprintf(tdir, sizeof(tdir), "%s/ktrace", D.dir);
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_dir: %s\n  trace_dir: %s\n"
+	         "  expiry: %ds\n", D.dir, tdir, expiry_s);
+	return td_restart(&D, yaml, NULL);
+}
+
+static int setup_dir_expiring(void **state)
+{
+	int r;
+
+	expiry_s = 1;
+	r = setup_dir(state);
+	expiry_s = 60;
+	return r;
+}
+
+static int setup_abstract(void **state)
+{
+	char yaml[300];
+
+	(void)state;
+	snprintf(abstract_name, sizeof(abstract_name), "gprofd-test-%d", (int)getpid());
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_name: %s\n", abstract_name);
+	return td_start(&D, yaml, NULL);
+}
+
+static int teardown(void **state)
+{
+	int rc;
+
+	(void)state;
+	rc = td_stop(&D);
+	td_cleanup(&D);
+	return rc == 0 ? 0 : -1;
+}
+
+static size_t count_kineto(const char *job)
+{
+	struct tc c;
+	struct msg m, r;
+	size_t i, n = 0;
+
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	tc_call(&c, &m, &r);
+	for (i = 0; i < r.u.process_list_reply.procs.n; i++) {
+		const struct msg_proc_info *p = &r.u.process_list_reply.procs.v[i];
+
+		if (p->kind == MSG_KIND_KINETO && (!job || (p->job_id && strcmp(p->job_id, job) == 0)))
+			n++;
+	}
+	msg_deinit(&r);
+	tc_close(&c);
+	return n;
+}
+
+static void test_register_and_expire(void **state)
+{
+	struct kc k;
+	char cfg[4096];
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 1234, cfg, sizeof(cfg), 2000), 0); /* nothing to do */
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.process_list_reply.procs.n, 1);
+	assert_int_equal(r.u.process_list_reply.procs.v[0].pid, getpid());
+	assert_int_equal(r.u.process_list_reply.procs.v[0].kind, MSG_KIND_KINETO);
+	assert_string_equal(r.u.process_list_reply.procs.v[0].job_id, "1234");
+	assert_int_equal(r.u.process_list_reply.procs.v[0].ppids.v[0], getppid());
+	msg_deinit(&r);
+	tc_close(&c);
+	/* silence: forgotten after kineto.expiry (1 s here) */
+	assert_true(td_wait_log(&D, "silent for 1 s: forgotten", NULL));
+	assert_int_equal(count_kineto(NULL), 0);
+	kc_close(&k);
+}
+
+/* Writes a trace the way Kineto does: ACTIVITIES_LOG_FILE with _<pid>
+ * inserted before .pt.trace.json, written to .tmp and renamed. */
+static void write_like_kineto(const char *cfg, const char *json, char *where, size_t size)
+{
+	const char *p = strstr(cfg, "ACTIVITIES_LOG_FILE="), *nl, *suffix;
+	char file[512], tmp[600];
+	FILE *f;
+
+	assert_non_null(p);
+	p += strlen("ACTIVITIES_LOG_FILE=");
+	nl = strchr(p, '\n');
+	snprintf(file, sizeof(file), "%.*s", (int)(nl - p), p);
+	suffix = strstr(file, ".pt.trace.json");
+	assert_non_null(suffix);
+	snprintf(where, size, "%.*s_%d.pt.trace.json", (int)(suffix - file), file, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.tmp", where);
+	f = fopen(tmp, "w");
+	assert_non_null(f);
+	fputs(json, f);
+	fclose(f);
+	assert_int_equal(rename(tmp, where), 0);
+}
+
+static void test_delivery_and_collection(void **state)
+{
+	static const char json[] = "{\"schemaVersion\": 1, \"traceEvents\": [], \"trace_id\": \"x\"}\n";
+	char cfg[4096], id[64], stored[700], where[600], back[256];
+	struct kc k;
+	struct tc c;
+	struct msg m, r;
+	gzFile gz;
+	int n;
+
+	(void)state;
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("77", 3);
+	m.u.trace_start.win.iteration_roundup = 5;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
+	assert_int_equal(r.u.trace_start_reply.procs.v[0].kind, MSG_KIND_KINETO);
+	/* waiting for the client's next poll */
+	assert_int_equal(r.u.trace_start_reply.procs.v[0].state, MSG_TS_WAITING);
+	snprintf(id, sizeof(id), "%s", r.u.trace_start_reply.trace_id);
+	msg_deinit(&r);
+	/* busy (type 0): the config stays pending */
+	assert_int_equal(kc_poll(&k, 0, 77, cfg, sizeof(cfg), 2000), 0);
+	/* free: the config, once */
+	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
+	assert_true(n > 0);
+	assert_non_null(strstr(cfg, "ACTIVITIES_LOG_FILE="));
+	assert_non_null(strstr(cfg, "\nPROFILE_START_ITERATION=0\n"));
+	assert_non_null(strstr(cfg, "\nPROFILE_START_ITERATION_ROUNDUP=5\n"));
+	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=3\n"));
+	{
+		char want[100];
+
+		snprintf(want, sizeof(want), "REQUEST_TRACE_ID=%s", id);
+		assert_non_null(strstr(cfg, want));
+	}
+	/* no line has two '=' (Kineto would reject the whole config) */
+	{
+		char *line = cfg, *nl;
+
+		for (; line && *line; line = nl ? nl + 1 : NULL) {
+			char *eq = strchr(line, '=');
+
+			nl = strchr(line, '\n');
+			assert_non_null(eq);
+			assert_true(strchr(eq + 1, '=') == NULL || (nl && strchr(eq + 1, '=') > nl));
+		}
+	}
+	assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
+	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_CAPTURING);
+	msg_deinit(&r);
+	assert_int_equal(kc_poll(&k, 1, 77, back, sizeof(back), 2000), 0); /* one-shot */
+	/* Kineto writes its file; the daemon collects it */
+	write_like_kineto(cfg, json, where, sizeof(where));
+	tc_follow_end(&c, &r);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
+	snprintf(stored, sizeof(stored), "%s/traces/%s/%s", D.state, id, r.u.trace_info.procs.v[0].file);
+	assert_non_null(strstr(r.u.trace_info.procs.v[0].file, ".pt.trace.json.gz"));
+	msg_deinit(&r);
+	gz = gzopen(stored, "rb");
+	assert_non_null(gz);
+	n = gzread(gz, back, sizeof(back) - 1);
+	gzclose(gz);
+	assert_int_equal(n, (int)strlen(json));
+	back[n] = 0;
+	assert_string_equal(back, json);
+	/* the client's file and directory are gone */
+	{
+		struct stat st;
+
+		assert_int_not_equal(stat(where, &st), 0);
+	}
+	tc_close(&c);
+	kc_close(&k);
+}
+
+static void test_symlink_not_followed(void **state)
+{
+	char cfg[4096], where[600], tmp[700];
+	struct kc k;
+	struct tc c;
+	struct msg m, r;
+	const char *p;
+
+	(void)state;
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("88", 1);
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	assert_true(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000) > 0);
+	/* instead of a trace, a link to a file the user wants to read */
+	p = strstr(cfg, "ACTIVITIES_LOG_FILE=") + strlen("ACTIVITIES_LOG_FILE=");
+	snprintf(where, sizeof(where), "%.*s_%d.pt.trace.json",
+	         (int)(strstr(p, ".pt.trace.json") - p), p, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.tmp", where);
+	assert_int_equal(symlink("/etc/passwd", tmp), 0);
+	assert_int_equal(rename(tmp, where), 0);
+	tc_follow_end(&c, &r);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_FAILED);
+	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason, "cannot read the trace"));
+	msg_deinit(&r);
+	unlink(where);
+	tc_close(&c);
+	kc_close(&k);
+}
+
+static void test_malformed_dropped(void **state)
+{
+	uint8_t buf[128];
+	struct kc k;
+	char cfg[256];
+	struct tc c;
+	struct msg m, r;
+	size_t i;
+	uint64_t size;
+
+	(void)state;
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	memset(buf, 0, sizeof(buf));
+	sendto(k.fd, buf, 20, 0, (struct sockaddr *)&k.daemon, k.dlen);     /* short */
+	size = 99;
+	memcpy(buf, &size, 8);
+	memcpy(buf + 8, "req", 3);
+	sendto(k.fd, buf, 60, 0, (struct sockaddr *)&k.daemon, k.dlen);     /* size lies */
+	size = 16;
+	memcpy(buf, &size, 8);
+	memcpy(buf + 8, "hello", 5);
+	sendto(k.fd, buf, 56, 0, (struct sockaddr *)&k.daemon, k.dlen);     /* unknown type */
+	/* a good poll is still answered */
+	assert_int_equal(kc_poll(&k, 3, 5, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	tc_call(&c, &m, &r);
+	for (i = 0; i < r.u.daemon_status_reply.counters.n; i++)
+		if (strcmp(r.u.daemon_status_reply.counters.names[i], "kineto_malformed") == 0)
+			assert_true(r.u.daemon_status_reply.counters.values[i] == 3);
+	msg_deinit(&r);
+	tc_close(&c);
+	kc_close(&k);
+}
+
+/* 64 clients poll at the same instant: every one is answered (Kineto waits
+ * about 90 ms; the latency figure is bench material, the test checks that
+ * none is dropped). */
+static void test_64_clients_at_once(void **state)
+{
+	int go[2], i, status, answered = 0;
+	pid_t pids[64];
+	char byte;
+
+	(void)state;
+	assert_int_equal(pipe(go), 0);
+	for (i = 0; i < 64; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			struct kc k;
+			char cfg[256];
+
+			close(go[1]);
+			if (kc_open(&k, D.dir, "dynolog") != 0)
+				_exit(2);
+			if (read(go[0], &byte, 1) != 0) /* wait for the pipe to close: all at once */
+				_exit(3);
+			_exit(kc_poll(&k, 3, 640, cfg, sizeof(cfg), 5000) == 0 ? 0 : 1);
+		}
+	}
+	close(go[0]);
+	close(go[1]); /* go */
+	for (i = 0; i < 64; i++) {
+		waitpid(pids[i], &status, 0);
+		answered += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	}
+	assert_int_equal(answered, 64);
+}
+
+static void test_abstract_namespace(void **state)
+{
+	struct kc k;
+	char cfg[256];
+
+	(void)state;
+	assert_int_equal(kc_open(&k, NULL, abstract_name), 0);
+	assert_int_equal(kc_poll(&k, 3, 9, cfg, sizeof(cfg), 2000), 0);
+	assert_int_equal(count_kineto("9"), 1);
+	kc_close(&k);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_register_and_expire, setup_dir_expiring, teardown),
+		cmocka_unit_test_setup_teardown(test_delivery_and_collection, setup_dir, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_not_followed, setup_dir, teardown),
+		cmocka_unit_test_setup_teardown(test_malformed_dropped, setup_dir, teardown),
+		cmocka_unit_test_setup_teardown(test_64_clients_at_once, setup_dir, teardown),
+		cmocka_unit_test_setup_teardown(test_abstract_namespace, setup_abstract, teardown),
+	};
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
