@@ -59,6 +59,34 @@ run_trace() { # name, gprofctl trace arguments...
 run_trace iterations --iterations 5 --iteration-roundup 1
 run_trace duration --duration-ms 500
 
+# The same iteration request to a loop that has imported torch.profiler,
+# where PyTorch registers the optimizer-step hook Kineto counts with.
+KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=4343 PYTHONUNBUFFERED=1 \
+	python3 "$root/tests/gpu/train.py" --seconds 60 --import-profiler >"$OUT/train2.log" 2>&1 &
+t2pid=$!
+for i in $(seq 300); do
+	ctl --json list --job 4343 2>/dev/null | grep -q '"kind":.*"kineto"' && break
+	sleep 0.1
+done
+sleep 2
+s=$(now)
+ctl --json trace --job 4343 --iterations 5 --iteration-roundup 1 --output-dir "$work/out-it2" \
+	--timeout 60 >"$OUT/iterations2.json" 2>&1
+log "iterations with torch.profiler imported: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
+for f in $(find "$work/out-it2" -name '*.gz'); do
+	python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
+import collections, gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))["traceEvents"]
+ua = collections.Counter(e["name"] for e in ev if e.get("cat") == "user_annotation")
+k = [e for e in ev if e.get("cat") == "kernel"]
+span = (max(e["ts"] + e["dur"] for e in k) - min(e["ts"] for e in k)) / 1000 if k else 0
+print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.1f ms" % (
+    len(k), ua.get("Optimizer.step#SGD.step", 0),
+    sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
+PY
+done
+kill $t2pid 2>/dev/null; wait $t2pid 2>/dev/null
+
 # dyno-format request over TCP, exactly as the dyno client frames it
 s=$(now)
 python3 - >"$OUT/dyno.txt" 2>&1 <<'PY'

@@ -12,7 +12,12 @@ import torch
 ap = argparse.ArgumentParser()
 ap.add_argument("--seconds", type=float, default=60)
 ap.add_argument("--width", type=int, default=2048)
+ap.add_argument("--import-profiler", action="store_true",
+                help="import torch.profiler, which registers the optimizer-step hook "
+                     "that Kineto's daemon mode counts iterations with")
 args = ap.parse_args()
+if args.import_profiler:
+    import torch.profiler  # noqa: F401
 
 torch.manual_seed(0)
 dev = torch.device("cuda")
