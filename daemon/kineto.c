@@ -23,6 +23,7 @@
 #include "trace.h"
 
 #define KFILE "kineto.pt.trace.json" /* Kineto writes kineto_<pid>.pt.trace.json */
+#define PFILE "prime.pt.trace.json"  /* the priming capture: prime_<pid>.pt.trace.json */
 
 struct kwatch {
 	struct kwatch *next;
@@ -89,12 +90,16 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 	if (deliver) {
 		struct trace *t = p->busy;
 		struct tproc *tp = t ? trace_tproc(t, p->pid) : NULL;
+		bool prime = p->pending_is_prime;
 
 		d->cnt.kineto_configs++;
 		free(p->pending);
 		p->pending = NULL;
-		log_debug("kineto: config delivered to pid %d", (int)p->pid);
-		if (tp != NULL)
+		p->pending_is_prime = false;
+		p->kineto_warm = true;
+		log_debug("kineto: %s config delivered to pid %d", prime ? "priming" : "trace",
+		          (int)p->pid);
+		if (tp != NULL && !prime)
 			trace_set_state(t, tp, MSG_TS_CAPTURING, NULL);
 	}
 }
@@ -187,7 +192,8 @@ static void watch_close(struct kwatch *w)
 }
 
 /* Removes what Kineto wrote in a process's directory (kineto_<pid>...,
- * its .tmp too; unlink never follows a link), then the directory if that
+ * prime_<pid>..., their .tmp too; unlink never follows a link), then the
+ * directory if that
  * emptied it: anything else stays for a person to look at. */
 static void remove_dir(const char *dir)
 {
@@ -196,7 +202,7 @@ static void remove_dir(const char *dir)
 
 	if (dh != NULL) {
 		while ((e = readdir(dh)) != NULL)
-			if (strncmp(e->d_name, "kineto", 6) == 0)
+			if (strncmp(e->d_name, "kineto", 6) == 0 || strncmp(e->d_name, "prime", 5) == 0)
 				unlinkat(dirfd(dh), e->d_name, 0);
 		closedir(dh);
 	}
@@ -316,6 +322,21 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	/* kineto_<pid>.pt.trace.json; Kineto's own .tmp name is not it */
 	if (len < 14 || strcmp(filename + len - 14, ".pt.trace.json") != 0)
 		return;
+	if (strncmp(filename, "prime", 5) == 0) {
+		/* the priming capture is done: Kineto's profiler is initialized,
+		 * and the real config goes out at the next poll */
+		struct proc *p = registry_find(w->d, w->pid);
+		char path[PATH_MAX + 300];
+
+		snprintf(path, sizeof(path), "%s/%s", w->dir, filename);
+		unlink(path);
+		if (p != NULL && p->deferred != NULL && p->pending == NULL) {
+			p->pending = p->deferred;
+			p->deferred = NULL;
+			log_debug("kineto: pid %d primed", (int)p->pid);
+		}
+		return;
+	}
 	in = calloc(1, sizeof(*in));
 	if (in == NULL)
 		return;
@@ -410,7 +431,21 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 		              (long long)(t->win.start_at_us / 1000), (long long)t->win.duration_ms);
 	snprintf(config + n, sizeof(config) - (size_t)n, "REQUEST_TRACE_ID=%s", t->id);
 	free(p->pending);
-	p->pending = strdup(config);
+	free(p->deferred);
+	p->deferred = NULL;
+	p->pending_is_prime = false;
+	if (t->win.iterations > 0 && !p->kineto_warm) {
+		char prime[PATH_MAX + 200];
+
+		/* a 1 ms capture with no warm-up, only to initialize the profiler */
+		snprintf(prime, sizeof(prime), "ACTIVITIES_LOG_FILE=%s/" PFILE "\n"
+		         "ACTIVITIES_WARMUP_PERIOD_SECS=0\nACTIVITIES_DURATION_MSECS=1\n"
+		         "REQUEST_TRACE_ID=%s-prime", w->dir, t->id);
+		p->deferred = strdup(config);
+		p->pending = strdup(prime);
+		p->pending_is_prime = true;
+	} else
+		p->pending = strdup(config);
 	trace_set_state(t, tp, MSG_TS_WAITING, NULL);
 }
 

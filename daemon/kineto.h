@@ -12,6 +12,13 @@
  * appear -> it is gzip-compressed into the trace store on the thread pool
  * -> the process is done, and gprofctl downloads it like any other.
  *
+ * Kineto initializes its profiler lazily, at the first config it takes,
+ * and until then it drops the process's step reports: an iteration request
+ * to a never-traced process would silently be captured by time instead
+ * (docs/gpu-validation.md). So the first iteration request to a process is
+ * preceded by a priming config: a 1 ms capture into prime_<pid>.pt.trace.json,
+ * which is deleted when it appears; the real config follows at the next poll.
+ *
  * Every pending datagram is drained on each wake-up (Dynolog handles one
  * per 10 ms, and 8 ranks polling at once time out). Clients silent for
  * kineto.expiry are forgotten. Malformed datagrams are dropped and counted.

@@ -46,6 +46,9 @@ struct proc {
 	/* Kineto clients (kineto.c) */
 	int64_t last_seen_us;      /* its last poll */
 	char *pending;             /* on-demand config for its next poll (owned) */
+	bool pending_is_prime;     /* pending is the priming config (kineto.c) */
+	char *deferred;            /* the real config, once priming is done (owned) */
+	bool kineto_warm;          /* Kineto's profiler was initialized: a config was taken */
 };
 
 /* Adds a process from a validated `register` message. pid and uid come

@@ -196,6 +196,20 @@ void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *r
 		notify(t);
 }
 
+/* A Kineto client's config not yet handed over is withdrawn when its part
+ * of the trace ends (cancel, timeout): Kineto must not start it later. */
+static void withdraw_pending(struct tproc *tp)
+{
+	struct proc *p = tp->proc;
+
+	if (p == NULL || p->kind != MSG_KIND_KINETO)
+		return;
+	free(p->pending);
+	free(p->deferred);
+	p->pending = p->deferred = NULL;
+	p->pending_is_prime = false;
+}
+
 static void on_timeout(uv_timer_t *timer)
 {
 	struct trace *t = timer->data;
@@ -226,6 +240,7 @@ static void on_timeout(uv_timer_t *timer)
 			m.u.capture_cancel.reason = "trace timed out";
 			conn_send_msg(tp->proc->conn, &m);
 		}
+		withdraw_pending(tp);
 		trace_set_state(t, tp, MSG_TS_FAILED, why);
 	}
 }
@@ -382,11 +397,7 @@ int trace_cancel(struct daemon *d, struct trace *t, const char *why)
 			m.u.capture_cancel.reason = why;
 			conn_send_msg(tp->proc->conn, &m);
 		}
-		if (tp->proc != NULL && tp->proc->pending != NULL) {
-			/* not yet handed to Kineto: withdraw it */
-			free(tp->proc->pending);
-			tp->proc->pending = NULL;
-		}
+		withdraw_pending(tp);
 		n++;
 		trace_set_state(t, tp, MSG_TS_CANCELLED, why);
 	}

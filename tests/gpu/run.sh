@@ -42,6 +42,19 @@ done
 log "PyTorch registered as a Kineto client after $(awk "BEGIN{print $(now) - $t0}") s: $(ctl list --job 4242 | tail -n +2)"
 grep -q "training started" "$OUT/train.log" || sleep 5
 
+steps_of() { # a trace file: kernels, training steps, ProfilerStep#, kernel span
+	python3 - "$1" <<'PY' | tee -a "$OUT/summary.txt"
+import collections, gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))["traceEvents"]
+ua = collections.Counter(e["name"] for e in ev if e.get("cat") == "user_annotation")
+k = [e for e in ev if e.get("cat") == "kernel"]
+span = (max(e["ts"] + e["dur"] for e in k) - min(e["ts"] for e in k)) / 1000 if k else 0
+print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.1f ms" % (
+    len(k), ua.get("Optimizer.step#SGD.step", 0),
+    sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
+PY
+}
+
 run_trace() { # name, gprofctl trace arguments...
 	local name=$1; shift
 	local s e
@@ -51,7 +64,8 @@ run_trace() { # name, gprofctl trace arguments...
 	e=$(now)
 	log "$name: gprofctl exit $rc after $(awk "BEGIN{print $e - $s}") s (request to trace on disk)"
 	for f in $(find "$work/out-$name" -name '*.gz'); do
-		python3 "$root/tests/gpu/check_trace.py" "$f" | tee "$OUT/$name-check.json" | head -40
+		python3 "$root/tests/gpu/check_trace.py" "$f" >"$OUT/$name-check.json"
+		steps_of "$f"
 		cp "$f" "$OUT/$name.pt.trace.json.gz" 2>/dev/null
 	done
 	[ $rc -eq 0 ] || cat "$OUT/$name.json" "$OUT/$name.err"
@@ -69,25 +83,14 @@ for i in $(seq 300); do
 	sleep 0.1
 done
 sleep 2
-# Twice: Kineto initialises its profiler lazily, so the first request may
-# find a process that has reported no step yet.
+# Twice: the first request to a fresh process is primed by gprofd (Kineto
+# initialises its profiler lazily), the second finds it warm.
 for attempt in 1 2; do
 	s=$(now)
 	ctl --json trace --job 4343 --iterations 5 --iteration-roundup 1 --output-dir "$work/out-it2-$attempt" \
 		--timeout 60 >"$OUT/iterations2-$attempt.json" 2>&1
 	log "iterations, torch.profiler imported, request $attempt: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
-	for f in $(find "$work/out-it2-$attempt" -name '*.gz'); do
-		python3 - "$f" <<'PY' | tee -a "$OUT/summary.txt"
-import collections, gzip, json, sys
-ev = json.load(gzip.open(sys.argv[1], "rt"))["traceEvents"]
-ua = collections.Counter(e["name"] for e in ev if e.get("cat") == "user_annotation")
-k = [e for e in ev if e.get("cat") == "kernel"]
-span = (max(e["ts"] + e["dur"] for e in k) - min(e["ts"] for e in k)) / 1000 if k else 0
-print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.1f ms" % (
-    len(k), ua.get("Optimizer.step#SGD.step", 0),
-    sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
-PY
-	done
+	for f in $(find "$work/out-it2-$attempt" -name '*.gz'); do steps_of "$f"; done
 done
 kill $t2pid 2>/dev/null; wait $t2pid 2>/dev/null
 

@@ -243,7 +243,17 @@ static void test_delivery_and_collection(void **state)
 	msg_deinit(&r);
 	/* busy (type 0): the config stays pending */
 	assert_int_equal(kc_poll(&k, 0, 77, cfg, sizeof(cfg), 2000), 0);
-	/* free: the config, once */
+	/* never traced before: first a priming capture, which Kineto needs to
+	 * count iterations; it writes prime_<pid>.pt.trace.json */
+	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
+	assert_true(n > 0);
+	assert_non_null(strstr(cfg, "/prime.pt.trace.json\n"));
+	assert_non_null(strstr(cfg, "\nACTIVITIES_DURATION_MSECS=1\n"));
+	assert_null(strstr(cfg, "ACTIVITIES_ITERATIONS"));
+	assert_int_equal(kc_poll(&k, 1, 77, back, sizeof(back), 2000), 0); /* priming: busy */
+	write_like_kineto(cfg, "{}", where, sizeof(where));
+	assert_true(td_wait_log(&D, "primed", NULL));
+	/* then the real config, once */
 	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
 	assert_true(n > 0);
 	assert_non_null(strstr(cfg, "ACTIVITIES_LOG_FILE="));
@@ -293,6 +303,14 @@ static void test_delivery_and_collection(void **state)
 
 		assert_int_not_equal(stat(where, &st), 0);
 	}
+	/* a second iteration request: the profiler is warm, no priming */
+	m = tc_trace_req("77", 2);
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
+	assert_true(n > 0);
+	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=2\n"));
+	assert_null(strstr(cfg, "prime"));
 	tc_close(&c);
 	kc_close(&k);
 }
@@ -309,7 +327,8 @@ static void test_symlink_not_followed(void **state)
 	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
 	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000), 0);
 	tc_ctl(&c, D.sock);
-	m = tc_trace_req("88", 1);
+	m = tc_trace_req("88", 0);
+	m.u.trace_start.win.duration_ms = 100; /* no priming: straight to the capture */
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
