@@ -271,6 +271,9 @@ int config_set(struct config *c, const char *name, const char *value, struct per
 	if (o == NULL)
 		return perr_set(err, -EINVAL, "unknown option \"%s\" (gprofd --dump-config "
 		                "lists every option)", name);
+	for (i = 0; value[i]; i++)
+		if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f)
+			return perr_set(err, -EINVAL, "%s: contains a control character", name);
 	switch (o->type) {
 	case OPT_PATH:
 		if (*value && value[0] != '/')
@@ -522,9 +525,19 @@ static void dump_value(const struct config *c, const struct opt *o, FILE *f)
 	switch (o->type) {
 	case OPT_PATH:
 	case OPT_STR:
-	case OPT_ADDR:
-		fprintf(f, "\"%s\"", (const char *)p);
+	case OPT_ADDR: {
+		/* single quotes: YAML interprets no escapes there, only '' */
+		const char *q;
+
+		fputc('\'', f);
+		for (q = p; *q; q++) {
+			if (*q == '\'')
+				fputc('\'', f);
+			fputc(*q, f);
+		}
+		fputc('\'', f);
 		return;
+	}
 	case OPT_LEVEL:
 		fprintf(f, "%s", levels[*(const uint64_t *)p]);
 		return;

@@ -63,4 +63,13 @@ write("kipc", "req-observed", req)
 write("kipc", "req-heartbeat", struct.pack("<Q32siiqi", 20, b"req", 0, 1, 0, 42))
 write("kipc", "ctxt", struct.pack("<Q32siiq", 16, b"ctxt", 0, 42, 7))
 write("kipc", "short", req[:30])
+write("kconfig", "dyno-duration", GPUTRACE.split(b'"config": "')[1].split(b'",')[0].replace(b"\\n", b"\n"))
+write("kconfig", "iterations", b"PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=10\nACTIVITIES_ITERATIONS=5\nREQUEST_TRACE_ID=x\n")
+write("kconfig", "two-equals", b"A=B=C\n")
+write("config", "full", b"tcp: 127.0.0.1:1778\nstate_dir: /var/lib/gprofd\nlog_level: debug\n"
+      b"limits:\n  connections: 10\n  frame_bytes: 2M\nretention:\n  max_age: 3d\n"
+      b"kineto:\n  enabled: false\n  expiry: 30s\n")
+write("config", "bad-key", b"limits:\n  bogus: 1\n")
+write("config", "dup", b"tcp: off\ntcp: off\n")
+write("config", "flow", b"{tcp: off, limits: {connections: 5}}\n")
 print("seeds written under", os.path.join(HERE, "corpus"))

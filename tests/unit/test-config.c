@@ -108,6 +108,7 @@ static void test_errors(void **state)
 	expect_error("- a\n- b\n", "must be a mapping");
 	expect_error("tcp: [unclosed\n", "t.yaml:");
 	expect_error("loopback_identity: maybe\n", "is not true or false");
+	expect_error("admin_group: \"a\\tb\"\n", "control character");
 }
 
 static void test_cross_rules(void **state)
@@ -140,7 +141,8 @@ static void test_dump_loads_back(void **state)
 	(void)state;
 	config_defaults(&c);
 	assert_int_equal(parse(&c, "limits:\n  trace_bytes: 1536M\nretention:\n  max_age: 90m\n"
-	                       "heartbeat_interval: 750ms\nadmin_group: gprof\n", &err), 0);
+	                       "heartbeat_interval: 750ms\nadmin_group: \"it's \\\\ \\\"odd\\\"\"\n", &err), 0);
+	assert_string_equal(c.admin_group, "it's \\ \"odd\"");
 	f = open_memstream(&text, &len);
 	config_dump(&c, f);
 	fclose(f);
