@@ -252,19 +252,6 @@ static int parse_start(const char *s, int64_t *us)
 	return 0;
 }
 
-static void make_id(char *out, size_t size)
-{
-	unsigned char r[3] = { 0 };
-	time_t now = time(NULL);
-	struct tm tm;
-
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		r[0] = (unsigned char)getpid();
-	gmtime_r(&now, &tm);
-	snprintf(out, size, "%04d%02d%02dT%02d%02d%02dZ-%02x%02x%02x", tm.tm_year + 1900,
-	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, r[0], r[1], r[2]);
-}
-
 /* Prints the summary; returns the exit status. */
 static int summarize(struct client *cl)
 {
@@ -526,7 +513,7 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 	if (start == NULL && T.req.win.duration_ms > 0 && o->nhosts > 1)
 		parse_start("+1", &T.req.win.start_at_us);
 	if (T.trace_id[0] == 0)
-		make_id(T.trace_id, sizeof(T.trace_id));
+		msg_trace_id_new(T.trace_id, sizeof(T.trace_id));
 	T.req.trace_id = T.trace_id;
 	T.req.timeout_ms = (int64_t)(timeout * 1000);
 	T.req.follow = true;

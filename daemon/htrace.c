@@ -35,7 +35,7 @@ void htrace_start(struct conn *c, const struct msg *m)
 		if (m->u.trace_start.trace_id != NULL)
 			snprintf(id, sizeof(id), "%s", m->u.trace_start.trace_id);
 		else
-			trace_new_id(id, sizeof(id));
+			msg_trace_id_new(id, sizeof(id));
 		r.u.trace_start_reply.trace_id = id;
 		r.u.trace_start_reply.hint = err.msg;
 		conn_send_msg(c, &r);

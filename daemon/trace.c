@@ -21,20 +21,6 @@ static bool final_state(int s)
 	return s == MSG_TS_DONE || s == MSG_TS_FAILED || s == MSG_TS_CANCELLED;
 }
 
-void trace_new_id(char *out, size_t size)
-{
-	unsigned char rnd[3] = { 0, 0, 0 };
-	time_t now = time(NULL);
-	struct tm tm;
-
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
-		rnd[0] = (unsigned char)clock();
-	gmtime_r(&now, &tm);
-	snprintf(out, size, "%04d%02d%02dT%02d%02d%02dZ-%02x%02x%02x", tm.tm_year + 1900,
-	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, rnd[0], rnd[1],
-	         rnd[2]);
-}
-
 struct trace *trace_find(struct daemon *d, const char *id)
 {
 	struct trace *t;
@@ -300,7 +286,7 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 	if (req->trace_id != NULL)
 		snprintf(t->id, sizeof(t->id), "%s", req->trace_id);
 	else
-		trace_new_id(t->id, sizeof(t->id));
+		msg_trace_id_new(t->id, sizeof(t->id));
 	t->owner = peer->uid;
 	t->created_us = daemon_now_us();
 	t->win = req->win;

@@ -80,8 +80,6 @@ struct trace {
  */
 struct trace *trace_create(struct daemon *d, const struct peer *peer,
                            const struct msg_trace_start *req, int *code, struct perr *err);
-/* A fresh trace id. */
-void trace_new_id(char *out, size_t size);
 
 struct trace *trace_find(struct daemon *d, const char *id);
 

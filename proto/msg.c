@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -845,4 +848,19 @@ int64_t msg_activities_parse(const char *list, struct perr *err)
 	if (mask == 0)
 		return perr_set(err, -EINVAL, "activity list is empty");
 	return mask;
+}
+
+void msg_trace_id_new(char *out, size_t size)
+{
+	unsigned char r[3] = { 0, 0, 0 };
+	time_t now = time(NULL);
+	struct tm tm;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		r[0] = (unsigned char)getpid();
+		r[1] = (unsigned char)clock();
+	}
+	gmtime_r(&now, &tm);
+	snprintf(out, size, "%04d%02d%02dT%02d%02d%02dZ-%02x%02x%02x", tm.tm_year + 1900,
+	         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, r[0], r[1], r[2]);
 }

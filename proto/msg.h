@@ -319,6 +319,10 @@ int msg_type_from_name(const char *name);
 size_t msg_activities_format(int64_t mask, char *buf, size_t size);
 int64_t msg_activities_parse(const char *list, struct perr *err);
 
+/* Writes a fresh trace id, "YYYYMMDDTHHMMSSZ-xxxxxx" (UTC time and 24 random
+ * bits): a token, sortable by time, the same from the daemon and gprofctl. */
+void msg_trace_id_new(char *out, size_t size);
+
 /* True when a request type expects a reply, i.e. its sender waits for one. */
 bool msg_type_is_request(enum msg_type t);
 

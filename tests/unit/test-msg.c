@@ -353,6 +353,25 @@ static void test_activities(void **state)
 	assert_string_equal(buf, "kernel,sync");
 }
 
+static void test_trace_id(void **state)
+{
+	char a[64], b[64];
+	struct msg m;
+	char json[160];
+
+	(void)state;
+	msg_trace_id_new(a, sizeof(a));
+	msg_trace_id_new(b, sizeof(b));
+	assert_int_equal(strlen(a), 23);          /* 20261122T093000Z-3f9a1c */
+	assert_int_equal(a[8], 'T');
+	assert_int_equal(a[15], 'Z');
+	assert_string_not_equal(a, b);            /* 24 random bits each */
+	/* a valid token wherever the protocol takes a trace id */
+	snprintf(json, sizeof(json), "{\"type\":\"trace_cancel\",\"id\":1,\"trace_id\":\"%s\"}", a);
+	assert_int_equal(msg_decode(&m, json, strlen(json), NULL), 0);
+	msg_deinit(&m);
+}
+
 static void test_names(void **state)
 {
 	(void)state;
@@ -382,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_large_integers_exact),
 		cmocka_unit_test(test_encode_error),
 		cmocka_unit_test(test_activities),
+		cmocka_unit_test(test_trace_id),
 		cmocka_unit_test(test_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
