@@ -321,9 +321,11 @@ static int summarize(struct client *cl)
 				cJSON_AddNumberToObject(o, "rank", (double)p->rank);
 				cJSON_AddStringToObject(o, "state", it && it->done ? "delivered" :
 				                        state_word(p->state));
-				if (it && it->done)
+				if (it && it->done) {
 					cJSON_AddStringToObject(o, "file", it->path);
-				else
+					if (p->reason[0])
+						cJSON_AddStringToObject(o, "note", p->reason);
+				} else
 					cJSON_AddStringToObject(o, "reason", it && it->failed ? it->error :
 					                        p->reason[0] ? p->reason :
 					                        h->error[0] ? h->error : "not delivered");
@@ -335,6 +337,8 @@ static int summarize(struct client *cl)
 				fmt_bytes((uint64_t)p->bytes, b, sizeof(b));
 				printf("  %-20s pid %-8lld rank %-4lld %s (%s)\n", h->label, (long long)p->pid,
 				       (long long)p->rank, it->path, b);
+				if (p->reason[0])
+					printf("  %-20s   note: %s\n", "", p->reason);
 			} else
 				printf("  %-20s pid %-8lld rank %-4lld FAILED (%s): %s\n", h->label,
 				       (long long)p->pid, (long long)p->rank, state_word(p->state),

@@ -46,9 +46,33 @@ struct ingest {
 	char name[160];
 	uint64_t limit;
 	int64_t bytes;
+	int64_t steps;         /* "Optimizer.step#..." annotations in the file */
 	int result;            /* 0 done, 1 incomplete (wait), -1 failed */
 	char why[240];
 };
+
+/* Counts a pattern across buffer boundaries. The pattern's first byte
+ * occurs nowhere else in it, so on a mismatch matching restarts at 0 or 1. */
+struct counter {
+	const char *pat;
+	size_t len, matched;
+	int64_t count;
+};
+
+static void count_feed(struct counter *c, const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (p[i] == (uint8_t)c->pat[c->matched]) {
+			if (++c->matched == c->len) {
+				c->count++;
+				c->matched = 0;
+			}
+		} else
+			c->matched = p[i] == (uint8_t)c->pat[0];
+	}
+}
 
 /* ---- the datagram endpoint ---- */
 
@@ -214,6 +238,7 @@ static void ingest_work(uv_work_t *req)
 {
 	struct ingest *in = req->data;
 	uint8_t buf[1 << 16];
+	struct counter steps = { "\"Optimizer.step#", 16, 0, 0 };
 	char last = 0;
 	struct stat st;
 	ssize_t n;
@@ -246,6 +271,7 @@ static void ingest_work(uv_work_t *req)
 		goto out;
 	}
 	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		count_feed(&steps, buf, (size_t)n);
 		if (gzwrite(gz, buf, (unsigned)n) != (int)n) {
 			snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
 			gzclose(gz);
@@ -276,6 +302,7 @@ static void ingest_work(uv_work_t *req)
 		goto out;
 	}
 	in->bytes = st.st_size;
+	in->steps = steps.count;
 	in->result = 0;
 out:
 	if (fd >= 0)
@@ -298,6 +325,14 @@ static void ingest_done(uv_work_t *req, int status)
 	if (tp != NULL && in->result == 0) {
 		tp->bytes = in->bytes;
 		snprintf(tp->file, sizeof(tp->file), "%s", in->name);
+		/* Kineto turns an iteration request it cannot count into a
+		 * time-based capture, silently: the file says so; tell the user. */
+		if (t->win.iterations > 0 && in->steps != t->win.iterations)
+			snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
+			         "iterations: the trace holds %lld optimizer steps, %lld were asked "
+			         "for (a process's first iteration request often finds Kineto's "
+			         "profiler cold; ask again)", (long long)in->steps,
+			         (long long)t->win.iterations);
 		trace_set_state(t, tp, MSG_TS_DONE, NULL);
 	} else if (tp != NULL)
 		trace_set_state(t, tp, MSG_TS_FAILED, in->why);

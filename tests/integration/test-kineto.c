@@ -287,6 +287,11 @@ static void test_delivery_and_collection(void **state)
 	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
 	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
+	/* 3 iterations asked, none in the file: Kineto captured by time, and
+	 * the status says so */
+	assert_non_null(r.u.trace_info.procs.v[0].reason);
+	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason,
+	                       "the trace holds 0 optimizer steps, 3 were asked for"));
 	snprintf(stored, sizeof(stored), "%s/traces/%s/%s", D.state, id, r.u.trace_info.procs.v[0].file);
 	assert_non_null(strstr(r.u.trace_info.procs.v[0].file, ".pt.trace.json.gz"));
 	msg_deinit(&r);
@@ -303,14 +308,22 @@ static void test_delivery_and_collection(void **state)
 
 		assert_int_not_equal(stat(where, &st), 0);
 	}
-	/* a second iteration request: the profiler is warm, no priming */
+	/* a second iteration request: the profiler is warm, no priming; the
+	 * file holds exactly the 2 steps asked for, so no note */
 	m = tc_trace_req("77", 2);
+	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
 	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
 	assert_true(n > 0);
 	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=2\n"));
 	assert_null(strstr(cfg, "prime"));
+	write_like_kineto(cfg, "{\"traceEvents\": [{\"name\": \"Optimizer.step#SGD.step\"}, "
+	                  "{\"name\": \"Optimizer.step#SGD.step\"}]}", where, sizeof(where));
+	tc_follow_end(&c, &r);
+	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
+	assert_null(r.u.trace_info.procs.v[0].reason);
+	msg_deinit(&r);
 	tc_close(&c);
 	kc_close(&k);
 }
