@@ -8,25 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <nettle/hmac.h>
 
 #include "ctl.h"
+#include "hmac.h"
 
 enum { HS_RESOLVING, HS_CONNECTING, HS_HELLO, HS_AUTH, HS_READY, HS_CLOSED };
 
 static char read_buf[256 * 1024];
-
-static void to_hex(const uint8_t *in, size_t n, char *out)
-{
-	static const char d[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = d[in[i] >> 4];
-		out[2 * i + 1] = d[in[i] & 15];
-	}
-	out[2 * n] = 0;
-}
 
 static void on_closed(uv_handle_t *h)
 {
@@ -155,15 +143,9 @@ static void session(struct host *h, const struct msg *m)
 			return;
 		}
 		{
-			struct hmac_sha256_ctx ctx;
-			uint8_t mac[SHA256_DIGEST_SIZE];
-			char proof[65];
+			char proof[HMAC_PROOF_LEN + 1];
 
-			hmac_sha256_set_key(&ctx, cl->token_len, (const uint8_t *)cl->token);
-			hmac_sha256_update(&ctx, strlen(m->u.hello_reply.nonce),
-			                   (const uint8_t *)m->u.hello_reply.nonce);
-			hmac_sha256_digest(&ctx, sizeof(mac), mac);
-			to_hex(mac, sizeof(mac), proof);
+			hmac_proof(cl->token, cl->token_len, m->u.hello_reply.nonce, proof);
 			msg_init(&a, MSG_AUTH, 0);
 			a.u.auth.proof = proof;
 			h->state = HS_AUTH;

@@ -1,8 +1,7 @@
 /*
- * auth: see auth.h. Nettle (GnuTLS's crypto library) computes the HMAC and
- * compares in constant time; getrandom(2) makes the nonce. Nettle rather
- * than OpenSSL: the same primitives for a twentieth of the resident memory
- * (docs/BENCHMARKS.md).
+ * auth: see auth.h. getrandom(2) makes the nonce; the HMAC is proto's
+ * (Nettle rather than OpenSSL: the same primitives for a twentieth of the
+ * resident memory, docs/BENCHMARKS.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,22 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <nettle/hmac.h>
-#include <nettle/memops.h>
-
 #include "auth.h"
-
-static void to_hex(const unsigned char *in, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		out[2 * i] = digits[in[i] >> 4];
-		out[2 * i + 1] = digits[in[i] & 15];
-	}
-	out[2 * n] = 0;
-}
+#include "hmac.h"
 
 int auth_load_token(const char *path, char *out, size_t size, size_t *len, struct perr *err)
 {
@@ -67,25 +52,6 @@ int auth_nonce(char out[65])
 
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return -EIO;
-	to_hex(rnd, sizeof(rnd), out);
+	hmac_hex(rnd, sizeof(rnd), out);
 	return 0;
-}
-
-void auth_proof(const char *key, size_t keylen, const char *msg, char out[65])
-{
-	unsigned char mac[SHA256_DIGEST_SIZE];
-	struct hmac_sha256_ctx ctx;
-
-	hmac_sha256_set_key(&ctx, keylen, (const uint8_t *)key);
-	hmac_sha256_update(&ctx, strlen(msg), (const uint8_t *)msg);
-	hmac_sha256_digest(&ctx, sizeof(mac), mac);
-	to_hex(mac, sizeof(mac), out);
-}
-
-bool auth_verify(const char *key, size_t keylen, const char *nonce, const char *proof)
-{
-	char want[65];
-
-	auth_proof(key, keylen, nonce, want);
-	return strlen(proof) == 64 && memeql_sec(want, proof, 64);
 }

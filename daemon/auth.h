@@ -21,10 +21,6 @@ int auth_load_token(const char *path, char *out, size_t size, size_t *len, struc
 /* Writes 64 lowercase hex characters of fresh randomness, NUL-terminated. */
 int auth_nonce(char out[65]);
 
-/* HMAC-SHA256(key, msg) as 64 lowercase hex characters. */
-void auth_proof(const char *key, size_t keylen, const char *msg, char out[65]);
-
-/* Constant-time check of a client's proof. */
-bool auth_verify(const char *key, size_t keylen, const char *nonce, const char *proof);
+/* The proof itself is proto's: hmac_proof and hmac_verify (proto/hmac.h). */
 
 #endif

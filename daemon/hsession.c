@@ -4,6 +4,7 @@
 #include "auth.h"
 #include "daemon.h"
 #include "handler.h"
+#include "hmac.h"
 #include "log.h"
 
 void hsession_hello(struct conn *c, const struct msg *m)
@@ -51,7 +52,7 @@ void hsession_auth(struct conn *c, const struct msg *m)
 		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "no authentication was asked for");
 		return;
 	}
-	if (!auth_verify(c->d->token, c->d->token_len, c->nonce, m->u.auth.proof)) {
+	if (!hmac_verify(c->d->token, c->d->token_len, c->nonce, m->u.auth.proof)) {
 		c->d->cnt.auth_failures++;
 		log_warn("%s: authentication failed", c->peer.desc);
 		conn_send_error(c, m->id, MSG_E_AUTH_FAILED, "wrong token proof; check that "

@@ -21,9 +21,9 @@
 
 #include <cmocka.h>
 
-#include "auth.h"
 #include "dyno.h"
 #include "harness.h"
+#include "hmac.h"
 
 #define TOKEN "0123456789abcdef-test-token"
 
@@ -118,7 +118,7 @@ static void test_tcp_wrong_token(void **state)
 
 	(void)state;
 	tcp_hello(&c, nonce);
-	auth_proof("not-the-token-at-all", 20, nonce, proof);
+	hmac_proof("not-the-token-at-all", 20, nonce, proof);
 	msg_init(&m, MSG_AUTH, 0);
 	m.u.auth.proof = proof;
 	tc_expect_error(&c, &m, MSG_E_AUTH_FAILED, "wrong token");
@@ -126,7 +126,7 @@ static void test_tcp_wrong_token(void **state)
 	tc_close(&c);
 	/* a proof recorded for one nonce fails for the next connection */
 	tcp_hello(&c, nonce);
-	auth_proof(TOKEN, strlen(TOKEN), "00", proof);
+	hmac_proof(TOKEN, strlen(TOKEN), "00", proof);
 	msg_init(&m, MSG_AUTH, 0);
 	m.u.auth.proof = proof;
 	tc_expect_error(&c, &m, MSG_E_AUTH_FAILED, NULL);
@@ -141,7 +141,7 @@ static void test_tcp_right_token(void **state)
 
 	(void)state;
 	tcp_hello(&c, nonce);
-	auth_proof(TOKEN, strlen(TOKEN), nonce, proof);
+	hmac_proof(TOKEN, strlen(TOKEN), nonce, proof);
 	msg_init(&m, MSG_AUTH, 0);
 	m.u.auth.proof = proof;
 	tc_call(&c, &m, &r);
