@@ -322,6 +322,10 @@ static void ingest_done(uv_work_t *req, int status)
 		free(in);
 		return;
 	}
+	/* Clean up first: whoever hears "done" may look, and must find the
+	 * client's directory gone. */
+	remove_dir(w->dir);
+	watch_close(w);
 	if (tp != NULL && in->result == 0) {
 		tp->bytes = in->bytes;
 		snprintf(tp->file, sizeof(tp->file), "%s", in->name);
@@ -338,8 +342,6 @@ static void ingest_done(uv_work_t *req, int status)
 		trace_set_state(t, tp, MSG_TS_FAILED, in->why);
 	if (in->result == 0 && tp == NULL)
 		unlink(in->final); /* the trace ended meanwhile */
-	remove_dir(w->dir);
-	watch_close(w);
 	free(in);
 }
 
