@@ -349,7 +349,6 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 {
 	struct kwatch *w = h->data;
 	struct ingest *in;
-	struct timespec ts;
 	size_t len;
 
 	(void)events;
@@ -382,9 +381,7 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	in->req.data = in;
 	in->limit = w->d->cfg.max_trace_bytes;
 	snprintf(in->src, sizeof(in->src), "%s/%s", w->dir, filename);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(in->name, sizeof(in->name), "%s_%d.%lld%09ld.pt.trace.json.gz", w->d->host,
-	         (int)w->pid, (long long)ts.tv_sec, ts.tv_nsec);
+	store_file_name(w->d->host, w->pid, in->name, sizeof(in->name));
 	store_mkdir(w->d, w->trace_id);
 	store_path(w->d, w->trace_id, in->name, in->final, sizeof(in->final));
 	snprintf(in->tmp, sizeof(in->tmp), "%s.tmp", in->final);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -49,6 +50,22 @@ static int mkdir_p(const char *path, mode_t mode)
 	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+void store_file_name(const char *host, pid_t pid, char *out, size_t size)
+{
+	struct timespec ts;
+	char h[64];
+	size_t i;
+
+	snprintf(h, sizeof(h), "%s", host && *host ? host : "host");
+	for (i = 0; h[i]; i++)
+		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
+		      (h[i] >= '0' && h[i] <= '9') || h[i] == '-' || (h[i] == '.' && i > 0)))
+			h[i] = '-';
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(out, size, "%s_%d.%lld%09ld.pt.trace.json.gz", h, (int)pid, (long long)ts.tv_sec,
+	         ts.tv_nsec);
 }
 
 int store_mkdir(struct daemon *d, const char *trace_id)

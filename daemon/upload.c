@@ -254,7 +254,6 @@ void upload_begin(struct conn *c, const struct msg *m)
 {
 	const struct msg_upload_begin *b = &m->u.upload_begin;
 	struct daemon *d = c->d;
-	struct timespec ts;
 	struct upload *u;
 	struct trace *t;
 	struct tproc *tp;
@@ -289,21 +288,8 @@ void upload_begin(struct conn *c, const struct msg *m)
 	u->pid = c->proc->pid;
 	u->crc = (uint32_t)crc32(0L, Z_NULL, 0);
 	snprintf(u->trace_id, sizeof(u->trace_id), "%s", b->trace_id);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	/* TRACE_FORMAT.md: <host>_<pid>.<unix-ns>.pt.trace.json.gz; the host
-	 * part is what the agent registered, cut to token characters. */
-	{
-		char host[64];
-		size_t i;
-
-		snprintf(host, sizeof(host), "%s", tp->host[0] ? tp->host : d->host);
-		for (i = 0; host[i]; i++)
-			if (!((host[i] >= 'a' && host[i] <= 'z') || (host[i] >= 'A' && host[i] <= 'Z') ||
-			      (host[i] >= '0' && host[i] <= '9') || host[i] == '-' || host[i] == '.'))
-				host[i] = '-';
-		snprintf(u->name, sizeof(u->name), "%s_%d.%lld%09ld.pt.trace.json.gz", host,
-		         (int)u->pid, (long long)ts.tv_sec, ts.tv_nsec);
-	}
+	/* the host part is what the agent registered */
+	store_file_name(tp->host[0] ? tp->host : d->host, u->pid, u->name, sizeof(u->name));
 	store_path(d, u->trace_id, u->name, u->tmp, sizeof(u->tmp));
 	strncat(u->tmp, ".tmp", sizeof(u->tmp) - strlen(u->tmp) - 1);
 	r = store_mkdir(d, u->trace_id);
