@@ -135,7 +135,6 @@ int sink_write(struct sink *s, const struct frame *f, char *err, size_t errlen);
  * temporary file is removed. */
 int sink_finish(struct sink *s, const struct msg_download_end *e, char *err, size_t errlen);
 void sink_abort(struct sink *s);
-int mkdir_p(const char *path);
 
 /* Commands: each returns the exit status. */
 int cmd_status(struct opts *o, int argc, char **argv);

@@ -12,31 +12,17 @@
 #include <zlib.h>
 
 #include "ctl.h"
-
-int mkdir_p(const char *path)
-{
-	char tmp[4096], *p;
-
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
+#include "fsutil.h"
 
 int sink_open(struct sink *s, const char *dir, const char *name, uint32_t transfer,
               uint64_t expected, char *err, size_t errlen)
 {
+	int r;
+
 	memset(s, 0, sizeof(*s));
-	if (mkdir_p(dir) < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+	r = fsutil_mkdir_p(dir, 0755);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", dir, strerror(-r));
 		return -1;
 	}
 	snprintf(s->path, sizeof(s->path), "%s/%s", dir, name);

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fsutil.h"
 #include "log.h"
 #include "store.h"
 #include "trace.h"
@@ -32,24 +33,6 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
 		snprintf(out, size, "%s/traces/%s/%s", d->cfg.state_dir, trace_id, file);
 	else
 		snprintf(out, size, "%s/traces/%s", d->cfg.state_dir, trace_id);
-}
-
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char tmp[PATH_MAX], *p;
-
-	snprintf(tmp, sizeof(tmp), "%s", path);
-	for (p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-		return -errno;
-	return 0;
 }
 
 void store_file_name(const char *host, pid_t pid, char *out, size_t size)
@@ -236,7 +219,7 @@ int store_init(struct daemon *d, struct perr *err)
 	int r;
 
 	traces_dir(d, dir, sizeof(dir));
-	r = mkdir_p(dir, 0700);
+	r = fsutil_mkdir_p(dir, 0700);
 	if (r < 0)
 		return perr_set(err, r, "cannot create %s: %s (set state_dir to a writable "
 		                "directory)", dir, strerror(-r));
