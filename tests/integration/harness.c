@@ -228,6 +228,16 @@ void td_cleanup(struct td *t)
 		fprintf(stderr, "could not remove %s\n", t->dir);
 }
 
+int td_finish(struct td *t)
+{
+	int rc = td_stop(t);
+
+	td_cleanup(t);
+	if (rc != 0)
+		fprintf(stderr, "gprofd exited with %d\n", rc);
+	return rc == 0 ? 0 : -1;
+}
+
 /* ---- client ---- */
 
 static void tc_init(struct tc *c, int fd)

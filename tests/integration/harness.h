@@ -56,6 +56,10 @@ int td_restart(struct td *t, const char *config_yaml, const char *const *extra);
 int td_stop(struct td *t);
 /* Removes the directory. */
 void td_cleanup(struct td *t);
+/* A test's teardown: stops the daemon, removes its directory; 0 when it
+ * exited cleanly (status 0: no handle left open, no leak under ASan),
+ * else -1 with the status on stderr. */
+int td_finish(struct td *t);
 /* Waits until the log contains needle (after offset *from, when given;
  * *from is advanced past the match). true if found within the timeout. */
 bool td_wait_log(struct td *t, const char *needle, size_t *from);

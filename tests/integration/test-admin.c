@@ -25,12 +25,8 @@ static struct td D;
 
 static int teardown(void **state)
 {
-	int rc;
-
 	(void)state;
-	rc = td_stop(&D);
-	td_cleanup(&D);
-	return rc == 0 ? 0 : -1;
+	return td_finish(&D);
 }
 
 static void write_config(const char *yaml)

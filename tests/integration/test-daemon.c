@@ -35,14 +35,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	int rc;
-
 	(void)state;
-	rc = td_stop(&D);
-	td_cleanup(&D);
-	if (rc != 0)
-		fprintf(stderr, "gprofd exited with %d\n", rc);
-	return rc == 0 ? 0 : -1;
+	return td_finish(&D);
 }
 
 /* ---- session ---- */

@@ -140,12 +140,8 @@ static int setup_abstract(void **state)
 
 static int teardown(void **state)
 {
-	int rc;
-
 	(void)state;
-	rc = td_stop(&D);
-	td_cleanup(&D);
-	return rc == 0 ? 0 : -1;
+	return td_finish(&D);
 }
 
 static size_t count_kineto(const char *job)

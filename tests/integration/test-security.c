@@ -71,12 +71,11 @@ static int teardown(void **state)
 	int rc;
 
 	(void)state;
-	rc = td_stop(&D);
-	td_cleanup(&D);
+	rc = td_finish(&D);
 	if (tokfile[0])
 		remove_token();
 	tokfile[0] = 0;
-	return rc == 0 ? 0 : -1;
+	return rc;
 }
 
 /* hello over TCP; returns the nonce the daemon asked us to sign ("" if none) */
