@@ -75,7 +75,6 @@ int main(int argc, char **argv)
 	char yaml[512];
 	struct td d;
 
-	snprintf(yaml, sizeof(yaml), "log_level: warning\n");
 	if (td_start(&d, "kineto:\n  enabled: false\n", NULL) != 0)
 		return 1;
 	td_stop(&d);
