@@ -1,0 +1,216 @@
+/*
+ * agent.c: how libgprof_agent comes to life, once per process, whichever
+ * way it was loaded, and the public gprof_* API.
+ *
+ * Entry points: InitializeInjection (CUDA_INJECTION64_PATH, called by the
+ * driver in cuInit), InitializeInjectionNvtx2 (NVTX_INJECTION64_PATH,
+ * called once per NVTX-using module, possibly concurrently: nvtx.c), the
+ * ELF constructor (LD_PRELOAD, plain linking), and the gprof_* calls. All
+ * lead to agent_init, which runs once (pthread_once): it reads the
+ * identity from the environment and starts the agent thread (link.c).
+ * When two copies of the library are loaded from different paths, the
+ * second finds the first through the exported gprof_steps symbol and
+ * stays inert: one instance per process.
+ *
+ * After fork the child has no agent thread: it stays dormant (a DataLoader
+ * worker must not register, flush CUPTI or open sockets it did not make).
+ * Its NVTX handlers see rec_on == 0 and return.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "gprof_agent.h"
+
+struct agent A = {
+	.tb_lock = PTHREAD_MUTEX_INITIALIZER,
+	.rank = -1, .local_rank = -1, .world_size = -1,
+	.wake_fd = -1,
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_fd = -2; /* -2: not opened yet, -1: no log */
+
+uint64_t agent_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Log lines go only to $GPROF_AGENT_LOG, never to the host's stdio. */
+void agent_log(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	int n;
+
+	pthread_mutex_lock(&log_lock);
+	if (log_fd == -2) {
+		const char *p = getenv("GPROF_AGENT_LOG");
+
+		log_fd = p && *p ? open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
+	}
+	if (log_fd >= 0) {
+		n = snprintf(line, sizeof(line), "gprof_agent[%d]: ", (int)getpid());
+		va_start(ap, fmt);
+		n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+		va_end(ap);
+		if (n > (int)sizeof(line) - 2)
+			n = (int)sizeof(line) - 2;
+		line[n++] = '\n';
+		if (write(log_fd, line, (size_t)n) < 0) {
+			/* nowhere else to say it */
+		}
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+void agent_wake(void)
+{
+	uint64_t one = 1;
+
+	if (A.wake_fd >= 0 && write(A.wake_fd, &one, sizeof(one)) < 0) {
+		/* the counter is saturated: the agent thread is awake anyway */
+	}
+}
+
+static int64_t env_int(const char *const *names)
+{
+	for (; *names; names++) {
+		const char *v = getenv(*names);
+		char *end;
+		long long x;
+
+		if (v == NULL || !*v)
+			continue;
+		errno = 0;
+		x = strtoll(v, &end, 10);
+		if (errno == 0 && *end == '\0' && x >= 0 && x <= 16777216)
+			return x;
+	}
+	return -1;
+}
+
+static void read_identity(void)
+{
+	static const char *const jobs[] = { "GPROF_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
+	                                    "PBS_JOBID", "LSB_JOBID", NULL };
+	static const char *const ranks[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+	                                     "PMI_RANK", NULL };
+	static const char *const local[] = { "LOCAL_RANK", "SLURM_LOCALID",
+	                                     "OMPI_COMM_WORLD_LOCAL_RANK", NULL };
+	static const char *const world[] = { "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
+	                                     "PMI_SIZE", NULL };
+	const char *const *j;
+
+	A.pid = (int)getpid();
+	if (gethostname(A.host, sizeof(A.host) - 1) != 0)
+		snprintf(A.host, sizeof(A.host), "localhost");
+	A.job_id[0] = '\0';
+	for (j = jobs; *j; j++) {
+		const char *v = getenv(*j);
+
+		if (v && *v && strlen(v) <= MSG_JOB_ID_MAX) {
+			snprintf(A.job_id, sizeof(A.job_id), "%s", v);
+			break;
+		}
+	}
+	A.rank = env_int(ranks);
+	A.local_rank = env_int(local);
+	A.world_size = env_int(world);
+}
+
+static void atfork_child(void)
+{
+	/* No agent thread exists here: stay dormant (see the top comment). */
+	atomic_store(&A.rec_on, 0);
+	atomic_store(&A.armed, 0);
+	A.thread_started = false;
+	A.disabled = true;
+	if (A.wake_fd >= 0)
+		close(A.wake_fd);
+	A.wake_fd = -1;
+	gpu_atfork_child();
+}
+
+static void init_once(void)
+{
+	pthread_attr_t attr;
+	const char *off = getenv("GPROF_AGENT_DISABLE");
+	void *other = dlsym(RTLD_DEFAULT, "gprof_steps");
+
+	/* Another copy of the agent, loaded from another path, came first. */
+	if (other != NULL && other != (void *)gprof_steps) {
+		A.disabled = true;
+		return;
+	}
+	if (off != NULL && *off && strcmp(off, "0") != 0) {
+		A.disabled = true;
+		return;
+	}
+	read_identity();
+	pthread_atfork(NULL, NULL, atfork_child);
+	A.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (A.wake_fd < 0) {
+		A.disabled = true;
+		return;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	if (pthread_create(&A.thread, &attr, link_main, NULL) == 0)
+		A.thread_started = true;
+	else
+		A.disabled = true;
+	pthread_attr_destroy(&attr);
+}
+
+void agent_init(void)
+{
+	pthread_once(&once, init_once);
+}
+
+/* LD_PRELOAD and plain linking. */
+__attribute__((constructor)) static void agent_ctor(void)
+{
+	agent_init();
+}
+
+/* CUDA_INJECTION64_PATH: the driver calls this in cuInit. 1 = success. */
+__attribute__((visibility("default"))) int InitializeInjection(void);
+int InitializeInjection(void)
+{
+	A.cuda_injected = true;
+	agent_init();
+	return 1;
+}
+
+void gprof_step(void)
+{
+	rec_step();
+}
+
+void gprof_range_push(const char *name)
+{
+	rec_push(name ? name : "", REC_STRLEN, 0);
+}
+
+void gprof_range_pop(void)
+{
+	rec_pop();
+}
+
+uint64_t gprof_steps(void)
+{
+	return atomic_load_explicit(&A.steps, memory_order_relaxed);
+}

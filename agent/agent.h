@@ -1,0 +1,196 @@
+/*
+ * agent.h: the internals of libgprof_agent, shared by its files.
+ *
+ * Data flow of one burst:
+ *
+ *   daemon --capture_start--> link.c (agent thread) --> capture_begin()
+ *     capture.c validates the window, asks gpu.c to enable CUPTI (if the
+ *     request wants GPU activities and CUPTI can be had), then arms the
+ *     window: now (duration mode), at a wall-clock time, or at the next
+ *     iteration boundary (rec.c, on the application thread that steps).
+ *   application threads --> rec.c: NVTX handlers (nvtx.c) and the gprof_*
+ *     API append ranges, marks and ProfilerStep#<n> to their own thread's
+ *     buffer while A.rec_on is set; CUPTI hands completed activity buffers
+ *     to gpu.c's list from its own threads.
+ *   end of window (last step, duration timer, byte limit, cancel) -->
+ *     the agent thread: gpu_stop() (disable, forced flush, dropped count),
+ *     writer.c streams the Kineto JSON into a gzip file in one pass over
+ *     rec.c's thread buffers and gpu.c's activity buffers, then link.c
+ *     uploads the file in chunk frames and deletes it (kept, and its path
+ *     logged, when the daemon is gone).
+ *
+ * Ownership: the one struct agent (A) lives for the process. Thread
+ * buffers (struct tbuf) are never freed: a thread that exits leaves its
+ * buffer for the next new thread. CUPTI buffers belong to gpu.c from
+ * request to gpu_reset(). Only the agent thread starts and ends bursts, so
+ * at most one burst exists at a time.
+ *
+ * Rules (STYLE.md rule 6): nothing here exits, aborts, prints to the
+ * host's stdout/stderr, installs signal handlers, or blocks an application
+ * thread on I/O. Any failure turns into a failed capture_status, a line in
+ * the GPROF_AGENT_LOG file, or a disabled agent.
+ */
+#ifndef GPROF_AGENT_INTERNAL_H
+#define GPROF_AGENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "msg.h"
+
+#define AGENT_HIDDEN __attribute__((visibility("hidden")))
+
+/* The per-burst limit on trace bytes kept in memory (CPU events and CUPTI
+ * buffers together), unless the request sets max_bytes: beyond it the
+ * capture stops and the trace says it was cut. */
+#define AGENT_DEFAULT_MAX_BYTES (512ull << 20)
+/* Nesting depth of NVTX/gprof ranges tracked per thread. */
+#define AGENT_MAX_DEPTH 128
+/* Longest range name kept (longer ones are cut). */
+#define AGENT_NAME_MAX 255
+
+/* How a window ends. */
+enum end_reason { END_NONE, END_DONE, END_CUT, END_CANCEL, END_EXIT };
+
+/* One CPU-side event in a thread buffer. */
+enum cev_kind { CEV_RANGE, CEV_MARK, CEV_STEP };
+struct cev {
+	uint64_t start_ns, end_ns; /* CLOCK_REALTIME, as CUPTI's records */
+	uint32_t name_off;         /* into the thread buffer's name arena */
+	uint16_t name_len;
+	uint8_t kind;
+	uint8_t depth;
+	uint32_t domain;           /* 0, or an index into the NVTX domain names */
+	uint64_t id;               /* range: the External id; step: n */
+};
+
+/* One application thread's event buffer (rec.c). */
+struct tbuf {
+	pthread_mutex_t lock;  /* owner appends, the writer reads and resets */
+	int tid;
+	bool live;             /* a thread owns it */
+	uint64_t gen;          /* burst the contents belong to */
+	struct cev *ev; size_t nev, capev;
+	char *names; size_t nnames, capnames;
+	/* open ranges, owner thread only */
+	struct { uint64_t gen, start_ns, id; uint32_t name_off, domain;
+	         uint16_t name_len; bool iter; } stack[AGENT_MAX_DEPTH];
+	int depth;
+	char thread_name[64];  /* from nvtxNameOsThread, else empty */
+	struct tbuf *next;
+};
+
+/* The window a burst captures, fixed when it is armed. */
+struct window {
+	char trace_id[MSG_TRACE_ID_MAX + 1];
+	int64_t iterations, duration_ms, roundup, activities;
+	uint64_t start_at_ns;   /* duration/wall-clock start, 0 = now */
+	char iter_range[AGENT_NAME_MAX + 1];
+	uint64_t max_bytes;
+};
+
+struct agent {
+	/* The flags the hot paths read: everything else is behind them. */
+	atomic_int rec_on;      /* application threads record events */
+	atomic_int armed;       /* iteration mode: waiting for a boundary */
+	atomic_uint_fast64_t gen;
+
+	struct window win;      /* written before arming, read after */
+	atomic_uint_fast64_t t_start, t_end;
+	atomic_int end_reason;
+	atomic_uint_fast64_t bytes; /* CPU-event bytes this burst */
+	atomic_int_fast64_t win_steps; /* iterations captured so far */
+	atomic_uint_fast64_t prev_step_ns; /* last boundary inside the window */
+
+	/* steps, for the heartbeat and for iteration mode */
+	atomic_uint_fast64_t steps;
+	atomic_uint_fast64_t last_step_ns, last_step_dur_ns;
+	uint64_t step_durs[64]; atomic_uint step_i;
+
+	/* thread buffers */
+	pthread_mutex_t tb_lock;
+	struct tbuf *tbufs;
+
+	/* identity */
+	int pid;
+	char host[MSG_HOST_MAX + 1];
+	char job_id[MSG_JOB_ID_MAX + 1];
+	int64_t rank, local_rank, world_size;
+	bool cuda_injected;     /* InitializeInjection ran: CUDA is in use */
+	bool nvtx_attached;
+
+	int wake_fd;            /* eventfd: application threads -> agent thread */
+	pthread_t thread;
+	bool thread_started;
+	bool disabled;
+};
+
+extern struct agent A AGENT_HIDDEN;
+
+/* agent.c */
+AGENT_HIDDEN void agent_init(void);
+AGENT_HIDDEN void agent_wake(void);
+AGENT_HIDDEN uint64_t agent_now_ns(void);
+AGENT_HIDDEN void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* rec.c: recording on application threads. Names are copied; a len of
+ * REC_STRLEN means "NUL-terminated, measure it only if recording". */
+#define REC_STRLEN ((size_t)-1)
+AGENT_HIDDEN struct tbuf *rec_tbuf(void);
+AGENT_HIDDEN void rec_push(const char *name, size_t len, uint32_t domain);
+AGENT_HIDDEN void rec_pop(void);
+AGENT_HIDDEN void rec_mark(const char *name, size_t len, uint32_t domain);
+AGENT_HIDDEN uint64_t rec_range_start(const char *name, size_t len, uint32_t domain);
+AGENT_HIDDEN void rec_range_end(uint64_t id);
+AGENT_HIDDEN void rec_step(void);
+AGENT_HIDDEN void rec_thread_name(const char *name);
+/* Ends the window now (from any thread): stops recording, wakes the agent
+ * thread. The first reason wins. */
+AGENT_HIDDEN void rec_end(enum end_reason why);
+/* Next External id (ranges and their GPU projections). */
+AGENT_HIDDEN uint64_t rec_next_id(void);
+
+/* capture.c: the agent thread's side of a burst */
+struct link;
+AGENT_HIDDEN int capture_begin(struct link *l, const struct msg_capture_start *cs);
+AGENT_HIDDEN void capture_cancel(struct link *l, const char *trace_id, const char *why);
+/* ms until the agent thread must call capture_tick, or -1 */
+AGENT_HIDDEN int capture_timeout_ms(void);
+AGENT_HIDDEN void capture_tick(struct link *l);
+AGENT_HIDDEN bool capture_busy(void);
+
+/* link.c: the daemon connection (agent thread) */
+AGENT_HIDDEN void *link_main(void *arg);
+AGENT_HIDDEN void link_status(struct link *l, const char *trace_id, int state,
+                              const char *reason, int64_t events, int64_t dropped,
+                              int64_t bytes);
+AGENT_HIDDEN int link_upload(struct link *l, const char *trace_id, const char *path,
+                             int64_t *bytes);
+
+/* nvtx.c (or nvtx_none.c) */
+AGENT_HIDDEN const char *nvtx_domain_name(uint32_t domain);
+
+/* gpu.c (or gpu_none.c): CUPTI, loaded at the first burst */
+struct tw;
+AGENT_HIDDEN bool gpu_usable(char *why, size_t n);
+AGENT_HIDDEN int gpu_start(int64_t activities, uint64_t max_bytes, char *why, size_t n);
+AGENT_HIDDEN void gpu_stop(void);
+AGENT_HIDDEN uint64_t gpu_dropped(void);
+AGENT_HIDDEN bool gpu_cut(void);
+/* Writes the GPU and CUDA API events whose launch falls in the window
+ * (writer.c calls it); returns the number of events written. */
+AGENT_HIDDEN uint64_t gpu_write(struct tw *w, uint64_t t0, uint64_t t1);
+AGENT_HIDDEN void gpu_write_devices(struct tw *w);
+AGENT_HIDDEN void gpu_write_meta(struct tw *w);
+AGENT_HIDDEN void gpu_reset(void);
+AGENT_HIDDEN void gpu_atfork_child(void);
+
+/* writer.c */
+struct trace_result { uint64_t events, dropped, bytes; bool cut; };
+AGENT_HIDDEN int writer_write(const char *path, struct trace_result *res, char *why, size_t n);
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * capture.c: one burst, driven by the agent thread: from capture_start to
+ * the uploaded file.
+ *
+ * States (a burst at a time; `phase` is touched only by the agent thread):
+ *   IDLE -> begin: window fixed, CUPTI enabled if the request wants GPU
+ *           activities (enabling ahead of an iteration boundary keeps the
+ *           expensive first enable off the captured iterations), then
+ *   WAIT_TIME (a wall-clock start) or ARMED (iteration mode: rec.c opens
+ *           the window on an application thread at the boundary) or
+ *   OPEN    (recording; ends by rec_end: the N-th boundary, the duration
+ *           timer here, the byte limit, or a cancel), then
+ *   finish: CUPTI disabled and flushed, the trace written (writer.c),
+ *           uploaded (link.c), the local file removed; back to IDLE.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+enum phase { P_IDLE, P_WAIT_TIME, P_ARMED, P_OPEN };
+static enum phase phase;
+static bool gpu_on;
+static char note[256]; /* said with the writing status: CPU-only, cut, ... */
+
+bool capture_busy(void)
+{
+	return phase != P_IDLE;
+}
+
+static void open_now(uint64_t now)
+{
+	atomic_store(&A.t_start, now);
+	atomic_store(&A.rec_on, 1);
+}
+
+int capture_begin(struct link *l, const struct msg_capture_start *cs)
+{
+	const struct msg_window *w = &cs->win;
+	char why[300];
+	int64_t want_gpu = w->activities & ~(int64_t)MSG_ACT_NVTX;
+
+	if (phase != P_IDLE) {
+		snprintf(why, sizeof(why), "busy: this process is already capturing trace %s",
+		         A.win.trace_id);
+		link_status(l, cs->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		return -EBUSY;
+	}
+	memset(&A.win, 0, sizeof(A.win));
+	snprintf(A.win.trace_id, sizeof(A.win.trace_id), "%s", cs->trace_id);
+	A.win.iterations = w->iterations;
+	A.win.duration_ms = w->duration_ms;
+	A.win.roundup = w->iteration_roundup;
+	A.win.activities = w->activities;
+	A.win.start_at_ns = (uint64_t)w->start_at_us * 1000u;
+	if (w->iteration_range)
+		snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", w->iteration_range);
+	A.win.max_bytes = cs->max_bytes > 0 ? (uint64_t)cs->max_bytes : AGENT_DEFAULT_MAX_BYTES;
+	atomic_fetch_add(&A.gen, 1);
+	atomic_store(&A.bytes, 0);
+	atomic_store(&A.t_start, 0);
+	atomic_store(&A.t_end, 0);
+	atomic_store(&A.end_reason, END_NONE);
+	atomic_store(&A.win_steps, 0);
+	atomic_store(&A.prev_step_ns, 0);
+	note[0] = '\0';
+
+	gpu_on = false;
+	if (want_gpu) {
+		if (gpu_usable(why, sizeof(why))) {
+			if (gpu_start(want_gpu, A.win.max_bytes, why, sizeof(why)) < 0) {
+				agent_log("trace %s refused: %s", cs->trace_id, why);
+				link_status(l, cs->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+				A.win.iter_range[0] = '\0';
+				return -EBUSY;
+			}
+			gpu_on = true;
+		} else {
+			snprintf(note, sizeof(note), "CPU only (%s): NVTX ranges and iterations", why);
+		}
+	}
+	if (w->iterations > 0) {
+		phase = P_ARMED;
+		atomic_store(&A.armed, 1);
+		link_status(l, cs->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+	} else if (A.win.start_at_ns > agent_now_ns()) {
+		phase = P_WAIT_TIME;
+		link_status(l, cs->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+	} else {
+		phase = P_OPEN;
+		open_now(agent_now_ns());
+		link_status(l, cs->trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+	}
+	agent_log("trace %s: %s %lld, gpu %s", cs->trace_id,
+	          w->iterations > 0 ? "iterations" : "duration ms",
+	          (long long)(w->iterations > 0 ? w->iterations : w->duration_ms),
+	          gpu_on ? "on" : "off");
+	return 0;
+}
+
+void capture_cancel(struct link *l, const char *trace_id, const char *why)
+{
+	if (phase == P_IDLE || strcmp(trace_id, A.win.trace_id) != 0)
+		return;
+	agent_log("trace %s cancelled: %s", trace_id, why ? why : "");
+	rec_end(END_CANCEL);
+	capture_tick(l);
+}
+
+int capture_timeout_ms(void)
+{
+	uint64_t now = agent_now_ns(), due;
+
+	if (phase == P_WAIT_TIME)
+		due = A.win.start_at_ns;
+	else if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE)
+		due = atomic_load(&A.t_start) + (uint64_t)A.win.duration_ms * 1000000u;
+	else
+		return -1;
+	return due <= now ? 0 : (int)((due - now + 999999) / 1000000);
+}
+
+/* A private file for the trace: $GPROF_AGENT_TRACE_DIR, $TMPDIR or /tmp. */
+static int trace_path(char *path, size_t n)
+{
+	const char *dir = getenv("GPROF_AGENT_TRACE_DIR");
+	int fd;
+
+	if (dir == NULL || !*dir)
+		dir = getenv("TMPDIR");
+	if (dir == NULL || !*dir)
+		dir = "/tmp";
+	snprintf(path, n, "%s/gprof-%d-%s.pt.trace.json.gz", dir, A.pid, A.win.trace_id);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+static void finish(struct link *l)
+{
+	int why_end = atomic_load(&A.end_reason);
+	struct trace_result res = { 0 };
+	char path[512], why[300];
+	int64_t sent = 0;
+	int r;
+
+	atomic_store(&A.rec_on, 0);
+	atomic_store(&A.armed, 0);
+	if (gpu_on)
+		gpu_stop();
+	if (why_end == END_CANCEL || why_end == END_EXIT) {
+		gpu_reset();
+		goto out;
+	}
+	if (why_end == END_CUT || (gpu_on && gpu_cut()))
+		snprintf(note + strlen(note), sizeof(note) - strlen(note),
+		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",
+		         (unsigned long long)(A.win.max_bytes >> 20));
+	link_status(l, A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
+	if ((r = trace_path(path, sizeof(path))) < 0) {
+		snprintf(why, sizeof(why), "cannot create the trace file %s: %s", path, strerror(-r));
+		link_status(l, A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		gpu_reset();
+		goto out;
+	}
+	r = writer_write(path, &res, why, sizeof(why));
+	gpu_reset();
+	if (r < 0) {
+		unlink(path);
+		link_status(l, A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		goto out;
+	}
+	link_status(l, A.win.trace_id, MSG_TS_UPLOADING, note[0] ? note : NULL,
+	            (int64_t)res.events, (int64_t)res.dropped, (int64_t)res.bytes);
+	if (link_upload(l, A.win.trace_id, path, &sent) == 0) {
+		unlink(path);
+		agent_log("trace %s delivered: %llu events, %llu bytes, %llu dropped", A.win.trace_id,
+		          (unsigned long long)res.events, (unsigned long long)sent,
+		          (unsigned long long)res.dropped);
+	} else {
+		agent_log("trace %s kept at %s: the daemon is unreachable", A.win.trace_id, path);
+	}
+out:
+	phase = P_IDLE;
+	A.win.iter_range[0] = '\0';
+}
+
+void capture_tick(struct link *l)
+{
+	uint64_t now = agent_now_ns();
+
+	if (phase == P_WAIT_TIME && now >= A.win.start_at_ns) {
+		phase = P_OPEN;
+		open_now(now);
+		link_status(l, A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+	}
+	if (phase == P_ARMED && atomic_load(&A.t_start) != 0) {
+		phase = P_OPEN; /* an application thread opened it at a boundary */
+		link_status(l, A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+	}
+	if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE) {
+		uint64_t end = atomic_load(&A.t_start) + (uint64_t)A.win.duration_ms * 1000000u;
+
+		if (now >= end) {
+			uint64_t zero = 0;
+
+			atomic_compare_exchange_strong(&A.t_end, &zero, end);
+			rec_end(END_DONE);
+		}
+	}
+	if (phase != P_IDLE && atomic_load(&A.end_reason) != END_NONE)
+		finish(l);
+}

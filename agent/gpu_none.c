@@ -1,0 +1,38 @@
+/*
+ * gpu_none.c: built instead of gpu.c where the CUPTI headers are absent
+ * (no CUDA toolkit at build time). The agent runs CPU-only: NVTX ranges,
+ * marks and iterations, and says so when it registers.
+ */
+#include <stdio.h>
+
+#include "agent.h"
+#include "writer.h"
+
+bool gpu_usable(char *why, size_t n)
+{
+	snprintf(why, n, "built without CUPTI");
+	return false;
+}
+
+int gpu_start(int64_t activities, uint64_t max_bytes, char *why, size_t n)
+{
+	(void)activities;
+	(void)max_bytes;
+	snprintf(why, n, "built without CUPTI");
+	return -1;
+}
+
+void gpu_stop(void) {}
+uint64_t gpu_dropped(void) { return 0; }
+bool gpu_cut(void) { return false; }
+uint64_t gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
+{
+	(void)w;
+	(void)t0;
+	(void)t1;
+	return 0;
+}
+void gpu_write_devices(struct tw *w) { (void)w; }
+void gpu_write_meta(struct tw *w) { (void)w; }
+void gpu_reset(void) {}
+void gpu_atfork_child(void) {}

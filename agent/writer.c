@@ -1,0 +1,687 @@
+/*
+ * writer.c: writes one burst as Kineto's Chrome-trace JSON
+ * (shared/TRACE_FORMAT.md) into a gzip file, in one streaming pass.
+ *
+ * Order in the file: schemaVersion, deviceProperties, every metadata key
+ * (distributedInfo with a space after "rank":, trace_id, host_name, CUDA
+ * versions, gprof's dropped/cut counts), displayTimeUnit,
+ * baseTimeNanoseconds, then traceEvents: the CPU events of every thread
+ * buffer (ranges, marks, ProfilerStep#<n>), CUPTI's events (gpu.c: API
+ * calls, kernels, copies, sets, syncs, flows), the GPU projection of each
+ * NVTX range (gpu_user_annotation), the process/thread/stream rows, and
+ * "Record Window End"; last traceName.
+ *
+ * Ownership: the thread buffers' event arrays are taken from them under
+ * their locks (so application threads never wait on this file's I/O) and
+ * freed here. The range index (for the GPU projection) lives for one
+ * writer_write call.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "agent.h"
+#include "writer.h"
+
+/* Kineto's base-time rule: floor to a multiple of 7,889,238 s, so ranks and
+ * hosts started within ~3 months share the base. */
+#define BASE_QUANTUM_NS (7889238ull * 1000000000ull)
+
+struct span { int device; int64_t stream; uint64_t start, end; };
+struct rng {
+	int tid; uint64_t start, end, id;
+	const char *name; size_t len; uint32_t domain;
+	int parent;
+	struct span *spans; size_t nspans;
+};
+struct taken { int tid; char thread_name[64]; struct cev *ev; size_t nev; char *names; };
+
+struct tw {
+	gzFile gz;
+	char buf[1 << 16];
+	size_t len;
+	int err;
+	uint64_t base;
+	uint64_t events;
+	bool first;
+	struct rng *r; size_t nr;
+	int *tids; size_t ntids, captids;
+	struct { int device; int64_t stream; } *streams; size_t nstreams, capstreams;
+};
+
+static void flush(struct tw *w)
+{
+	if (w->len && !w->err && gzwrite(w->gz, w->buf, (unsigned)w->len) != (int)w->len)
+		w->err = -EIO;
+	w->len = 0;
+}
+
+void tw_raw(struct tw *w, const char *s, size_t n)
+{
+	while (n > 0) {
+		size_t k = sizeof(w->buf) - w->len;
+
+		if (k == 0) {
+			flush(w);
+			continue;
+		}
+		if (k > n)
+			k = n;
+		memcpy(w->buf + w->len, s, k);
+		w->len += k;
+		s += k;
+		n -= k;
+	}
+}
+
+static inline void put(struct tw *w, char c)
+{
+	if (w->len == sizeof(w->buf))
+		flush(w);
+	w->buf[w->len++] = c;
+}
+
+void tw_str(struct tw *w, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t i;
+
+	if (n == (size_t)-1)
+		n = strlen(s);
+	put(w, '"');
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\') {
+			put(w, '\\');
+			put(w, (char)c);
+		} else if (c < 0x20 || c == 0x7f) {
+			char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+
+			tw_raw(w, e, 6);
+		} else if (c >= 0x80) {
+			/* keep valid UTF-8 sequences, replace stray bytes */
+			size_t k = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : 0, j;
+			bool ok = k > 0 && c < 0xf5 && i + k < n;
+
+			for (j = 1; ok && j <= k; j++)
+				ok = i + j < n && ((unsigned char)s[i + j] & 0xc0) == 0x80;
+			if (ok) {
+				tw_raw(w, s + i, k + 1);
+				i += k;
+			} else {
+				tw_lit(w, "\\ufffd");
+			}
+		} else {
+			put(w, (char)c);
+		}
+	}
+	put(w, '"');
+}
+
+static size_t fmt_u64(char *out, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
+void tw_int(struct tw *w, int64_t v)
+{
+	char b[24];
+	size_t n = 0;
+
+	if (v < 0) {
+		b[n++] = '-';
+		n += fmt_u64(b + n, (uint64_t)0 - (uint64_t)v);
+	} else {
+		n = fmt_u64(b, (uint64_t)v);
+	}
+	tw_raw(w, b, n);
+}
+
+static void fixed3(struct tw *w, uint64_t ns)
+{
+	char b[32];
+	size_t n = fmt_u64(b, ns / 1000);
+	unsigned f = (unsigned)(ns % 1000);
+
+	b[n++] = '.';
+	b[n++] = (char)('0' + f / 100);
+	b[n++] = (char)('0' + f / 10 % 10);
+	b[n++] = (char)('0' + f % 10);
+	tw_raw(w, b, n);
+}
+
+void tw_fix2(struct tw *w, double v)
+{
+	char b[40];
+	int n = snprintf(b, sizeof(b), "%.2f", v);
+
+	tw_raw(w, b, (size_t)n);
+}
+
+void tw_ts(struct tw *w, uint64_t ns)
+{
+	fixed3(w, ns >= w->base ? ns - w->base : 0);
+}
+
+void tw_dur(struct tw *w, uint64_t ns)
+{
+	fixed3(w, ns);
+}
+
+void tw_event(struct tw *w)
+{
+	if (!w->first)
+		tw_lit(w, ",\n");
+	w->first = false;
+	put(w, '{');
+	w->events++;
+}
+
+void tw_x(struct tw *w, const char *cat, const char *name, size_t nlen, int64_t pid,
+          int64_t tid, uint64_t start, uint64_t end)
+{
+	tw_event(w);
+	tw_lit(w, "\"ph\":\"X\",\"cat\":\"");
+	tw_raw(w, cat, strlen(cat));
+	tw_lit(w, "\",\"name\":");
+	tw_str(w, name, nlen);
+	tw_lit(w, ",\"pid\":");
+	tw_int(w, pid);
+	tw_lit(w, ",\"tid\":");
+	tw_int(w, tid);
+	tw_lit(w, ",\"ts\":");
+	tw_ts(w, start);
+	tw_lit(w, ",\"dur\":");
+	tw_dur(w, end > start ? end - start : 0);
+}
+
+void tw_flow(struct tw *w, char ph, uint64_t id, int64_t pid, int64_t tid, uint64_t ts)
+{
+	tw_event(w);
+	tw_lit(w, "\"ph\":\"");
+	put(w, ph);
+	tw_lit(w, "\",\"id\":");
+	tw_int(w, (int64_t)id);
+	tw_lit(w, ",\"pid\":");
+	tw_int(w, pid);
+	tw_lit(w, ",\"tid\":");
+	tw_int(w, tid);
+	tw_lit(w, ",\"ts\":");
+	tw_ts(w, ts);
+	tw_lit(w, ",\"cat\":\"ac2g\",\"name\":\"ac2g\"");
+	if (ph == 'f')
+		tw_lit(w, ",\"bp\":\"e\"");
+	put(w, '}');
+}
+
+void tw_thread(struct tw *w, int tid)
+{
+	size_t i;
+
+	for (i = 0; i < w->ntids; i++)
+		if (w->tids[i] == tid)
+			return;
+	if (w->ntids == w->captids) {
+		size_t cap = w->captids ? w->captids * 2 : 16;
+		int *p = realloc(w->tids, cap * sizeof(*p));
+
+		if (p == NULL)
+			return;
+		w->tids = p;
+		w->captids = cap;
+	}
+	w->tids[w->ntids++] = tid;
+}
+
+void tw_stream(struct tw *w, int device, int64_t stream)
+{
+	size_t i;
+
+	for (i = 0; i < w->nstreams; i++)
+		if (w->streams[i].device == device && w->streams[i].stream == stream)
+			return;
+	if (w->nstreams == w->capstreams) {
+		size_t cap = w->capstreams ? w->capstreams * 2 : 16;
+		void *p = realloc(w->streams, cap * sizeof(*w->streams));
+
+		if (p == NULL)
+			return;
+		w->streams = p;
+		w->capstreams = cap;
+	}
+	w->streams[w->nstreams].device = device;
+	w->streams[w->nstreams].stream = stream;
+	w->nstreams++;
+}
+
+/* ---- the range index: NVTX ranges by thread and time ---- */
+
+static int rng_cmp(const void *a, const void *b)
+{
+	const struct rng *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->end != y->end)
+		return x->end > y->end ? -1 : 1; /* the outer one first */
+	return 0;
+}
+
+/* Sorts the ranges and links each to the innermost range containing it. */
+static void index_ranges(struct tw *w)
+{
+	int stack[AGENT_MAX_DEPTH + 1];
+	int depth = 0;
+	size_t i;
+
+	qsort(w->r, w->nr, sizeof(*w->r), rng_cmp);
+	for (i = 0; i < w->nr; i++) {
+		struct rng *r = &w->r[i];
+
+		if (i > 0 && w->r[i - 1].tid != r->tid)
+			depth = 0;
+		while (depth > 0 && w->r[stack[depth - 1]].end < r->end)
+			depth--;
+		r->parent = depth > 0 ? stack[depth - 1] : -1;
+		if (depth <= AGENT_MAX_DEPTH)
+			stack[depth++] = (int)i;
+		if (depth > AGENT_MAX_DEPTH)
+			depth = AGENT_MAX_DEPTH;
+	}
+}
+
+int tw_range_at(struct tw *w, int tid, uint64_t ts)
+{
+	size_t lo = 0, hi = w->nr;
+	int r;
+
+	/* the last range of tid that starts at or before ts */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct rng *m = &w->r[mid];
+
+		if (m->tid < tid || (m->tid == tid && m->start <= ts))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || w->r[lo - 1].tid != tid)
+		return -1;
+	for (r = (int)lo - 1; r >= 0 && w->r[r].end < ts; r = w->r[r].parent)
+		;
+	return r;
+}
+
+uint64_t tw_range_id(struct tw *w, int r)
+{
+	return r >= 0 && (size_t)r < w->nr ? w->r[r].id : 0;
+}
+
+void tw_range_gpu(struct tw *w, int r, int device, int64_t stream, uint64_t start, uint64_t end)
+{
+	for (; r >= 0; r = w->r[r].parent) {
+		struct rng *g = &w->r[r];
+		size_t i;
+
+		for (i = 0; i < g->nspans; i++)
+			if (g->spans[i].device == device && g->spans[i].stream == stream)
+				break;
+		if (i == g->nspans) {
+			struct span *p = realloc(g->spans, (g->nspans + 1) * sizeof(*p));
+
+			if (p == NULL)
+				return;
+			g->spans = p;
+			g->spans[g->nspans++] = (struct span){ device, stream, start, end };
+			continue;
+		}
+		if (start < g->spans[i].start)
+			g->spans[i].start = start;
+		if (end > g->spans[i].end)
+			g->spans[i].end = end;
+	}
+}
+
+/* ---- CPU events ---- */
+
+/* Takes every thread buffer's events of this burst; their owners start
+ * afresh with empty arrays. */
+static struct taken *take_buffers(size_t *n)
+{
+	struct taken *tk = NULL;
+	size_t k = 0, cap = 0;
+	uint64_t gen = atomic_load(&A.gen);
+	struct tbuf *t;
+
+	pthread_mutex_lock(&A.tb_lock);
+	for (t = A.tbufs; t != NULL; t = t->next) {
+		pthread_mutex_lock(&t->lock);
+		if (t->gen == gen && t->nev > 0) {
+			if (k == cap) {
+				size_t c = cap ? cap * 2 : 16;
+				struct taken *p = realloc(tk, c * sizeof(*p));
+
+				if (p == NULL) {
+					pthread_mutex_unlock(&t->lock);
+					break;
+				}
+				tk = p;
+				cap = c;
+			}
+			tk[k].tid = t->tid;
+			memcpy(tk[k].thread_name, t->thread_name, sizeof(tk[k].thread_name));
+			tk[k].ev = t->ev;
+			tk[k].nev = t->nev;
+			tk[k].names = t->names;
+			k++;
+			t->ev = NULL;
+			t->nev = t->capev = 0;
+			t->names = NULL;
+			t->nnames = t->capnames = 0;
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&A.tb_lock);
+	*n = k;
+	return tk;
+}
+
+/* Events recorded after the window's end (a duration timer fires a
+ * little late; a thread may be mid-event when recording stops) are not
+ * part of the window. */
+static bool in_window(const struct cev *e, uint64_t t0, uint64_t t1)
+{
+	return e->start_ns >= t0 && e->end_ns <= t1;
+}
+
+static void collect_ranges(struct tw *w, const struct taken *tk, size_t ntk, uint64_t t0,
+                           uint64_t t1)
+{
+	size_t i, j, n = 0;
+
+	for (i = 0; i < ntk; i++)
+		for (j = 0; j < tk[i].nev; j++)
+			n += tk[i].ev[j].kind == CEV_RANGE;
+	w->r = calloc(n ? n : 1, sizeof(*w->r));
+	if (w->r == NULL)
+		return;
+	for (i = 0; i < ntk; i++) {
+		for (j = 0; j < tk[i].nev; j++) {
+			const struct cev *e = &tk[i].ev[j];
+
+			if (e->kind != CEV_RANGE || !in_window(e, t0, t1))
+				continue;
+			w->r[w->nr++] = (struct rng){
+				.tid = tk[i].tid, .start = e->start_ns, .end = e->end_ns, .id = e->id,
+				.name = tk[i].names + e->name_off, .len = e->name_len,
+				.domain = e->domain };
+		}
+	}
+	index_ranges(w);
+}
+
+static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t t0,
+                      uint64_t t1)
+{
+	char step[40];
+	size_t i, j;
+
+	for (i = 0; i < ntk; i++) {
+		tw_thread(w, tk[i].tid);
+		for (j = 0; j < tk[i].nev; j++) {
+			const struct cev *e = &tk[i].ev[j];
+			const char *dn;
+
+			if (!in_window(e, t0, t1))
+				continue;
+			if (e->kind == CEV_STEP) {
+				int n = snprintf(step, sizeof(step), "ProfilerStep#%llu",
+				                 (unsigned long long)e->id);
+
+				tw_x(w, "user_annotation", step, (size_t)n, A.pid, tk[i].tid,
+				     e->start_ns, e->end_ns);
+				put(w, '}');
+				continue;
+			}
+			if (e->kind == CEV_MARK) {
+				tw_event(w);
+				tw_lit(w, "\"ph\":\"i\",\"s\":\"t\",\"cat\":\"user_annotation\",\"name\":");
+				tw_str(w, tk[i].names + e->name_off, e->name_len);
+				tw_lit(w, ",\"pid\":");
+				tw_int(w, A.pid);
+				tw_lit(w, ",\"tid\":");
+				tw_int(w, tk[i].tid);
+				tw_lit(w, ",\"ts\":");
+				tw_ts(w, e->start_ns);
+			} else {
+				tw_x(w, "user_annotation", tk[i].names + e->name_off, e->name_len,
+				     A.pid, tk[i].tid, e->start_ns, e->end_ns);
+				tw_lit(w, ",\"args\":{\"External id\":");
+				tw_int(w, (int64_t)e->id);
+				if (e->domain && (dn = nvtx_domain_name(e->domain)) != NULL) {
+					tw_lit(w, ",\"domain\":");
+					tw_str(w, dn, (size_t)-1);
+				}
+				put(w, '}');
+			}
+			put(w, '}');
+		}
+	}
+}
+
+static void write_projections(struct tw *w)
+{
+	size_t i, j;
+
+	for (i = 0; i < w->nr; i++) {
+		const struct rng *r = &w->r[i];
+
+		for (j = 0; j < r->nspans; j++) {
+			tw_x(w, "gpu_user_annotation", r->name, r->len, r->spans[j].device,
+			     r->spans[j].stream, r->spans[j].start, r->spans[j].end);
+			tw_lit(w, ",\"args\":{\"External id\":");
+			tw_int(w, (int64_t)r->id);
+			tw_lit(w, ",\"device\":");
+			tw_int(w, r->spans[j].device);
+			tw_lit(w, ",\"stream\":");
+			tw_int(w, r->spans[j].stream);
+			tw_lit(w, "}}");
+		}
+	}
+}
+
+static void comm_of(int tid, char *out, size_t n)
+{
+	char path[64];
+	ssize_t k;
+	int fd;
+
+	snprintf(path, sizeof(path), tid ? "/proc/self/task/%d/comm" : "/proc/self/comm", tid);
+	out[0] = '\0';
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return;
+	k = read(fd, out, n - 1);
+	close(fd);
+	out[k > 0 ? k : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}
+
+static void meta(struct tw *w, const char *what, int64_t pid, int64_t tid, const char *key,
+                 const char *sval, int64_t ival)
+{
+	tw_event(w);
+	tw_lit(w, "\"ph\":\"M\",\"name\":\"");
+	tw_raw(w, what, strlen(what));
+	tw_lit(w, "\",\"pid\":");
+	tw_int(w, pid);
+	tw_lit(w, ",\"tid\":");
+	tw_int(w, tid);
+	tw_lit(w, ",\"ts\":0,\"args\":{\"");
+	tw_raw(w, key, strlen(key));
+	tw_lit(w, "\":");
+	if (sval)
+		tw_str(w, sval, (size_t)-1);
+	else
+		tw_int(w, ival);
+	tw_lit(w, "}}");
+}
+
+static void write_rows(struct tw *w, const struct taken *tk, size_t ntk)
+{
+	char name[128], comm[64];
+	size_t i, j;
+	int dev;
+
+	comm_of(0, comm, sizeof(comm));
+	meta(w, "process_name", A.pid, 0, "name", comm[0] ? comm : "process", 0);
+	meta(w, "process_labels", A.pid, 0, "labels", "CPU", 0);
+	meta(w, "process_sort_index", A.pid, 0, "sort_index", NULL, A.pid);
+	for (i = 0; i < w->ntids; i++) {
+		const char *tn = NULL;
+
+		for (j = 0; j < ntk; j++)
+			if (tk[j].tid == w->tids[i] && tk[j].thread_name[0])
+				tn = tk[j].thread_name;
+		if (tn == NULL) {
+			comm_of(w->tids[i], comm, sizeof(comm));
+			tn = comm;
+		}
+		snprintf(name, sizeof(name), "thread %d (%s)", w->tids[i], tn);
+		meta(w, "thread_name", A.pid, w->tids[i], "name", name, 0);
+		meta(w, "thread_sort_index", A.pid, w->tids[i], "sort_index", NULL, w->tids[i]);
+	}
+	for (i = 0; i < w->nstreams; i++) {
+		dev = w->streams[i].device;
+		for (j = 0; j < i && w->streams[j].device != dev; j++)
+			;
+		if (j == i) { /* first stream of this device: the device's rows */
+			snprintf(name, sizeof(name), "GPU %d", dev);
+			meta(w, "process_name", dev, 0, "name", name, 0);
+			meta(w, "process_labels", dev, 0, "labels", name, 0);
+			meta(w, "process_sort_index", dev, 0, "sort_index", NULL, 0x1000000 + dev);
+		}
+		snprintf(name, sizeof(name), "stream %lld ", (long long)w->streams[i].stream);
+		meta(w, "thread_name", dev, w->streams[i].stream, "name", name, 0);
+		meta(w, "thread_sort_index", dev, w->streams[i].stream, "sort_index", NULL,
+		     w->streams[i].stream);
+	}
+}
+
+static void write_header(struct tw *w, uint64_t dropped, bool cut)
+{
+	tw_lit(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
+	gpu_write_devices(w);
+	tw_lit(w, "\n  ],\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": ");
+	tw_int(w, A.rank >= 0 ? A.rank : 0);
+	tw_lit(w, ", \"world_size\": ");
+	tw_int(w, A.world_size >= 0 ? A.world_size : 1);
+	if (A.local_rank >= 0) {
+		tw_lit(w, ", \"local_rank\": ");
+		tw_int(w, A.local_rank);
+	}
+	tw_lit(w, "},\n  \"trace_id\": ");
+	tw_str(w, A.win.trace_id, (size_t)-1);
+	tw_lit(w, ",\n  \"host_name\": ");
+	tw_str(w, A.host, (size_t)-1);
+	gpu_write_meta(w);
+	tw_lit(w, ",\n  \"gprof_agent_version\": \"" GPROF_VERSION "\"");
+	tw_lit(w, ",\n  \"gprof_dropped_records\": ");
+	tw_int(w, (int64_t)dropped);
+	tw_lit(w, ",\n  \"gprof_trace_cut\": ");
+	if (cut)
+		tw_lit(w, "true");
+	else
+		tw_lit(w, "false");
+	tw_lit(w, ",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
+	tw_int(w, (int64_t)w->base);
+	tw_lit(w, ",\n  \"traceEvents\": [\n");
+}
+
+int writer_write(const char *path, struct trace_result *res, char *why, size_t n)
+{
+	struct tw *w = calloc(1, sizeof(*w));
+	uint64_t t0 = atomic_load(&A.t_start), t1 = atomic_load(&A.t_end);
+	struct taken *tk;
+	size_t ntk = 0, i;
+	char name[256];
+	int fd, r = 0;
+
+	if (w == NULL) {
+		snprintf(why, n, "out of memory writing the trace");
+		return -ENOMEM;
+	}
+	if (t0 == 0)
+		t0 = t1;
+	w->first = true;
+	w->base = t0 / BASE_QUANTUM_NS * BASE_QUANTUM_NS;
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || (w->gz = gzdopen(fd, "wb1")) == NULL) {
+		r = -errno;
+		snprintf(why, n, "cannot write the trace file %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		free(w);
+		return r ? r : -EIO;
+	}
+	res->dropped = gpu_dropped();
+	res->cut = atomic_load(&A.end_reason) == END_CUT || gpu_cut();
+	write_header(w, res->dropped, res->cut);
+	tk = take_buffers(&ntk);
+	collect_ranges(w, tk, ntk, t0, t1);
+	write_cpu(w, tk, ntk, t0, t1);
+	gpu_write(w, t0, t1);
+	write_projections(w);
+	write_rows(w, tk, ntk);
+	tw_event(w);
+	tw_lit(w, "\"ph\":\"i\",\"s\":\"g\",\"name\":\"Record Window End\",\"pid\":\"\",\"tid\":\"\",\"ts\":");
+	tw_ts(w, t1);
+	put(w, '}');
+	snprintf(name, sizeof(name), "%s_%d.%llu.pt.trace.json.gz", A.host, A.pid,
+	         (unsigned long long)t0);
+	tw_lit(w, "\n  ],\n  \"traceName\": ");
+	tw_str(w, name, (size_t)-1);
+	tw_lit(w, "\n}\n");
+	flush(w);
+	if (gzclose(w->gz) != Z_OK && !w->err)
+		w->err = -EIO;
+	if (w->err) {
+		r = w->err;
+		snprintf(why, n, "writing the trace file %s failed (disk full?)", path);
+	}
+	res->events = w->events;
+	{
+		struct stat st;
+
+		if (stat(path, &st) == 0)
+			res->bytes = (uint64_t)st.st_size;
+	}
+	for (i = 0; i < ntk; i++) {
+		free(tk[i].ev);
+		free(tk[i].names);
+	}
+	free(tk);
+	for (i = 0; i < w->nr; i++)
+		free(w->r[i].spans);
+	free(w->r);
+	free(w->tids);
+	free(w->streams);
+	free(w);
+	return r;
+}

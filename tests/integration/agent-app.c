@@ -1,0 +1,92 @@
+/*
+ * agent-app: the "training job" of the agent's CI test. Each iteration
+ * opens nested NVTX ranges (forward > layer0, layer1; backward; a range in
+ * a named domain with a registered string), puts a mark, spins ~1 ms of
+ * CPU work, and calls gprof_step(). It is linked with libgprof_agent
+ * (plain linking) and started with NVTX_INJECTION64_PATH pointing at the
+ * same library, so both ways of loading meet in one instance.
+ *
+ * usage: agent-app STEPS   (0 = until stdin closes)
+ * Prints "step N" every 100 iterations (so a test sees it make progress)
+ * and "done CHECKSUM" at the end; nothing else, with or without agent.
+ */
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "gprof_agent.h"
+
+#ifdef HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#define PUSH(s) nvtxRangePushA(s)
+#define POP() nvtxRangePop()
+#else
+#define PUSH(s) gprof_range_push(s)
+#define POP() gprof_range_pop()
+#endif
+
+/* Deterministic CPU work (about us microseconds): the checksum printed at
+ * the end must not depend on timing, so a run with the agent can be
+ * compared with one without. */
+static uint64_t spin(uint64_t x, long us)
+{
+	for (long i = 0; i < us * 300; i++)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	return x;
+}
+
+static int stdin_closed(void)
+{
+	struct pollfd p = { .fd = 0, .events = POLLIN };
+	char c;
+
+	return poll(&p, 1, 0) > 0 && read(0, &c, 1) <= 0;
+}
+
+int main(int argc, char **argv)
+{
+	long steps = argc > 1 ? atol(argv[1]) : 0, n;
+	uint64_t sum = 0, x = 1;
+#ifdef HAVE_NVTX
+	nvtxDomainHandle_t dom = nvtxDomainCreateA("app");
+	nvtxStringHandle_t reg = nvtxDomainRegisterStringA(dom, "optimizer");
+	nvtxEventAttributes_t at = { 0 };
+
+	at.version = NVTX_VERSION;
+	at.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	at.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+	at.message.registered = reg;
+	nvtxNameOsThreadA(0, "trainer");
+#endif
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (n = 1; steps == 0 || n <= steps; n++) {
+		PUSH("forward");
+		PUSH("layer0");
+		x = spin(x, 200);
+		POP();
+		PUSH("layer1");
+		x = spin(x, 200);
+		POP();
+		POP();
+		PUSH("backward");
+		x = spin(x, 300);
+		POP();
+#ifdef HAVE_NVTX
+		nvtxDomainRangePushEx(dom, &at);
+		x = spin(x, 100);
+		nvtxDomainRangePop(dom);
+		nvtxMarkA("step end");
+#endif
+		sum += x & 0xff;
+		gprof_step();
+		if (n % 100 == 0) {
+			printf("step %ld\n", n);
+			if (steps == 0 && stdin_closed())
+				break;
+		}
+	}
+	printf("done %llu\n", (unsigned long long)(steps ? sum : 0));
+	return 0;
+}

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""The agent's CI test (no GPU): a real gprofd, the real gprofctl, and
+agent-app (NVTX ranges + gprof_step, linked with libgprof_agent and
+injected through NVTX_INJECTION64_PATH) in a private directory.
+
+usage: test-agent.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT VALIDATE_TRACE
+
+Synchronisation is by events only: the daemon's log lines (read by a
+thread) and the app's output lines; timeouts are safety nets.
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+
+GPROFD, GPROFCTL, APP, AGENT, VALIDATOR = sys.argv[1:6]
+sys.path.insert(0, os.path.dirname(VALIDATOR))
+from validate_trace import validate  # noqa: E402
+
+TIMEOUT = 30
+
+
+class Daemon:
+    def __init__(self, d):
+        self.dir = d
+        self.sock = os.path.join(d, "gprofd.sock")
+        self.lines = []
+        self.cv = threading.Condition()
+        self.p = subprocess.Popen(
+            [GPROFD, "--socket", self.sock, "--tcp", "off", "--metrics", "off",
+             "--state-dir", os.path.join(d, "state"), "-v"],
+            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.wait(" running: "), "gprofd did not start:\n" + self.log()
+
+    def _read(self):
+        for line in self.p.stderr:
+            with self.cv:
+                self.lines.append(line.decode(errors="replace"))
+                self.cv.notify_all()
+        with self.cv:
+            self.lines.append(None)
+            self.cv.notify_all()
+
+    def wait(self, needle, start=0):
+        def found():
+            return any(l is None or needle in l for l in self.lines[start:])
+        with self.cv:
+            self.cv.wait_for(found, TIMEOUT)
+            return any(l is not None and needle in l for l in self.lines[start:])
+
+    def mark(self):
+        with self.cv:
+            return len(self.lines)
+
+    def log(self):
+        return "".join(l for l in self.lines if l)
+
+    def kill(self, sig=signal.SIGTERM):
+        self.p.send_signal(sig)
+        self.p.wait(TIMEOUT)
+
+
+class App:
+    def __init__(self, d, sock, steps=0, **env):
+        e = dict(os.environ)
+        e.update({"GPROF_SOCKET": sock, "NVTX_INJECTION64_PATH": AGENT,
+                  "GPROF_JOB_ID": "agentjob", "RANK": "3", "WORLD_SIZE": "8",
+                  "GPROF_AGENT_LOG": os.path.join(d, "agent.log"),
+                  "GPROF_AGENT_TRACE_DIR": d})
+        e.update(env)
+        self.p = subprocess.Popen([APP, str(steps)], env=e, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def next_step(self):
+        """Blocks until the app prints its next progress line."""
+        line = self.p.stdout.readline().decode()
+        assert line.startswith("step "), "agent-app stopped: %r" % line
+        return int(line.split()[1])
+
+    def finish(self):
+        out, err = self.p.communicate(b"", timeout=TIMEOUT)
+        return self.p.returncode, out.decode(), err.decode()
+
+
+def trace(d, sock, *args):
+    out = os.path.join(d, "out")
+    r = subprocess.run([GPROFCTL, "--socket", sock, "--json", "trace", "--job", "agentjob",
+                        "--output-dir", out, "--timeout", str(TIMEOUT)] + list(args),
+                       capture_output=True, text=True, timeout=TIMEOUT + 10)
+    assert r.returncode == 0, "gprofctl trace failed (%d): %s %s" % (
+        r.returncode, r.stdout, r.stderr)
+    files = sorted(glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz")),
+                   key=os.path.getmtime)
+    assert files, "no trace downloaded: " + r.stdout
+    return files[-1], json.loads(r.stdout)
+
+
+def check(path, **kw):
+    summary, err = validate(path, **kw)
+    assert not err, "trace invalid:\n  " + "\n  ".join(err)
+    return summary
+
+
+def steps_in(path):
+    import gzip
+    ev = json.load(gzip.open(path, "rt"))["traceEvents"]
+    st = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    fw = [e for e in ev if e["name"] == "forward" and e.get("cat") == "user_annotation"]
+    return st, fw, ev
+
+
+def test_iterations(d):
+    """5 iterations: valid, exactly 5 ProfilerStep#, ranges nested, rank read."""
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, _ = trace(d, dm.sock, "--iterations", "5")
+        s = check(path, steps=5, rank=3, world=8,
+                  ranges=["forward", "layer0", "layer1", "backward"])
+        st, fw, ev = steps_in(path)
+        nums = [int(e["name"].split("#")[1]) for e in st]
+        assert nums == list(range(nums[0], nums[0] + 5)), nums
+        # each iteration holds exactly one forward pass, inside it
+        for e in st:
+            inside = [f for f in fw if f["ts"] >= e["ts"] and f["ts"] + f["dur"] <= e["ts"] + e["dur"]]
+            assert len(inside) == 1, (e["name"], len(inside))
+        assert len(fw) == 5, len(fw)
+        layer0 = [e for e in ev if e["name"] == "layer0"]
+        for l0 in layer0:  # nested in a forward range of the same thread
+            assert any(f["tid"] == l0["tid"] and f["ts"] <= l0["ts"] and
+                       l0["ts"] + l0["dur"] <= f["ts"] + f["dur"] for f in fw)
+        if "HAVE_NVTX" in os.environ.get("AGENT_APP_FEATURES", "HAVE_NVTX"):
+            reg = [e for e in ev if e["name"] == "optimizer"]
+            assert len(reg) == 5 and all(e["args"].get("domain") == "app" for e in reg), reg[:1]
+            marks = [e for e in ev if e["name"] == "step end" and e["ph"] == "i"]
+            assert len(marks) == 5, len(marks)
+            names = [e for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
+            assert any("(trainer)" in e["args"]["name"] for e in names), names
+        assert s["dropped"] == 0 and s["cut"] is False, s
+    finally:
+        rc, out, err = app.finish()
+        dm.kill()
+    assert rc == 0 and err == "", (rc, err)
+
+
+def test_duration(d):
+    """A 300 ms window: valid, and its iterations are whole ones."""
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, _ = trace(d, dm.sock, "--duration-ms", "300")
+        check(path, rank=3, ranges=["forward"])
+        st, fw, ev = steps_in(path)
+        assert len(st) >= 1, "no whole iteration in 300 ms"
+        span = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X") - \
+            min(e["ts"] for e in ev if e.get("ph") == "X")
+        assert span <= 300 * 1000 + 1, span
+    finally:
+        app.finish()
+        dm.kill()
+
+
+def test_daemon_killed(d):
+    """Killing the daemon mid-run leaves the program running; the agent
+    registers again with the next daemon, which can trace it."""
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        before = app.next_step()
+        dm.kill(signal.SIGKILL)
+        after = app.next_step()
+        after = app.next_step()
+        assert after > before and app.p.poll() is None
+        dm2 = Daemon(d)
+        try:
+            assert dm2.wait("registered pid %d" % app.p.pid), dm2.log()
+            path, _ = trace(d, dm2.sock, "--iterations", "3")
+            check(path, steps=3)
+        finally:
+            dm2.kill()
+    finally:
+        rc, out, err = app.finish()
+    assert rc == 0 and err == "", (rc, err)
+
+
+def test_no_daemon(d):
+    """No daemon at all changes nothing: same output, exit 0, no stderr."""
+    sock = os.path.join(d, "nobody-listens.sock")
+    with_agent = App(d, sock, steps=300).finish()
+    without = App(d, sock, steps=300, GPROF_AGENT_DISABLE="1").finish()
+    assert with_agent == without, (with_agent, without)
+    assert with_agent[0] == 0 and with_agent[2] == "" and "done " in with_agent[1]
+
+
+def test_cancel_then_trace(d):
+    """A capture the daemon gives up on (timeout) leaves the agent ready
+    for the next one."""
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "trace", "--job", "agentjob",
+                            "--iterations", "100000", "--timeout", "1",
+                            "--output-dir", os.path.join(d, "x")],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode != 0, r.stdout
+        path, _ = trace(d, dm.sock, "--iterations", "2")
+        check(path, steps=2)
+    finally:
+        app.finish()
+        dm.kill()
+
+
+def main():
+    tests = [test_iterations, test_duration, test_daemon_killed, test_no_daemon,
+             test_cancel_then_trace]
+    passed = failed = 0
+    for t in tests:
+        with tempfile.TemporaryDirectory(prefix="gprof-agent-") as d:
+            try:
+                t(d)
+                passed += 1
+                print("ok - %s" % t.__name__)
+            except Exception:
+                failed += 1
+                print("FAIL - %s" % t.__name__)
+                traceback.print_exc()
+                log = os.path.join(d, "agent.log")
+                if os.path.exists(log):
+                    print("agent log:\n" + open(log).read())
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
