@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cupti.h>
@@ -48,6 +49,8 @@ CUPTI_FN(cuptiSetThreadIdType);
 CUPTI_FN(cuptiGetVersion);
 CUPTI_FN(cuptiGetResultString);
 CUPTI_FN(cuptiGetCallbackName);
+CUPTI_FN(cuptiEnableDomain);
+CUPTI_FN(cuptiFinalize);
 CUPTI_FN(cuDeviceGetCount);
 CUPTI_FN(cuDeviceGetName);
 CUPTI_FN(cuDeviceTotalMem_v2);
@@ -123,13 +126,39 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 	pthread_mutex_unlock(&buf_lock);
 }
 
+/*
+ * Giving CUPTI back after a burst (measured on an H100, docs/gpu-validation.md):
+ * disabling the kinds and unsubscribing leaves CUPTI's instrumentation in
+ * place (steps stayed slower) and, with the toolkit's libcupti, stopped
+ * correlation ids from advancing in the next burst (every record carried
+ * the same id). So by default the agent finalizes CUPTI, which tears all
+ * of it down; cuptiFinalize must run inside an API exit callback, so the
+ * agent enables the runtime-API domain and lets the application's next
+ * CUDA call do it. GPROF_CUPTI_RELEASE=unsubscribe keeps the old policy.
+ */
+enum { FIN_NONE, FIN_PENDING, FIN_RUNNING, FIN_DONE };
+static atomic_int fin_state;
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
 {
+	const CUpti_CallbackData *cb = data;
+	int pending = FIN_PENDING;
+
 	(void)ud;
-	(void)d;
 	(void)id;
-	(void)data;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cb && cb->callbackSite == CUPTI_API_EXIT &&
+	    atomic_compare_exchange_strong(&fin_state, &pending, FIN_RUNNING)) {
+		p_cuptiFinalize();
+		atomic_store(&fin_state, FIN_DONE);
+	}
+}
+
+static bool release_by_finalize(void)
+{
+	const char *p = getenv("GPROF_CUPTI_RELEASE");
+
+	return p == NULL || strcmp(p, "unsubscribe") != 0;
 }
 
 static const char *cupti_err(CUptiResult r)
@@ -193,7 +222,8 @@ static int load(char *why, size_t n)
 	    !LOAD(cupti_lib, cuptiActivitySetAttribute) || !LOAD(cupti_lib, cuptiSubscribe_v2) ||
 	    !LOAD(cupti_lib, cuptiUnsubscribe) || !LOAD(cupti_lib, cuptiSetThreadIdType) ||
 	    !LOAD(cupti_lib, cuptiGetVersion) || !LOAD(cupti_lib, cuptiGetResultString) ||
-	    !LOAD(cupti_lib, cuptiGetCallbackName)) {
+	    !LOAD(cupti_lib, cuptiGetCallbackName) || !LOAD(cupti_lib, cuptiEnableDomain) ||
+	    !LOAD(cupti_lib, cuptiFinalize)) {
 		snprintf(why, n, "the libcupti found lacks CUDA 13 functions (set GPROF_CUPTI_PATH)");
 		return -ENOSYS;
 	}
@@ -206,9 +236,6 @@ static int load(char *why, size_t n)
 	p_cuDeviceTotalMem_v2 = cuda_sym("cuDeviceTotalMem_v2");
 	p_cuDeviceGetAttribute = cuda_sym("cuDeviceGetAttribute");
 	p_cuDriverGetVersion = cuda_sym("cuDriverGetVersion");
-	/* Thread ids as gettid() gives them, so API calls sit on the same
-	 * rows as NVTX ranges. Set once, before any kind is enabled. */
-	p_cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	loaded = true;
 	return 0;
 }
@@ -250,6 +277,22 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 
 	if ((err = load(why, n)) < 0)
 		return err;
+	if (atomic_load(&fin_state) == FIN_PENDING) {
+		int pending = FIN_PENDING;
+
+		/* the application made no CUDA call since the last burst */
+		if (atomic_compare_exchange_strong(&fin_state, &pending, FIN_NONE)) {
+			p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+			p_cuptiUnsubscribe(sub);
+		}
+	}
+	while (atomic_load(&fin_state) == FIN_RUNNING)
+		sched_yield();
+	atomic_store(&fin_state, FIN_NONE);
+	/* Thread ids as gettid() gives them, so API calls sit on the same rows
+	 * as NVTX ranges; set before any kind is enabled (again after a
+	 * finalize, which forgets it). */
+	p_cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
 	memset(&params, 0, sizeof(params));
 	params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
 	params.subscriberName = "gprofd agent";
@@ -317,19 +360,40 @@ void gpu_stop(void)
 	struct timespec ten_ms = { 0, 10 * 1000 * 1000 };
 	size_t before, quiet = 0, i;
 
-	/* GPU work launched inside the window may still run: flush (without
-	 * forcing) until two rounds in a row bring nothing, at most 1 s. */
-	for (i = 0; i < 100 && quiet < 2; i++) {
-		before = count_done();
-		p_cuptiActivityFlushAll(0);
-		quiet = count_done() == before ? quiet + 1 : 0;
-		nanosleep(&ten_ms, NULL);
-	}
+	/* No new records from here on; GPU work launched inside the window may
+	 * still be running: flush (without forcing) until two rounds in a row
+	 * bring nothing, at most 0.5 s, then force out the rest. */
 	for (i = 0; i < n_enabled; i++)
 		p_cuptiActivityDisable((CUpti_ActivityKind)enabled_kinds[i]);
 	n_enabled = 0;
+	for (i = 0; i < 50 && quiet < 2; i++) {
+		before = count_done();
+		p_cuptiActivityFlushAll(0);
+		quiet = count_done() == before ? quiet + 1 : 0;
+		if (quiet < 2)
+			nanosleep(&ten_ms, NULL);
+	}
 	p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	p_cuptiUnsubscribe(sub);
+	if (!release_by_finalize()) {
+		p_cuptiUnsubscribe(sub);
+		return;
+	}
+	/* The application's next CUDA runtime call finalizes CUPTI; wait for
+	 * it a little (a training loop makes one within microseconds), then
+	 * let it happen whenever it comes. */
+	atomic_store(&fin_state, FIN_PENDING);
+	if (p_cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
+		atomic_store(&fin_state, FIN_NONE);
+		p_cuptiUnsubscribe(sub);
+		return;
+	}
+	for (i = 0; i < 200 && atomic_load(&fin_state) != FIN_DONE; i++) {
+		struct timespec one_ms = { 0, 1000 * 1000 };
+
+		nanosleep(&one_ms, NULL);
+	}
+	agent_log("CUPTI %s", atomic_load(&fin_state) == FIN_DONE ? "finalized after the burst"
+	                                                          : "finalize pending (no CUDA call)");
 }
 
 uint64_t gpu_dropped(void)
@@ -418,7 +482,9 @@ void gpu_write_devices(struct tw *w)
 			p_cuDeviceGetName(name, sizeof(name), i);
 		if (p_cuDeviceTotalMem_v2)
 			p_cuDeviceTotalMem_v2(&mem, i);
-		tw_lit(w, i ? ",\n    {" : "\n    {");
+		if (i > 0)
+			tw_lit(w, ",");
+		tw_lit(w, "\n    {");
 		tw_lit(w, "\"id\": ");
 		tw_int(w, i);
 		tw_lit(w, ", \"name\": ");
@@ -468,7 +534,7 @@ void gpu_write_meta(struct tw *w)
 /* ---- events ---- */
 
 /* API calls by correlation id: open addressing, sized once per write. */
-struct corr { uint32_t id; int32_t range; uint8_t kept, gpu; };
+struct corr { uint32_t id; int32_t range; int tid; uint64_t start, end; uint8_t kept, gpu; };
 struct cmap { struct corr *v; size_t mask; };
 
 static struct corr *cmap_get(struct cmap *m, uint32_t id, bool add)
@@ -523,7 +589,7 @@ static void each_record(struct tw *w, rec_fn fn, void *ud)
 	}
 }
 
-struct pass { struct cmap m; uint64_t t0, t1, napi, written; };
+struct pass { struct cmap m; uint64_t t0, t1, napi, kept_api, kept_gpu, dup_api, written; size_t nbuf; };
 
 static void count_api(struct tw *w, CUpti_Activity *r, void *ud)
 {
@@ -544,15 +610,24 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
 		return;
 	if ((c = cmap_get(&p->m, a->correlationId, true)) == NULL)
 		return;
+	if (c->kept || c->start != 0) {
+		p->dup_api++; /* correlation ids are unique: keep the first */
+		return;
+	}
 	c->kept = a->start >= p->t0 && a->start <= p->t1 && a->start != 0 && a->end >= a->start;
-	if (c->kept)
+	c->tid = (int)a->threadId;
+	c->start = a->start;
+	c->end = a->end;
+	if (c->kept) {
 		c->range = tw_range_at(w, (int)a->threadId, a->start);
+		p->kept_api++;
+	}
 }
 
 /* Whether a GPU record belongs: launched in the window, or (launched by
  * an API not traced, e.g. the driver API) started in it. */
 static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint64_t end,
-                             bool *keep)
+                             bool *keep, bool flow)
 {
 	struct corr *c = cmap_get(&p->m, corr, false);
 
@@ -562,8 +637,10 @@ static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint
 		return NULL;
 	}
 	*keep = c ? c->kept : start >= p->t0 && start <= p->t1;
-	if (c && *keep)
-		c->gpu = 1;
+	if (c && *keep && flow)
+		c->gpu = 1; /* the launch gets a flow arrow to this GPU event */
+	if (*keep)
+		p->kept_gpu++;
 	return c;
 }
 
@@ -607,10 +684,44 @@ static void bandwidth(struct tw *w, uint64_t bytes, uint64_t start, uint64_t end
 	tw_fix2(w, end > start ? (double)bytes / (double)(end - start) : 0.0);
 }
 
+/* Kernel names as people read them: demangled with the C++ runtime's
+ * __cxa_demangle when the process has one (every CUDA C++ program and
+ * PyTorch does), else as CUPTI gives them. */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+static demangle_fn demangle;
+static char *dm_buf;
+static size_t dm_cap;
+
+static const char *kernel_name(const char *name)
+{
+	static bool looked;
+	char *out;
+	int st = -1;
+
+	if (name == NULL)
+		return "unknown";
+	if (!looked) {
+		void *cxx = dlopen("libstdc++.so.6", RTLD_NOLOAD | RTLD_LAZY);
+
+		looked = true;
+		/* PyTorch loads libstdc++ privately: look in it by name too */
+		demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (demangle == NULL && cxx != NULL)
+			demangle = (demangle_fn)dlsym(cxx, "__cxa_demangle");
+	}
+	if (demangle == NULL || name[0] != '_' || name[1] != 'Z')
+		return name;
+	out = demangle(name, dm_buf, &dm_cap, &st);
+	if (st != 0 || out == NULL)
+		return name;
+	dm_buf = out; /* __cxa_demangle may have realloc'ed it */
+	return out;
+}
+
 static void write_kernel(struct tw *w, struct pass *p, CUpti_ActivityKernel10 *k)
 {
 	bool keep;
-	struct corr *c = gpu_keep(p, k->correlationId, k->start, k->end, &keep);
+	struct corr *c = gpu_keep(p, k->correlationId, k->start, k->end, &keep, true);
 	int64_t blocks = (int64_t)k->gridX * k->gridY * k->gridZ;
 	int64_t threads = (int64_t)k->blockX * k->blockY * k->blockZ;
 	int sms = k->deviceId < DEV_MAX && (int)k->deviceId < n_dev ? dev_sms[k->deviceId] : 0;
@@ -618,7 +729,7 @@ static void write_kernel(struct tw *w, struct pass *p, CUpti_ActivityKernel10 *k
 
 	if (!keep)
 		return;
-	tw_x(w, "kernel", k->name ? k->name : "unknown", (size_t)-1, k->deviceId, k->streamId,
+	tw_x(w, "kernel", kernel_name(k->name), (size_t)-1, k->deviceId, k->streamId,
 	     k->start, k->end);
 	gpu_common(w, c, k->deviceId, k->contextId, k->streamId, k->correlationId, k->start, k->end);
 	tw_lit(w, ",\"queued\":");
@@ -663,7 +774,7 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)r;
 		int n;
 
-		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep);
+		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep, true);
 		if (!keep)
 			return;
 		n = snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", NAME_OF(copy_kinds, m->copyKind),
@@ -680,7 +791,7 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		CUpti_ActivityMemcpyPtoP4 *m = (CUpti_ActivityMemcpyPtoP4 *)r;
 		int n;
 
-		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep);
+		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep, true);
 		if (!keep)
 			return;
 		n = snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", NAME_OF(copy_kinds, m->copyKind),
@@ -701,7 +812,7 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		CUpti_ActivityMemset4 *m = (CUpti_ActivityMemset4 *)r;
 		int n;
 
-		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep);
+		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep, true);
 		if (!keep)
 			return;
 		n = snprintf(name, sizeof(name), "Memset (%s)", NAME_OF(mem_kinds, m->memoryKind));
@@ -720,10 +831,20 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		int64_t stream = s->streamId == CUPTI_SYNCHRONIZATION_INVALID_VALUE ? -1 : (int64_t)s->streamId;
 		const char *nm = NAME_OF(names, s->type);
 
-		c = gpu_keep(p, s->correlationId, s->start, s->end, &keep);
+		c = gpu_keep(p, s->correlationId, s->start, s->end, &keep, false);
 		if (!keep)
 			return;
-		tw_x(w, "cuda_sync", nm, (size_t)-1, 0, stream, s->start, s->end);
+		if (c != NULL && s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) {
+			/* A host-side wait: on the thread that waited, inside its API
+			 * call (on the stream's row it would overlap the GPU work it
+			 * waits for, which breaks nesting). */
+			uint64_t b = s->start < c->start ? c->start : s->start;
+			uint64_t e = s->end > c->end ? c->end : s->end;
+
+			tw_x(w, "cuda_sync", nm, (size_t)-1, A.pid, c->tid, b, e < b ? b : e);
+		} else {
+			tw_x(w, "cuda_sync", nm, (size_t)-1, 0, stream, s->start, s->end);
+		}
 		tw_lit(w, ",\"args\":{\"cuda_sync_kind\":");
 		tw_str(w, nm, (size_t)-1);
 		tw_lit(w, ",\"stream\":");
@@ -826,6 +947,7 @@ uint64_t gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 		return 0;
 	devices_probe();
 	pthread_mutex_lock(&buf_lock);
+	p.nbuf = n_done;
 	each_record(w, count_api, &p);
 	while (size < p.napi * 2)
 		size *= 2;
@@ -838,5 +960,11 @@ uint64_t gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 	}
 	pthread_mutex_unlock(&buf_lock);
 	free(p.m.v);
+	agent_log("trace %s: %zu CUPTI buffers, %llu API records (%llu in the window, %llu with a "
+	          "repeated id), %llu GPU records kept, %llu incomplete, %llu dropped",
+	          A.win.trace_id, p.nbuf, (unsigned long long)p.napi, (unsigned long long)p.kept_api,
+	          (unsigned long long)p.dup_api,
+	          (unsigned long long)p.kept_gpu, (unsigned long long)incomplete,
+	          (unsigned long long)atomic_load(&n_dropped));
 	return p.written;
 }

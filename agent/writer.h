@@ -15,7 +15,9 @@ struct tw;
 
 /* Raw text (already JSON). */
 void tw_raw(struct tw *w, const char *s, size_t n) __attribute__((visibility("hidden")));
-#define tw_lit(w, s) tw_raw((w), (s), sizeof(s) - 1)
+/* s must be a string literal (sizeof of anything else is wrong): the
+ * "" s "" forces that at compile time. */
+#define tw_lit(w, s) tw_raw((w), "" s "", sizeof(s) - 1)
 /* A JSON string, quoted and fully escaped; n may be (size_t)-1 for strlen. */
 void tw_str(struct tw *w, const char *s, size_t n) __attribute__((visibility("hidden")));
 void tw_int(struct tw *w, int64_t v) __attribute__((visibility("hidden")));

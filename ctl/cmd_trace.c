@@ -53,7 +53,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: gprofctl [GLOBAL OPTIONS] trace (--job ID | --pid PID...)\n"
 	        "                (--iterations N | --duration-ms MS) [--start-at TIME]\n"
-	        "                [--iteration-roundup R] [--activities LIST] [--process-limit N]\n"
+	        "                [--iteration-roundup R] [--iteration-range NAME] [--activities LIST] [--process-limit N]\n"
 	        "                [--output-dir DIR] [--trace-id ID] [--timeout S]\n"
 	        "Captures a trace on every matching process of every host and downloads\n"
 	        "it into DIR/<trace-id>/ (default ./traces).\n"
@@ -64,6 +64,7 @@ static void usage(FILE *f)
 	        "  --start-at TIME        now, +SECONDS, or a Unix time (duration traces;\n"
 	        "                         default: 1 s ahead with several hosts, else now)\n"
 	        "  --iteration-roundup R  start at the next iteration that is a multiple of R\n"
+	        "  --iteration-range NAME count iterations as NVTX ranges of this name (agent)\n"
 	        "                         (iteration traces; default 10, so ranks start together)\n"
 	        "  --activities LIST      kernel,memcpy,memset,cuda_runtime,cuda_driver,sync,\n"
 	        "                         overhead,memory,nvtx (default: all but cuda_driver, memory)\n"
@@ -370,7 +371,7 @@ static int summarize(struct client *cl)
 int cmd_trace(struct opts *o, int argc, char **argv)
 {
 	enum { O_JOB = 256, O_PID, O_ITER, O_DUR, O_START, O_ROUND, O_ACT, O_LIMIT, O_OUT, O_TIMEOUT,
-	       O_ID };
+	       O_ID, O_RANGE };
 	static const struct option topts[] = {
 		{ "job", required_argument, NULL, O_JOB },
 		{ "pid", required_argument, NULL, O_PID },
@@ -378,6 +379,7 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 		{ "duration-ms", required_argument, NULL, O_DUR },
 		{ "start-at", required_argument, NULL, O_START },
 		{ "iteration-roundup", required_argument, NULL, O_ROUND },
+		{ "iteration-range", required_argument, NULL, O_RANGE },
 		{ "activities", required_argument, NULL, O_ACT },
 		{ "process-limit", required_argument, NULL, O_LIMIT },
 		{ "output-dir", required_argument, NULL, O_OUT },
@@ -446,6 +448,9 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 				        "number\n", optarg);
 				return EXIT_USAGE;
 			}
+			break;
+		case O_RANGE:
+			T.req.win.iteration_range = optarg;
 			break;
 		case O_ACT:
 			T.req.win.activities = msg_activities_parse(optarg, &err);

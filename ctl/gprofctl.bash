@@ -25,13 +25,13 @@ _gprofctl()
 		compopt -o nospace
 		return ;;
 	--host|--slurm-job|--port|--timeout|--job|--pid|--iterations|--duration-ms|--start-at|\
-	--iteration-roundup|--process-limit|--trace-id)
+	--iteration-roundup|--iteration-range|--process-limit|--trace-id)
 		return ;;
 	esac
 	case $cmd in
 	"") COMPREPLY=($(compgen -W "$globals $commands" -- "$cur")) ;;
 	trace) COMPREPLY=($(compgen -W "--job --pid --iterations --duration-ms --start-at
-	                      --iteration-roundup --activities --process-limit --output-dir
+	                      --iteration-roundup --iteration-range --activities --process-limit --output-dir
 	                      --trace-id --timeout --help" -- "$cur")) ;;
 	list) COMPREPLY=($(compgen -W "--job --help" -- "$cur")) ;;
 	fetch) COMPREPLY=($(compgen -W "--output-dir --help" -- "$cur")) ;;

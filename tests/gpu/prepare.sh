@@ -11,5 +11,9 @@ rm -rf .devlibs && mkdir -p .devlibs/debs .devlibs/bin .devlibs/lib
 for f in .devlibs/debs/*.deb; do dpkg -x "$f" .devlibs/root; done
 cp -a .devlibs/root/usr/lib/x86_64-linux-gnu/*.so* .devlibs/lib/
 cp build/daemon/gprofd build/ctl/gprofctl .devlibs/bin/
+cp build/agent/libgprof_agent.so .devlibs/lib/
+# the agent's CUDA C workload, for Hopper (sm_90) and newer through PTX
+/usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90 -o .devlibs/bin/workload tests/gpu/workload.cu
 rm -rf .devlibs/root .devlibs/debs
 echo "prepared .devlibs ($(du -sh .devlibs | cut -f1))"

@@ -3,11 +3,14 @@
 # (prepare with tests/gpu/prepare.sh here, carry .devlibs). Results and
 # logs go to $OUT; docs/gpu-validation.md records what a run showed.
 #
-# Checks now: stock PyTorch with KINETO_USE_DAEMON=1 and no agent, traced
-# through gprofd: an iteration trace and a duration trace with gprofctl,
-# and a dyno-format setKinetOnDemandRequest over TCP; each trace is
-# collected, downloaded and summarised (check_trace.py), with the time
-# from request to trace on disk. (The agent's checks join with issue 4.)
+# Sections (SECTIONS="agent kineto" by default):
+#   agent   libgprof_agent injected: the CUDA C workload (exact events per
+#           iteration, flows, latency), a PyTorch loop (kernels per iteration
+#           vs torch.profiler, overhead idle/capture/after, torch.profiler
+#           working after our bursts); tests/gpu/agent_check.py judges.
+#   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
+#           and duration traces with gprofctl, a dyno-format request over
+#           TCP, each timed from request to trace on disk.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/gprof-gpu-out}
@@ -29,97 +32,180 @@ gpid=$!
 for i in $(seq 100); do grep -q " running: " "$OUT/gprofd.log" && break; sleep 0.1; done
 grep -q "serving Kineto clients" "$OUT/gprofd.log" || { log "FAIL: the Kineto endpoint did not start"; cat "$OUT/gprofd.log"; exit 1; }
 
-# PyTorch with Kineto's daemon client, polling every second
-echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
-KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=4242 PYTHONUNBUFFERED=1 \
-	python3 "$root/tests/gpu/train.py" --seconds 150 >"$OUT/train.log" 2>&1 &
-tpid=$!
-t0=$(now)
-for i in $(seq 300); do
-	ctl --json list --job 4242 2>/dev/null | grep -q '"kind":.*"kineto"' && break
-	sleep 0.1
-done
-log "PyTorch registered as a Kineto client after $(awk "BEGIN{print $(now) - $t0}") s: $(ctl list --job 4242 | tail -n +2)"
-grep -q "training started" "$OUT/train.log" || sleep 5
 
-steps_of() { # a trace file: kernels, training steps, ProfilerStep#, kernel span
-	python3 - "$1" <<'PY' | tee -a "$OUT/summary.txt"
-import collections, gzip, json, sys
-ev = json.load(gzip.open(sys.argv[1], "rt"))["traceEvents"]
-ua = collections.Counter(e["name"] for e in ev if e.get("cat") == "user_annotation")
-k = [e for e in ev if e.get("cat") == "kernel"]
-span = (max(e["ts"] + e["dur"] for e in k) - min(e["ts"] for e in k)) / 1000 if k else 0
-print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.1f ms" % (
-    len(k), ua.get("Optimizer.step#SGD.step", 0),
-    sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
-PY
-}
+# ---- the agent (issue 4) ----
+agent_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so
+	local inj="CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock"
+	local ctl_dir=$work/ctl f f200 s e
+	mkdir -p "$ctl_dir"
+	first() { find "$1" -name '*.pt.trace.json.gz' | head -1; }
+	wait_reg() { for i in $(seq 300); do ctl list --job "$1" 2>/dev/null | grep -q agent && return 0; sleep 0.1; done; return 1; }
 
-run_trace() { # name, gprofctl trace arguments...
-	local name=$1; shift
-	local s e
-	s=$(now)
-	ctl --json trace --job 4242 "$@" --output-dir "$work/out-$name" --timeout 60 >"$OUT/$name.json" 2>"$OUT/$name.err"
-	local rc=$?
-	e=$(now)
-	log "$name: gprofctl exit $rc after $(awk "BEGIN{print $e - $s}") s (request to trace on disk)"
-	for f in $(find "$work/out-$name" -name '*.gz'); do
-		python3 "$root/tests/gpu/check_trace.py" "$f" >"$OUT/$name-check.json"
-		steps_of "$f"
-		cp "$f" "$OUT/$name.pt.trace.json.gz" 2>/dev/null
+	# 1. The CUDA C workload: exact events per iteration ("iteration" ranges)
+	env $inj GPROF_JOB_ID=cw GPROF_AGENT_LOG=$OUT/agent-workload.log "$B/workload" 60 >"$OUT/workload.log" 2>&1 &
+	local wpid=$!
+	wait_reg cw || log "FAIL: the workload did not register"
+	s=$(date +%s%N)
+	ctl trace --job cw --iterations 5 --iteration-range iteration --iteration-roundup 1 \
+		--output-dir "$work/out-cw" --timeout 60 >"$OUT/cw.txt" 2>&1
+	log "workload 5 iterations: gprofctl exit $? after $((($(date +%s%N) - s) / 1000000)) ms"
+	f=$(first "$work/out-cw"); cp "$f" "$OUT/workload.pt.trace.json.gz"
+	python3 "$root/tests/gpu/agent_check.py" workload "$f" 2>&1 | tee -a "$OUT/summary.txt"
+	python3 "$root/tests/tools/validate_trace.py" "$f" >"$OUT/workload-validate.json" 2>&1
+	for n in 1 2 3; do
+		s=$(date +%s%N)
+		ctl trace --job cw --duration-ms 200 --output-dir "$work/out-cwd$n" --timeout 60 >"$OUT/cwd.txt" 2>&1
+		e=$(date +%s%N)
+		f=$(first "$work/out-cwd$n"); cp "$f" "$OUT/workload-duration$n.pt.trace.json.gz"
+		python3 "$root/tests/gpu/agent_check.py" latency "$f" "$s" "$e" 2>&1 | tee -a "$OUT/summary.txt"
 	done
-	[ $rc -eq 0 ] || cat "$OUT/$name.json" "$OUT/$name.err"
+	# a later burst in the same process is as exact as the first
+	ctl trace --job cw --iterations 5 --iteration-range iteration --iteration-roundup 1 \
+		--output-dir "$work/out-cw2" --timeout 60 >"$OUT/cw2.txt" 2>&1
+	f=$(first "$work/out-cw2"); cp "$f" "$OUT/workload-again.pt.trace.json.gz"
+	python3 "$root/tests/gpu/agent_check.py" workload "$f" 2>&1 | tail -2 | tee -a "$OUT/summary.txt"
+	kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
+	tail -1 "$OUT/workload.log" | tee -a "$OUT/summary.txt"
+
+	# 2. PyTorch: baseline (no agent) and idle agent, interleaved
+	for n in 1 2 3; do
+		PYTHONPATH=$root/python python3 "$root/tests/gpu/agent_train.py" --only-idle --ctl "$ctl_dir" \
+			--out "$OUT" --tag noagent-$n \
+			>>"$OUT/agent-train-idle.log" 2>&1
+		env $inj PYTHONPATH=$root/python GPROF_JOB_ID=idle$n python3 "$root/tests/gpu/agent_train.py" \
+			--only-idle --ctl "$ctl_dir" --out "$OUT" --tag idle-$n >>"$OUT/agent-train-idle.log" 2>&1
+	done
+	# the phases: traces taken while the loop waits at go1 and go2; once
+	# with each policy for giving CUPTI back (finalize is the default)
+	for policy in finalize unsubscribe; do
+		rm -f "$ctl_dir"/*
+		env $inj PYTHONPATH=$root/python GPROF_JOB_ID=pt-$policy RANK=0 WORLD_SIZE=1 \
+			GPROF_CUPTI_RELEASE=$policy GPROF_AGENT_LOG=$OUT/agent-train-$policy.log PYTHONUNBUFFERED=1 \
+			python3 "$root/tests/gpu/agent_train.py" --ctl "$ctl_dir" --out "$OUT" --tag $policy \
+			>"$OUT/agent-train-$policy.out" 2>&1 &
+		local ppid=$!
+		for i in $(seq 600); do [ -e "$ctl_dir/ready-go1" ] && break; sleep 0.1; done
+		s=$(date +%s%N)
+		ctl trace --job pt-$policy --iterations 5 --iteration-roundup 1 --output-dir "$work/out-pt5-$policy" \
+			--timeout 60 >"$OUT/pt5-$policy.txt" 2>&1
+		log "PyTorch 5 iterations ($policy): gprofctl exit $? after $((($(date +%s%N) - s) / 1000000)) ms"
+		f=$(first "$work/out-pt5-$policy"); cp "$f" "$OUT/pytorch5-$policy.pt.trace.json.gz"
+		touch "$ctl_dir/go1"
+		for i in $(seq 600); do [ -e "$ctl_dir/ready-go2" ] && break; sleep 0.1; done
+		ctl trace --job pt-$policy --iterations 200 --iteration-roundup 1 --output-dir "$work/out-pt200-$policy" \
+			--timeout 120 >"$OUT/pt200-$policy.txt" 2>&1
+		log "PyTorch 200 iterations ($policy): gprofctl exit $?"
+		f200=$(first "$work/out-pt200-$policy")
+		touch "$ctl_dir/go2"
+		wait $ppid
+		grep "median\|done" "$OUT/agent-train-$policy.out" | tee -a "$OUT/summary.txt"
+		python3 "$root/tests/gpu/agent_check.py" compare "$f" "$OUT/torch_cuda.json" 2>&1 | tee -a "$OUT/summary.txt"
+		python3 "$root/tests/tools/validate_trace.py" "$f" --steps 5 --rank 0 --quiet 2>&1 | tee -a "$OUT/summary.txt"
+		python3 "$root/tests/gpu/agent_check.py" overhead "$OUT" "$f200" $policy 2>&1 | tee -a "$OUT/summary.txt"
+	done
+	grep -h "refused\|kept\|delivered" "$OUT"/agent-*.log | tail -5 | tee -a "$OUT/summary.txt"
 }
-run_trace iterations --iterations 5 --iteration-roundup 1
-run_trace duration --duration-ms 500
 
-# The same iteration request to a loop that has imported torch.profiler,
-# where PyTorch registers the optimizer-step hook Kineto counts with.
-KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=4343 PYTHONUNBUFFERED=1 \
-	python3 "$root/tests/gpu/train.py" --seconds 60 --import-profiler >"$OUT/train2.log" 2>&1 &
-t2pid=$!
-for i in $(seq 300); do
-	ctl --json list --job 4343 2>/dev/null | grep -q '"kind":.*"kineto"' && break
-	sleep 0.1
-done
-sleep 2
-# Twice: the first request to a fresh process is primed by gprofd (Kineto
-# initialises its profiler lazily), the second finds it warm.
-for attempt in 1 2; do
-	s=$(now)
-	ctl --json trace --job 4343 --iterations 5 --iteration-roundup 1 --output-dir "$work/out-it2-$attempt" \
-		--timeout 60 >"$OUT/iterations2-$attempt.json" 2>&1
-	log "iterations, torch.profiler imported, request $attempt: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
-	for f in $(find "$work/out-it2-$attempt" -name '*.gz'); do steps_of "$f"; done
-done
-kill $t2pid 2>/dev/null; wait $t2pid 2>/dev/null
-
-# dyno-format request over TCP, exactly as the dyno client frames it
-s=$(now)
-python3 - >"$OUT/dyno.txt" 2>&1 <<'PY'
-import json, socket, struct
-body = ('\n{\n    "fn": "setKinetOnDemandRequest",\n    "config": "ACTIVITIES_LOG_FILE=/tmp/dyno.json\\n'
-        'PROFILE_START_TIME=0\\nACTIVITIES_DURATION_MSECS=300",\n    "job_id": 4242,\n'
-        '    "pids": [0],\n    "process_limit": 3\n}').encode()
-s = socket.create_connection(("127.0.0.1", 1778))
-s.sendall(struct.pack("=i", len(body)) + body)
-n = struct.unpack("=i", s.recv(4, socket.MSG_WAITALL))[0]
-print(s.recv(n, socket.MSG_WAITALL).decode())
-PY
-log "dyno setKinetOnDemandRequest reply: $(cat "$OUT/dyno.txt")"
-tid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("traceId",""))' "$OUT/dyno.txt" 2>/dev/null)
-if [ -n "$tid" ]; then
-	for i in $(seq 200); do
-		ctl fetch "$tid" --output-dir "$work/out-dyno" >/dev/null 2>&1 && break
+# ---- stock PyTorch through Kineto's IPC fabric (issue 7) ----
+kineto_checks() {
+	# PyTorch with Kineto's daemon client, polling every second
+	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
+	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=4242 PYTHONUNBUFFERED=1 \
+		python3 "$root/tests/gpu/train.py" --seconds 150 >"$OUT/train.log" 2>&1 &
+	tpid=$!
+	t0=$(now)
+	for i in $(seq 300); do
+		ctl --json list --job 4242 2>/dev/null | grep -q '"kind":.*"kineto"' && break
 		sleep 0.1
 	done
-	log "dyno trace $tid fetched after $(awk "BEGIN{print $(now) - $s}") s"
-	for f in $(find "$work/out-dyno" -name '*.gz'); do
-		python3 "$root/tests/gpu/check_trace.py" "$f" | tee "$OUT/dyno-check.json" | head -12
+	log "PyTorch registered as a Kineto client after $(awk "BEGIN{print $(now) - $t0}") s: $(ctl list --job 4242 | tail -n +2)"
+	grep -q "training started" "$OUT/train.log" || sleep 5
+
+	steps_of() { # a trace file: kernels, training steps, ProfilerStep#, kernel span
+		python3 - "$1" <<-'PY' | tee -a "$OUT/summary.txt"
+	import collections, gzip, json, sys
+	ev = json.load(gzip.open(sys.argv[1], "rt"))["traceEvents"]
+	ua = collections.Counter(e["name"] for e in ev if e.get("cat") == "user_annotation")
+	k = [e for e in ev if e.get("cat") == "kernel"]
+	span = (max(e["ts"] + e["dur"] for e in k) - min(e["ts"] for e in k)) / 1000 if k else 0
+	print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.1f ms" % (
+	    len(k), ua.get("Optimizer.step#SGD.step", 0),
+	    sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
+	PY
+	}
+
+	run_trace() { # name, gprofctl trace arguments...
+		local name=$1; shift
+		local s e
+		s=$(now)
+		ctl --json trace --job 4242 "$@" --output-dir "$work/out-$name" --timeout 60 >"$OUT/$name.json" 2>"$OUT/$name.err"
+		local rc=$?
+		e=$(now)
+		log "$name: gprofctl exit $rc after $(awk "BEGIN{print $e - $s}") s (request to trace on disk)"
+		for f in $(find "$work/out-$name" -name '*.gz'); do
+			python3 "$root/tests/gpu/check_trace.py" "$f" >"$OUT/$name-check.json"
+			steps_of "$f"
+			cp "$f" "$OUT/$name.pt.trace.json.gz" 2>/dev/null
+		done
+		[ $rc -eq 0 ] || cat "$OUT/$name.json" "$OUT/$name.err"
+	}
+	run_trace iterations --iterations 5 --iteration-roundup 1
+	run_trace duration --duration-ms 500
+
+	# The same iteration request to a loop that has imported torch.profiler,
+	# where PyTorch registers the optimizer-step hook Kineto counts with.
+	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=4343 PYTHONUNBUFFERED=1 \
+		python3 "$root/tests/gpu/train.py" --seconds 60 --import-profiler >"$OUT/train2.log" 2>&1 &
+	t2pid=$!
+	for i in $(seq 300); do
+		ctl --json list --job 4343 2>/dev/null | grep -q '"kind":.*"kineto"' && break
+		sleep 0.1
 	done
-fi
+	sleep 2
+	# Twice: the first request to a fresh process is primed by gprofd (Kineto
+	# initialises its profiler lazily), the second finds it warm.
+	for attempt in 1 2; do
+		s=$(now)
+		ctl --json trace --job 4343 --iterations 5 --iteration-roundup 1 --output-dir "$work/out-it2-$attempt" \
+			--timeout 60 >"$OUT/iterations2-$attempt.json" 2>&1
+		log "iterations, torch.profiler imported, request $attempt: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
+		for f in $(find "$work/out-it2-$attempt" -name '*.gz'); do steps_of "$f"; done
+	done
+	kill $t2pid 2>/dev/null; wait $t2pid 2>/dev/null
+
+	# dyno-format request over TCP, exactly as the dyno client frames it
+	s=$(now)
+	python3 - >"$OUT/dyno.txt" 2>&1 <<-'PY'
+	import json, socket, struct
+	body = ('\n{\n    "fn": "setKinetOnDemandRequest",\n    "config": "ACTIVITIES_LOG_FILE=/tmp/dyno.json\\n'
+	        'PROFILE_START_TIME=0\\nACTIVITIES_DURATION_MSECS=300",\n    "job_id": 4242,\n'
+	        '    "pids": [0],\n    "process_limit": 3\n}').encode()
+	s = socket.create_connection(("127.0.0.1", 1778))
+	s.sendall(struct.pack("=i", len(body)) + body)
+	n = struct.unpack("=i", s.recv(4, socket.MSG_WAITALL))[0]
+	print(s.recv(n, socket.MSG_WAITALL).decode())
+	PY
+	log "dyno setKinetOnDemandRequest reply: $(cat "$OUT/dyno.txt")"
+	tid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("traceId",""))' "$OUT/dyno.txt" 2>/dev/null)
+	if [ -n "$tid" ]; then
+		for i in $(seq 200); do
+			ctl fetch "$tid" --output-dir "$work/out-dyno" >/dev/null 2>&1 && break
+			sleep 0.1
+		done
+		log "dyno trace $tid fetched after $(awk "BEGIN{print $(now) - $s}") s"
+		for f in $(find "$work/out-dyno" -name '*.gz'); do
+			python3 "$root/tests/gpu/check_trace.py" "$f" | tee "$OUT/dyno-check.json" | head -12
+		done
+	fi
+	kill $tpid 2>/dev/null; wait $tpid 2>/dev/null
+	tail -3 "$OUT/train.log" | tee -a "$OUT/summary.txt"
+}
+
+for section in ${SECTIONS:-agent kineto}; do
+	log "---- $section"
+	${section}_checks
+done
 ctl status | tee -a "$OUT/summary.txt"
-kill $tpid 2>/dev/null; wait $tpid 2>/dev/null
-tail -3 "$OUT/train.log" | tee -a "$OUT/summary.txt"
 kill $gpid; wait $gpid
 log "gprofd exit status $?"
