@@ -631,7 +631,7 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 		t0 = t1;
 	w->first = true;
 	w->base = t0 / BASE_QUANTUM_NS * BASE_QUANTUM_NS;
-	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 || (w->gz = gzdopen(fd, "wb1")) == NULL) {
 		r = -errno;
 		snprintf(why, n, "cannot write the trace file %s: %s", path, strerror(errno));

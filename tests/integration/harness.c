@@ -199,17 +199,26 @@ void td_signal(struct td *t, int sig)
 
 int td_stop(struct td *t)
 {
+	return td_reap(t, true);
+}
+
+int td_reap(struct td *t, bool term)
+{
 	int status = 0;
 
 	if (t->pid <= 0)
 		return -1;
-	kill(t->pid, SIGTERM);
+	if (term)
+		kill(t->pid, SIGTERM);
 	/* A daemon that never exits is caught by meson's test timeout. */
 	if (waitpid(t->pid, &status, 0) != t->pid)
 		status = -1;
 	pthread_join(t->reader, NULL);
 	close(t->logfd);
 	t->pid = 0;
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fprintf(stderr, "gprofd did not exit cleanly (wait status %#x); its log:\n%.*s\n",
+		        (unsigned)status, (int)t->loglen, t->log ? t->log : "");
 	if (status == -1 || !WIFEXITED(status))
 		return -1;
 	return WEXITSTATUS(status);

@@ -54,6 +54,10 @@ int td_start_wrapped(struct td *t, const char *wrapper, const char *config_yaml,
 int td_restart(struct td *t, const char *config_yaml, const char *const *extra);
 /* SIGTERM, wait; returns the exit status (-1 on signal or timeout). */
 int td_stop(struct td *t);
+/* Waits for the daemon to exit (sending SIGTERM first when term is set:
+ * td_stop); for a daemon already stopping, since a second SIGTERM forces
+ * it out at once. Returns as td_stop. */
+int td_reap(struct td *t, bool term);
 /* Removes the directory. */
 void td_cleanup(struct td *t);
 /* A test's teardown: stops the daemon, removes its directory; 0 when it
