@@ -9,9 +9,12 @@
  * usage: agent-app STEPS   (0 = until stdin closes)
  * Prints "step N" every 100 iterations (so a test sees it make progress)
  * and "done CHECKSUM" at the end; nothing else, with or without agent.
+ * With AGENT_APP_FORK set it first forks a child that runs 200 iterations
+ * of the same loop (a DataLoader worker, say) and prints "child exit N".
  */
 #include <poll.h>
 #include <stdint.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -61,6 +64,22 @@ int main(int argc, char **argv)
 	nvtxNameOsThreadA(0, "trainer");
 #endif
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (getenv("AGENT_APP_FORK")) {
+		pid_t child = fork();
+		int st = -1;
+
+		if (child == 0) {
+			for (n = 0; n < 200; n++) {
+				PUSH("child work");
+				x = spin(x, 50);
+				POP();
+				gprof_step();
+			}
+			_exit(0);
+		}
+		waitpid(child, &st, 0);
+		printf("child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
 	for (n = 1; steps == 0 || n <= steps; n++) {
 		PUSH("forward");
 		PUSH("layer0");

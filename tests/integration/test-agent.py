@@ -201,6 +201,29 @@ def test_no_daemon(d):
     assert with_agent[0] == 0 and with_agent[2] == "" and "done " in with_agent[1]
 
 
+def test_fork(d):
+    """A forked child (a DataLoader worker) runs normally and stays out of
+    the registry: only the parent is traced."""
+    dm = Daemon(d)
+    app = App(d, dm.sock, AGENT_APP_FORK="1")
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        line = app.p.stdout.readline().decode()
+        assert line == "child exit 0\n", line
+        app.next_step()
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "--json", "list", "--job", "agentjob"],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        procs = json.loads(r.stdout)
+        pids = [p["pid"] for p in procs["processes"]]
+        assert pids == [app.p.pid], r.stdout
+        path, _ = trace(d, dm.sock, "--iterations", "2")
+        check(path, steps=2)
+    finally:
+        rc, out, err = app.finish()
+        dm.kill()
+    assert rc == 0 and err == "", (rc, err)
+
+
 def test_cancel_then_trace(d):
     """A capture the daemon gives up on (timeout) leaves the agent ready
     for the next one."""
@@ -221,7 +244,7 @@ def test_cancel_then_trace(d):
 
 
 def main():
-    tests = [test_iterations, test_duration, test_daemon_killed, test_no_daemon,
+    tests = [test_iterations, test_duration, test_daemon_killed, test_no_daemon, test_fork,
              test_cancel_then_trace]
     passed = failed = 0
     for t in tests:
