@@ -1,8 +1,11 @@
 /*
  * gprofctl launch [--job ID] [--agent PATH] -- COMMAND...: runs COMMAND with
  * the agent injected (CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH) and
- * GPROF_JOB_ID set, so `gprofctl trace --job ID` finds it. gprofctl
- * replaces itself with COMMAND: signals and the exit status are COMMAND's.
+ * GPROF_JOB_ID set, so `gprofctl trace --job ID` finds it; for Python
+ * jobs it also puts gprofd's python/ folder first on PYTHONPATH with
+ * GPROF_TORCH_STEPS=1, so PyTorch optimizer steps become iterations.
+ * gprofctl replaces itself with COMMAND: signals and the exit status are
+ * COMMAND's.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,6 +16,9 @@
 
 #include "ctl.h"
 
+#ifndef GPROF_PYTHON_DIR
+#define GPROF_PYTHON_DIR "/usr/local/share/gprofd/python"
+#endif
 #ifndef GPROF_AGENT_PATH
 #define GPROF_AGENT_PATH "/usr/local/lib/x86_64-linux-gnu/gprofd/libgprof_agent.so"
 #endif
@@ -70,6 +76,20 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 	setenv("CUDA_INJECTION64_PATH", agent, 1);
 	setenv("NVTX_INJECTION64_PATH", agent, 1);
 	setenv("GPROF_JOB_ID", job, 1);
+	/* PyTorch jobs: python/sitecustomize.py imports gprof_agent, whose
+	 * optimizer hook makes every step an iteration (GPROF_TORCH_STEPS). */
+	if (access(GPROF_PYTHON_DIR, R_OK) == 0) {
+		const char *pp = getenv("PYTHONPATH");
+		char *path = NULL;
+
+		if (asprintf(&path, "%s%s%s", GPROF_PYTHON_DIR, pp && *pp ? ":" : "",
+		             pp ? pp : "") >= 0) {
+			setenv("PYTHONPATH", path, 1);
+			free(path);
+		}
+		if (getenv("GPROF_TORCH_STEPS") == NULL)
+			setenv("GPROF_TORCH_STEPS", "1", 1);
+	}
 	if (o->nhosts == 0 && getenv("GPROF_SOCKET") == NULL)
 		setenv("GPROF_SOCKET", o->socket, 1);
 	execvp(argv[optind], argv + optind);

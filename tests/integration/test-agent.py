@@ -224,6 +224,24 @@ def test_fork(d):
     assert rc == 0 and err == "", (rc, err)
 
 
+def test_python_helper(d):
+    """python/: with GPROF_TORCH_STEPS=1 sitecustomize imports gprof_agent,
+    which finds the injected agent (the same instance) and counts steps."""
+    helper = os.environ["PYTHON_HELPER_DIR"]
+    code = ("import sys, gprof_agent as g; assert 'gprof_agent' in sys.modules; "
+            "assert g.loaded(); n = g.steps(); [g.step() for _ in range(3)]; "
+            "print(g.steps() - n)")
+    env = dict(os.environ, PYTHONPATH=helper, GPROF_TORCH_STEPS="1", CUDA_INJECTION64_PATH=AGENT,
+               GPROF_SOCKET=os.path.join(d, "none.sock"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0 and r.stdout == "3\n", (r.returncode, r.stdout, r.stderr)
+    env.pop("CUDA_INJECTION64_PATH")
+    r = subprocess.run([sys.executable, "-c", "import gprof_agent as g; g.step(); print(g.loaded())"],
+                       env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.stdout == "False\n", (r.stdout, r.stderr)
+
+
 def test_cancel_then_trace(d):
     """A capture the daemon gives up on (timeout) leaves the agent ready
     for the next one."""
@@ -245,6 +263,7 @@ def test_cancel_then_trace(d):
 
 def main():
     tests = [test_iterations, test_duration, test_daemon_killed, test_no_daemon, test_fork,
+             test_python_helper,
              test_cancel_then_trace]
     passed = failed = 0
     for t in tests:
