@@ -76,13 +76,45 @@ static uint64_t incomplete;
 #define DEV_MAX 64
 static int n_dev = -1, dev_sms[DEV_MAX];
 
+/* Buffers made ready (allocated, zeroed and touched) on the agent thread
+ * before the window opens, so CUPTI's requests during the capture take no
+ * page faults on application threads; freed with the rest at gpu_reset,
+ * so an idle agent holds none. */
+#define POOL_MAX 4
+static uint8_t *pool[POOL_MAX];
+static int n_pool;
+
+static void pool_fill(void)
+{
+	while (n_pool < POOL_MAX && atomic_load(&buf_bytes) + BUF_SIZE <= max_bytes) {
+		uint8_t *b = malloc(BUF_SIZE);
+
+		if (b == NULL)
+			break;
+		memset(b, 0, BUF_SIZE);
+		atomic_fetch_add(&buf_bytes, BUF_SIZE);
+		pthread_mutex_lock(&buf_lock);
+		pool[n_pool++] = b;
+		pthread_mutex_unlock(&buf_lock);
+	}
+}
+
 static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-	uint64_t used = atomic_fetch_add(&buf_bytes, BUF_SIZE) + BUF_SIZE;
+	uint64_t used;
 
 	*max_records = 0;
 	*buffer = NULL;
 	*size = 0;
+	pthread_mutex_lock(&buf_lock);
+	if (n_pool > 0)
+		*buffer = pool[--n_pool];
+	pthread_mutex_unlock(&buf_lock);
+	if (*buffer != NULL) {
+		*size = BUF_SIZE;
+		return;
+	}
+	used = atomic_fetch_add(&buf_bytes, BUF_SIZE) + BUF_SIZE;
 	if (used > max_bytes) {
 		atomic_fetch_sub(&buf_bytes, BUF_SIZE);
 		atomic_store(&cut, true); /* CUPTI drops and counts what follows */
@@ -328,6 +360,7 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	p_cuptiActivityFlushAll(0);
 	gpu_reset();
 	atomic_store(&n_dropped, 0);
+	pool_fill();
 	k = kinds_for(activities, &nk);
 	n_enabled = 0;
 	for (i = 0; i < nk; i++) {
@@ -421,6 +454,8 @@ void gpu_reset(void)
 		free(done[i].buf);
 	}
 	n_done = 0;
+	while (n_pool > 0)
+		free(pool[--n_pool]);
 	pthread_mutex_unlock(&buf_lock);
 	atomic_store(&buf_bytes, 0);
 }

@@ -70,11 +70,11 @@ agent_checks() {
 
 	# 2. PyTorch: baseline (no agent) and idle agent, interleaved
 	for n in 1 2 3; do
-		PYTHONPATH=$root/python python3 "$root/tests/gpu/agent_train.py" --only-idle --ctl "$ctl_dir" \
+		PYTHONPATH=$root/python python3 "$root/tests/gpu/agent_train.py" --width 4096 --only-idle --ctl "$ctl_dir" \
 			--out "$OUT" --tag noagent-$n \
 			>>"$OUT/agent-train-idle.log" 2>&1
 		env $inj PYTHONPATH=$root/python GPROF_JOB_ID=idle$n python3 "$root/tests/gpu/agent_train.py" \
-			--only-idle --ctl "$ctl_dir" --out "$OUT" --tag idle-$n >>"$OUT/agent-train-idle.log" 2>&1
+			--width 4096 --only-idle --ctl "$ctl_dir" --out "$OUT" --tag idle-$n >>"$OUT/agent-train-idle.log" 2>&1
 	done
 	# the phases: traces taken while the loop waits at go1 and go2; once
 	# with each policy for giving CUPTI back (finalize is the default)
@@ -82,7 +82,7 @@ agent_checks() {
 		rm -f "$ctl_dir"/*
 		env $inj PYTHONPATH=$root/python GPROF_JOB_ID=pt-$policy RANK=0 WORLD_SIZE=1 \
 			GPROF_CUPTI_RELEASE=$policy GPROF_AGENT_LOG=$OUT/agent-train-$policy.log PYTHONUNBUFFERED=1 \
-			python3 "$root/tests/gpu/agent_train.py" --ctl "$ctl_dir" --out "$OUT" --tag $policy \
+			python3 "$root/tests/gpu/agent_train.py" --width 4096 --ctl "$ctl_dir" --out "$OUT" --tag $policy \
 			>"$OUT/agent-train-$policy.out" 2>&1 &
 		local ppid=$!
 		for i in $(seq 600); do [ -e "$ctl_dir/ready-go1" ] && break; sleep 0.1; done
