@@ -50,6 +50,7 @@ CUPTI_FN(cuptiGetVersion);
 CUPTI_FN(cuptiGetResultString);
 CUPTI_FN(cuptiGetCallbackName);
 CUPTI_FN(cuptiEnableDomain);
+CUPTI_FN(cuptiActivityEnableRuntimeApi);
 CUPTI_FN(cuptiFinalize);
 CUPTI_FN(cuDeviceGetCount);
 CUPTI_FN(cuDeviceGetName);
@@ -255,7 +256,7 @@ static int load(char *why, size_t n)
 	    !LOAD(cupti_lib, cuptiUnsubscribe) || !LOAD(cupti_lib, cuptiSetThreadIdType) ||
 	    !LOAD(cupti_lib, cuptiGetVersion) || !LOAD(cupti_lib, cuptiGetResultString) ||
 	    !LOAD(cupti_lib, cuptiGetCallbackName) || !LOAD(cupti_lib, cuptiEnableDomain) ||
-	    !LOAD(cupti_lib, cuptiFinalize)) {
+	    !LOAD(cupti_lib, cuptiFinalize) || !LOAD(cupti_lib, cuptiActivityEnableRuntimeApi)) {
 		snprintf(why, n, "the libcupti found lacks CUDA 13 functions (set GPROF_CUPTI_PATH)");
 		return -ENOSYS;
 	}
@@ -272,11 +273,18 @@ static int load(char *why, size_t n)
 	return 0;
 }
 
+/* API kinds first: a GPU record then always has the record of the call
+ * that launched it (one launched before the API kinds were on would look
+ * like an unattributed kernel inside the window). */
 static const CUpti_ActivityKind *kinds_for(int64_t act, size_t *n)
 {
 	static CUpti_ActivityKind k[16];
 
 	*n = 0;
+	if (act & MSG_ACT_RUNTIME)
+		k[(*n)++] = CUPTI_ACTIVITY_KIND_RUNTIME;
+	if (act & MSG_ACT_DRIVER)
+		k[(*n)++] = CUPTI_ACTIVITY_KIND_DRIVER;
 	if (act & MSG_ACT_KERNEL)
 		k[(*n)++] = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL; /* never KERNEL: it serialises */
 	if (act & MSG_ACT_MEMCPY) {
@@ -285,10 +293,6 @@ static const CUpti_ActivityKind *kinds_for(int64_t act, size_t *n)
 	}
 	if (act & MSG_ACT_MEMSET)
 		k[(*n)++] = CUPTI_ACTIVITY_KIND_MEMSET;
-	if (act & MSG_ACT_RUNTIME)
-		k[(*n)++] = CUPTI_ACTIVITY_KIND_RUNTIME;
-	if (act & MSG_ACT_DRIVER)
-		k[(*n)++] = CUPTI_ACTIVITY_KIND_DRIVER;
 	if (act & MSG_ACT_SYNC)
 		k[(*n)++] = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
 	if (act & MSG_ACT_OVERHEAD)
@@ -297,6 +301,32 @@ static const CUpti_ActivityKind *kinds_for(int64_t act, size_t *n)
 		k[(*n)++] = CUPTI_ACTIVITY_KIND_MEMORY2;
 	return k;
 }
+
+/*
+ * Runtime calls not recorded: cheap queries a framework makes hundreds of
+ * times a step (PyTorch: ~240 cudaGetDevice per MLP step, against 24
+ * launches, measured on an H100), which cost CUPTI a record each and tell
+ * nothing about the GPU. torch.profiler leaves them out too.
+ * GPROF_CUPTI_ALL_RUNTIME=1 records them.
+ */
+static const CUpti_CallbackId quiet_calls[] = {
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaDriverGetVersion_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaRuntimeGetVersion_v3020,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v10010,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_ptsz_v11030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v12030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v12030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
+};
 
 int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 {
@@ -369,6 +399,13 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 			enabled_kinds[n_enabled++] = k[i];
 		else
 			agent_log("cuptiActivityEnable(%d): %s", (int)k[i], cupti_err(r));
+		if (r == CUPTI_SUCCESS && k[i] == CUPTI_ACTIVITY_KIND_RUNTIME &&
+		    getenv("GPROF_CUPTI_ALL_RUNTIME") == NULL) {
+			size_t q;
+
+			for (q = 0; q < sizeof(quiet_calls) / sizeof(quiet_calls[0]); q++)
+				p_cuptiActivityEnableRuntimeApi(quiet_calls[q], 0);
+		}
 	}
 	if (n_enabled == 0) {
 		p_cuptiUnsubscribe(sub);

@@ -98,6 +98,11 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s, CUpti_C
 }
 
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) { (void)k; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId c, uint8_t e)
+{
+	(void)c; (void)e;
+	return CUPTI_SUCCESS;
+}
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) { (void)k; return CUPTI_SUCCESS; }
 CUptiResult cuptiActivityFlushAll(uint32_t f) { (void)f; return CUPTI_SUCCESS; }
 CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t) { (void)t; return CUPTI_SUCCESS; }
