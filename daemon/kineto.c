@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "kineto.h"
+#include "kstep.h"
 #include "kipc.h"
 #include "log.h"
 #include "registry.h"
@@ -47,6 +48,7 @@ struct ingest {
 	uint64_t limit;
 	int64_t bytes;
 	int64_t steps;         /* "Optimizer.step#..." annotations in the file */
+	int64_t made_steps;    /* ProfilerStep# events added (kstep.c) */
 	int result;            /* 0 done, 1 incomplete (wait), -1 failed */
 	char why[240];
 };
@@ -239,6 +241,8 @@ static void ingest_work(uv_work_t *req)
 	struct ingest *in = req->data;
 	uint8_t buf[1 << 16];
 	struct counter steps = { "\"Optimizer.step#", 16, 0, 0 };
+	struct kstep ks = { 0 };
+	uint64_t copied = 0;
 	char last = 0;
 	struct stat st;
 	ssize_t n;
@@ -270,14 +274,29 @@ static void ingest_work(uv_work_t *req)
 			close(out);
 		goto out;
 	}
+	/* Kineto writes no ProfilerStep#: make them from the optimizer steps
+	 * (kstep.c) and put them first in traceEvents while compressing. */
+	if (kstep_scan(fd, in->w->pid, &ks) < 0 || lseek(fd, 0, SEEK_SET) != 0)
+		kstep_free(&ks);
 	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		size_t cut = (size_t)n;
+		bool insert = false;
+
 		count_feed(&steps, buf, (size_t)n);
-		if (gzwrite(gz, buf, (unsigned)n) != (int)n) {
+		if (ks.len && ks.insert_at > copied && ks.insert_at <= copied + (uint64_t)n) {
+			cut = (size_t)(ks.insert_at - copied);
+			insert = true;
+		}
+		if (gzwrite(gz, buf, (unsigned)cut) != (int)cut ||
+		    (insert && gzwrite(gz, ks.events, (unsigned)ks.len) != (int)ks.len) ||
+		    (cut < (size_t)n &&
+		     gzwrite(gz, buf + cut, (unsigned)((size_t)n - cut)) != (int)((size_t)n - cut))) {
 			snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
 			gzclose(gz);
 			unlink(in->tmp);
 			goto out;
 		}
+		copied += (uint64_t)n;
 		for (i = (size_t)n; i > 0; i--)
 			if (buf[i - 1] != ' ' && buf[i - 1] != '\n' && buf[i - 1] != '\r' &&
 			    buf[i - 1] != '\t') {
@@ -302,9 +321,13 @@ static void ingest_work(uv_work_t *req)
 		goto out;
 	}
 	in->bytes = st.st_size;
-	in->steps = steps.count;
+	/* the process's own optimizer steps (GPU rows repeat the annotation);
+	 * the plain count where the scan could not read the events */
+	in->steps = ks.optimizer_steps > 0 ? ks.optimizer_steps : steps.count;
+	in->made_steps = ks.made;
 	in->result = 0;
 out:
+	kstep_free(&ks);
 	if (fd >= 0)
 		close(fd);
 }

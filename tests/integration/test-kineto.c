@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <cjson/cJSON.h>
 #include <zlib.h>
 
 #include "harness.h"
@@ -216,7 +217,7 @@ static void write_like_kineto(const char *cfg, const char *json, char *where, si
 static void test_delivery_and_collection(void **state)
 {
 	static const char json[] = "{\"schemaVersion\": 1, \"traceEvents\": [], \"trace_id\": \"x\"}\n";
-	char cfg[4096], id[64], stored[700], where[600], back[256];
+	char cfg[4096], id[64], stored[700], where[600], back[256], doc_text[2048];
 	struct kc k;
 	struct tc c;
 	struct msg m, r;
@@ -314,12 +315,54 @@ static void test_delivery_and_collection(void **state)
 	assert_true(n > 0);
 	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=2\n"));
 	assert_null(strstr(cfg, "prime"));
-	write_like_kineto(cfg, "{\"traceEvents\": [{\"name\": \"Optimizer.step#SGD.step\"}, "
-	                  "{\"name\": \"Optimizer.step#SGD.step\"}]}", where, sizeof(where));
+	/* Kineto-shaped: two optimizer steps of this process (and one of a GPU
+	 * row, which does not count) */
+	snprintf(doc_text, sizeof(doc_text),
+	         "{\"schemaVersion\": 1, \"traceEvents\": [\n"
+	         "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": %d, "
+	         "\"tid\": 5, \"ts\": 100.000, \"dur\": 10.000},\n"
+	         "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"Optimizer.step#SGD.step\", "
+	         "\"pid\": %d, \"tid\": 5, \"ts\": 150.000, \"dur\": 20.000, \"args\": {}},\n"
+	         "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"Optimizer.step#SGD.step\", "
+	         "\"pid\": 0, \"tid\": 7, \"ts\": 160.000, \"dur\": 20.000, \"args\": {}},\n"
+	         "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"Optimizer.step#SGD.step\", "
+	         "\"pid\": %d, \"tid\": 5, \"ts\": 250.000, \"dur\": 20.000, \"args\": {}}\n"
+	         "], \"traceName\": \"x\"}\n", (int)getpid(), (int)getpid(), (int)getpid());
+	write_like_kineto(cfg, doc_text, where, sizeof(where));
 	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
 	assert_null(r.u.trace_info.procs.v[0].reason);
+	/* the stored file gained ProfilerStep#0 [100, 170] and #1 [170, 270]
+	 * on the training thread, and is still one valid JSON document */
+	snprintf(stored, sizeof(stored), "%s/traces/%s/%s", D.state, r.u.trace_info.trace_id,
+	         r.u.trace_info.procs.v[0].file);
 	msg_deinit(&r);
+	gz = gzopen(stored, "rb");
+	assert_non_null(gz);
+	n = gzread(gz, doc_text, sizeof(doc_text) - 1);
+	gzclose(gz);
+	assert_true(n > 0);
+	doc_text[n] = 0;
+	{
+		cJSON *doc = cJSON_Parse(doc_text), *e;
+		int steps = 0;
+
+		assert_non_null(doc);
+		cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "traceEvents")) {
+			const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(e, "name"));
+
+			if (nm && strncmp(nm, "ProfilerStep#", 13) == 0) {
+				double ts = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "ts"));
+				double dur = cJSON_GetNumberValue(cJSON_GetObjectItem(e, "dur"));
+
+				assert_int_equal((int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "tid")), 5);
+				assert_true(steps == 0 ? ts == 100.0 && dur == 70.0 : ts == 170.0 && dur == 100.0);
+				steps++;
+			}
+		}
+		assert_int_equal(steps, 2);
+		cJSON_Delete(doc);
+	}
 	tc_close(&c);
 	kc_close(&k);
 }
