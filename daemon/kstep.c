@@ -35,7 +35,7 @@
 #define BACK 256     /* kept before the window, for heads that began there */
 #define KSTEP_MAX 100000
 
-struct opt { double ts, end; int64_t tid; };
+struct opt { int64_t ts, end, tid; }; /* times in ns (Kineto's us, 3 decimals) */
 
 /* The number after "key": in [p, end), or NAN. */
 static double num_after(const char *p, const char *end, const char *key)
@@ -58,6 +58,51 @@ static double num_after(const char *p, const char *end, const char *key)
 		return n ? strtod(tmp, NULL) : NAN;
 	}
 	return NAN;
+}
+
+/* The number after "key": as an exact count of thousandths (Kineto's
+ * microseconds with 3 decimals -> nanoseconds): doubles lose the last
+ * digits of today's 4.5e12 us timestamps. false when absent or absurd. */
+static bool ns_after(const char *p, const char *end, const char *key, int64_t *out)
+{
+	size_t k = strlen(key);
+	int64_t v = 0;
+	int frac = -1, digits = 0;
+	bool neg = false;
+
+	for (; p + k < end; p++) {
+		if (memcmp(p, key, k) != 0)
+			continue;
+		p += k;
+		while (p < end && (*p == ' ' || *p == ':'))
+			p++;
+		if (p < end && *p == '-') {
+			neg = true;
+			p++;
+		}
+		for (; p < end; p++) {
+			if (*p == '.' && frac < 0) {
+				frac = 0;
+			} else if (*p >= '0' && *p <= '9') {
+				if (frac >= 3)
+					continue; /* beyond ns: dropped */
+				if (++digits > 16)
+					return false;
+				v = v * 10 + (*p - '0');
+				if (frac >= 0)
+					frac++;
+			} else {
+				break;
+			}
+		}
+		if (digits == 0)
+			return false;
+		for (frac = frac < 0 ? 0 : frac; frac < 3; frac++)
+			v *= 10;
+		*out = neg ? -v : v;
+		return true;
+	}
+	return false;
 }
 
 /* A pid or tid: an integer-valued number in range (the file is the traced
@@ -91,7 +136,7 @@ static int by_ts(const void *a, const void *b)
  * window, which starts OVERLAP bytes earlier). */
 static int scan_window(struct kstep *ks, struct opt **opts, size_t *nopt, const char *b,
                        const char *e, const char *from, const char *limit, int64_t pid,
-                       uint64_t base_off, double *tmin)
+                       uint64_t base_off, int64_t *tmin)
 {
 	const char *p;
 
@@ -99,13 +144,13 @@ static int scan_window(struct kstep *ks, struct opt **opts, size_t *nopt, const 
 	 * iteration's span begins */
 	for (p = from; (p = find(p, e, "\"ph\": \"X\"")) != NULL && p < limit; p++) {
 		const char *stop = memchr(p, '{', (size_t)(e - p));
-		double ev_pid, ts;
+		double ev_pid;
+		int64_t ts;
 
 		if (stop == NULL || stop - p > 400)
 			stop = p + 400 < e ? p + 400 : e;
 		ev_pid = num_after(p, stop, "\"pid\"");
-		ts = num_after(p, stop, "\"ts\"");
-		if (is_id(ev_pid, pid, false) && isfinite(ts) && ts < *tmin)
+		if (is_id(ev_pid, pid, false) && ns_after(p, stop, "\"ts\"", &ts) && ts < *tmin)
 			*tmin = ts;
 	}
 	if (!ks->has_steps && find(from, limit, "\"ProfilerStep#") != NULL)
@@ -121,7 +166,8 @@ static int scan_window(struct kstep *ks, struct opt **opts, size_t *nopt, const 
 	for (p = from; (p = find(p, e, "\"name\": \"Optimizer.step#")) != NULL && p < limit; p++) {
 		const char *stop = memchr(p, '{', (size_t)(e - p)); /* "args": { ends the head */
 		const char *head = p;
-		double ev_pid, tid, ts, dur;
+		double ev_pid, tid;
+		int64_t ts, dur;
 
 		if (stop == NULL)
 			stop = e;
@@ -130,10 +176,9 @@ static int scan_window(struct kstep *ks, struct opt **opts, size_t *nopt, const 
 			head--;
 		ev_pid = num_after(head, stop, "\"pid\"");
 		tid = num_after(head, stop, "\"tid\"");
-		ts = num_after(head, stop, "\"ts\"");
-		dur = num_after(head, stop, "\"dur\"");
-		if (!is_id(ev_pid, pid, false) || !is_id(tid, 0, true) || !isfinite(ts) ||
-		    !isfinite(dur) || dur < 0 || fabs(ts) > 1e15 || dur > 1e15)
+		if (!is_id(ev_pid, pid, false) || !is_id(tid, 0, true) ||
+		    !ns_after(head, stop, "\"ts\"", &ts) || !ns_after(head, stop, "\"dur\"", &dur) ||
+		    dur < 0)
 			continue;
 		if (*nopt >= KSTEP_MAX)
 			return -E2BIG;
@@ -155,7 +200,7 @@ int kstep_scan(int fd, int64_t pid, struct kstep *ks)
 	struct opt *opts = NULL;
 	size_t nopt = 0, have = 0, back = 0, i;
 	uint64_t off = 0; /* file offset of buf[0] */
-	double tmin = INFINITY;
+	int64_t tmin = INT64_MAX;
 	int r = 0;
 
 	memset(ks, 0, sizeof(*ks));
@@ -191,20 +236,26 @@ int kstep_scan(int fd, int64_t pid, struct kstep *ks)
 	qsort(opts, nopt, sizeof(*opts), by_ts);
 	{
 		size_t cap = nopt * 200 + 1;
-		double start = isfinite(tmin) && tmin < opts[0].ts ? tmin : opts[0].ts;
+		int64_t start = tmin < opts[0].ts ? tmin : opts[0].ts;
 
 		if ((ks->events = malloc(cap)) == NULL) {
 			r = -ENOMEM;
 			goto out;
 		}
 		for (i = 0; i < nopt; i++) {
-			double s = i == 0 ? start : opts[i - 1].end;
-			int w = snprintf(ks->events + ks->len, cap - ks->len,
-			                 "{\"ph\": \"X\", \"cat\": \"user_annotation\", "
-			                 "\"name\": \"ProfilerStep#%zu\", \"pid\": %lld, \"tid\": %lld, "
-			                 "\"ts\": %.3f, \"dur\": %.3f, "
-			                 "\"args\": {\"gprofd\": \"from Optimizer.step\"}},\n",
-			                 i, (long long)pid, (long long)opts[i].tid, s, opts[i].end - s);
+			int64_t s = i == 0 ? start : opts[i - 1].end, d = opts[i].end - s;
+			int w;
+
+			if (d < 0)
+				d = 0;
+			w = snprintf(ks->events + ks->len, cap - ks->len,
+			             "{\"ph\": \"X\", \"cat\": \"user_annotation\", "
+			             "\"name\": \"ProfilerStep#%zu\", \"pid\": %lld, \"tid\": %lld, "
+			             "\"ts\": %s%lld.%03lld, \"dur\": %lld.%03lld, "
+			             "\"args\": {\"gprofd\": \"from Optimizer.step\"}},\n",
+			             i, (long long)pid, (long long)opts[i].tid, s < 0 ? "-" : "",
+			             (long long)(s < 0 ? -s : s) / 1000, (long long)(s < 0 ? -s : s) % 1000,
+			             (long long)d / 1000, (long long)d % 1000);
 
 			if (w < 0 || (size_t)w >= cap - ks->len)
 				break;

@@ -146,6 +146,7 @@ kineto_checks() {
 		for f in $(find "$work/out-$name" -name '*.gz'); do
 			python3 "$root/tests/gpu/check_trace.py" "$f" >"$OUT/$name-check.json"
 			steps_of "$f"
+			python3 "$root/tests/tools/validate_trace.py" "$f" --quiet 2>&1 | head -5 | sed 's/^/  /' | tee -a "$OUT/summary.txt"
 			cp "$f" "$OUT/$name.pt.trace.json.gz" 2>/dev/null
 		done
 		[ $rc -eq 0 ] || cat "$OUT/$name.json" "$OUT/$name.err"
@@ -170,7 +171,7 @@ kineto_checks() {
 		ctl --json trace --job 4343 --iterations 5 --iteration-roundup 1 --output-dir "$work/out-it2-$attempt" \
 			--timeout 60 >"$OUT/iterations2-$attempt.json" 2>&1
 		log "iterations, torch.profiler imported, request $attempt: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
-		for f in $(find "$work/out-it2-$attempt" -name '*.gz'); do steps_of "$f"; done
+		for f in $(find "$work/out-it2-$attempt" -name '*.gz'); do steps_of "$f"; cp "$f" "$OUT/kineto-it2-$attempt.pt.trace.json.gz"; done
 	done
 	kill $t2pid 2>/dev/null; wait $t2pid 2>/dev/null
 

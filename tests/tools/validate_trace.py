@@ -78,9 +78,9 @@ def validate(path, steps=None, rank=None, world=None, min_kernels=0, ranges=()):
     base = doc.get("baseTimeNanoseconds")
     if not isinstance(base, int) or base % (7889238 * 10**9) != 0:
         err.append("baseTimeNanoseconds %r is not a multiple of 7,889,238 s" % base)
-    tn = doc.get("traceName", "")
-    if not NAME_RE.match(str(tn)) or not str(tn).endswith(".pt.trace.json.gz"):
-        err.append("traceName %r does not match <host>_<pid>.<ns>.pt.trace.json.gz" % tn)
+    tn = str(doc.get("traceName", "")).rsplit("/", 1)[-1]
+    if not NAME_RE.match(tn):
+        err.append("traceName %r does not match TensorBoard's <name>[.<n>].pt.trace.json[.gz]" % tn)
     for mt in TS_RE.finditer(text):
         v = mt.group(2)
         if not re.fullmatch(rb"\d+\.\d{3}", v) and v != b"0":
@@ -129,9 +129,8 @@ def validate(path, steps=None, rank=None, world=None, min_kernels=0, ranges=()):
             if cat == "cuda_runtime" and "stream" in e.get("args", {}):
                 err.append("cuda_runtime %s carries a stream arg" % e["name"])
         elif ph in ("s", "f"):
-            if e.get("cat") != "ac2g" or e.get("name") != "ac2g":
-                err.append("flow %s: cat and name must be ac2g" % e.get("id"))
-            flows[e.get("id")][ph] = e
+            # a flow's two ends share cat, name and id (Perfetto pairs them so)
+            flows[(e.get("cat"), e.get("id"))][ph] = e
     # nesting: X events on one (pid, tid) must nest (Perfetto drops overlaps)
     for key, xs in rows.items():
         xs.sort(key=lambda x: (x[0], -x[1]))
@@ -144,7 +143,8 @@ def validate(path, steps=None, rank=None, world=None, min_kernels=0, ranges=()):
                     key[0], key[1], n, s, t, stack[-1][2], stack[-1][0], stack[-1][1]))
                 break
             stack.append((s, t, n))
-    unpaired = [i for i, f in flows.items() if set(f) != {"s", "f"}]
+    unpaired = [i for i, f in flows.items() if set(f) != {"s", "f"} or
+                f["s"].get("name") != f["f"].get("name")]
     if unpaired:
         err.append("%d flows lack a start or an end (e.g. id %s)" % (len(unpaired), unpaired[0]))
     if steps is not None and len(step_names) != steps:
