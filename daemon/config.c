@@ -85,6 +85,18 @@ static const struct opt opts[] = {
 	  "where Kineto clients write traces; must be under /tmp or KINETO_ONDEMAND_TRACE_DIR" },
 	{ "kineto.expiry", OPT_SECONDS, U(kineto_expiry_s), 1, 3600,
 	  "a Kineto client silent this long is forgotten" },
+	{ "sampling.interval", OPT_MS, U(sample_ms), 100, 3600000,
+	  "how often host and GPU metrics are sampled" },
+	{ "sampling.history", OPT_SECONDS, U(history_s), 0, 86400,
+	  "how much sample history gprofctl metrics can read" },
+	{ "sampling.proc_root", OPT_PATH, S(proc_root), 0, 0,
+	  "the root under which proc/ is read (tests use fixture trees)" },
+	{ "sampling.nvml_library", OPT_STR, S(nvml_library), 0, 0,
+	  "the NVML library to load (none found: GPU metrics off)" },
+	{ "export.jsonl", OPT_STR, S(jsonl), 0, 0,
+	  "write each sample as a JSON line to this file, or - for stdout; empty: off" },
+	{ "export.jsonl_max_bytes", OPT_SIZE, U(jsonl_max_bytes), 64 * KiB, 1 * TiB,
+	  "rotate the JSON lines file (to FILE.1) past this size" },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -120,6 +132,11 @@ void config_defaults(struct config *c)
 		         home ? home : "/tmp");
 	copy_str(c->tcp, sizeof(c->tcp), "127.0.0.1:1778");
 	copy_str(c->metrics, sizeof(c->metrics), "127.0.0.1:9773");
+	c->sample_ms = 1000;
+	c->history_s = 300;
+	copy_str(c->proc_root, sizeof(c->proc_root), "/");
+	copy_str(c->nvml_library, sizeof(c->nvml_library), "libnvidia-ml.so.1");
+	c->jsonl_max_bytes = 64 * MiB;
 	c->log_level = 6;
 	c->loopback_identity = 1;
 	c->trace_timeout_s = 300;

@@ -48,6 +48,12 @@ struct config {
 	char kineto_socket_name[64];
 	char kineto_trace_dir[PATH_MAX];  /* where Kineto clients write traces */
 	uint64_t kineto_expiry_s;
+	uint64_t sample_ms;               /* metrics sampling interval */
+	uint64_t history_s;               /* samples kept for metrics_query */
+	char proc_root[PATH_MAX];         /* where /proc is read ("/" normally) */
+	char nvml_library[256];           /* NVML to dlopen */
+	char jsonl[PATH_MAX];             /* JSON lines: "" off, "-" stdout, or a file */
+	uint64_t jsonl_max_bytes;         /* rotate the file past this */
 };
 
 /* Fills c with the embedded defaults. Paths depend on who runs the daemon:

@@ -91,6 +91,9 @@ struct daemon {
 	uv_timer_t kineto_timer;
 	struct kwatch *kwatches;
 
+	/* metrics.c */
+	struct metrics *metrics;
+
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t stop_timer;
 	struct counters cnt;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "handler.h"
+#include "metrics.h"
 #include "peer.h"
 #include "registry.h"
 
@@ -80,6 +81,5 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 
 void hinfo_metrics_query(struct conn *c, const struct msg *m)
 {
-	/* Sampling arrives with the metrics issue; until then say so plainly. */
-	conn_send_error(c, m->id, MSG_E_UNSUPPORTED, "this gprofd does not sample metrics yet");
+	metrics_query(c, m);
 }

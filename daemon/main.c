@@ -27,6 +27,7 @@
 #include "daemon.h"
 #include "kineto.h"
 #include "log.h"
+#include "metrics.h"
 #include "sdnotify.h"
 #include "server.h"
 #include "store.h"
@@ -156,6 +157,7 @@ static void daemon_stop(struct daemon *d)
 	sdnotify_send("STOPPING=1");
 	server_stop(d);
 	kineto_stop(d);
+	metrics_stop(d);
 	/* Connections without uploads go now; uploads get a grace period. */
 	for (c = d->conns; c != NULL; c = next) {
 		next = c->next;
@@ -232,6 +234,10 @@ static int run(struct daemon *d)
 	r = store_init(d, &err);
 	if (r == 0)
 		r = server_start(d, &err);
+	if (r == 0 && metrics_start(d, &err) < 0) {
+		/* metrics are a feature too: a taken port must not stop tracing */
+		log_err("%s; metrics off", err.msg);
+	}
 	if (r == 0 && kineto_start(d, &err) < 0) {
 		/* PyTorch clients are a feature, not a requirement of the daemon */
 		log_err("%s", err.msg);

@@ -1,0 +1,25 @@
+/*
+ * metrics.h: always-on host, GPU and process metrics (metrics.c has the
+ * data flow), exported over HTTP for Prometheus, as JSON lines, and to
+ * gprofctl through metrics_query.
+ */
+#ifndef GPROFD_METRICS_H
+#define GPROFD_METRICS_H
+
+#include "msg.h"
+#include "perr.h"
+
+struct daemon;
+struct conn;
+
+/* Starts sampling (first sample at once) and the HTTP endpoint (unless
+ * metrics: off). 0, or a negative code with err saying what to change. */
+int metrics_start(struct daemon *d, struct perr *err);
+/* Stops the HTTP thread and the timer; memory goes in the close callback. */
+void metrics_stop(struct daemon *d);
+/* The port /metrics is served on (0 when off). */
+int metrics_http_port(struct daemon *d);
+/* Answers a metrics_query on c. */
+void metrics_query(struct conn *c, const struct msg *q);
+
+#endif

@@ -1,0 +1,179 @@
+/*
+ * mgpu.c: GPU metrics through NVML, loaded with dlopen so that the daemon
+ * runs (and says so) on hosts with no GPU or driver. The toolkit ships no
+ * nvml.h: the few types and calls used are declared here from NVML's
+ * documented API. Every symbol is optional except nvmlInit_v2,
+ * nvmlDeviceGetCount_v2 and nvmlDeviceGetHandleByIndex_v2; a call that is
+ * missing or fails leaves its metric out of the sample.
+ *
+ * Threading: every NVML call happens in mgpu_sample, which metrics.c runs
+ * on a worker thread, one sample at a time; never on the loop thread.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mgpu.h"
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+
+#define NVML_SUCCESS 0
+#define NVML_INIT_FLAG_NO_GPUS 1u
+#define NVML_TEMPERATURE_GPU 0
+#define NVML_CLOCK_SM 1
+#define NVML_CLOCK_MEM 2
+#define GPUS_MAX 64
+
+struct mgpu {
+	void *lib;
+	nvmlReturn_t (*init_flags)(unsigned int);
+	nvmlReturn_t (*init)(void);
+	nvmlReturn_t (*shutdown)(void);
+	nvmlReturn_t (*count)(unsigned int *);
+	nvmlReturn_t (*handle)(unsigned int, nvmlDevice_t *);
+	nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned int);
+	nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
+	nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t *);
+	nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *);
+	nvmlReturn_t (*power)(nvmlDevice_t, unsigned int *);
+	nvmlReturn_t (*energy)(nvmlDevice_t, unsigned long long *);
+	nvmlReturn_t (*temp)(nvmlDevice_t, int, unsigned int *);
+	nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int *);
+	nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long *);
+	char names[GPUS_MAX][96];
+	char uuids[GPUS_MAX][96];
+};
+
+#define SYM(m, f, n) (*(void **)&(m)->f = dlsym((m)->lib, n))
+
+struct mgpu *mgpu_open(const char *library, char *why, size_t n)
+{
+	struct mgpu *m = calloc(1, sizeof(*m));
+	nvmlReturn_t r;
+
+	if (m == NULL) {
+		snprintf(why, n, "out of memory");
+		return NULL;
+	}
+	m->lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+	if (m->lib == NULL) {
+		snprintf(why, n, "NVML not loaded (%s): no NVIDIA driver on this host; GPU metrics off",
+		         library);
+		free(m);
+		return NULL;
+	}
+	SYM(m, init_flags, "nvmlInitWithFlags");
+	SYM(m, init, "nvmlInit_v2");
+	SYM(m, shutdown, "nvmlShutdown");
+	SYM(m, count, "nvmlDeviceGetCount_v2");
+	SYM(m, handle, "nvmlDeviceGetHandleByIndex_v2");
+	SYM(m, name, "nvmlDeviceGetName");
+	SYM(m, uuid, "nvmlDeviceGetUUID");
+	SYM(m, util, "nvmlDeviceGetUtilizationRates");
+	SYM(m, mem, "nvmlDeviceGetMemoryInfo");
+	SYM(m, power, "nvmlDeviceGetPowerUsage");
+	SYM(m, energy, "nvmlDeviceGetTotalEnergyConsumption");
+	SYM(m, temp, "nvmlDeviceGetTemperature");
+	SYM(m, clock, "nvmlDeviceGetClockInfo");
+	if (!SYM(m, events, "nvmlDeviceGetCurrentClocksEventReasons"))
+		SYM(m, events, "nvmlDeviceGetCurrentClocksThrottleReasons");
+	if ((m->init == NULL && m->init_flags == NULL) || m->count == NULL || m->handle == NULL) {
+		snprintf(why, n, "%s lacks nvmlInit_v2/nvmlDeviceGetCount_v2: GPU metrics off", library);
+		goto fail;
+	}
+	/* NO_GPUS: a driver with no GPU attached still initialises */
+	r = m->init_flags ? m->init_flags(NVML_INIT_FLAG_NO_GPUS) : m->init();
+	if (r != NVML_SUCCESS) {
+		snprintf(why, n, "nvmlInit failed (NVML error %d): GPU metrics off", r);
+		goto fail;
+	}
+	return m;
+fail:
+	dlclose(m->lib);
+	free(m);
+	return NULL;
+}
+
+void mgpu_close(struct mgpu *m)
+{
+	if (m == NULL)
+		return;
+	if (m->shutdown)
+		m->shutdown();
+	dlclose(m->lib);
+	free(m);
+}
+
+/* NVML's clock event (throttle) reason bits, as documented. */
+static const struct { unsigned long long bit; const char *name; } reasons[] = {
+	{ 0x1ull, "gpu_idle" }, { 0x2ull, "applications_clocks_setting" },
+	{ 0x4ull, "sw_power_cap" }, { 0x8ull, "hw_slowdown" }, { 0x10ull, "sync_boost" },
+	{ 0x20ull, "sw_thermal_slowdown" }, { 0x40ull, "hw_thermal_slowdown" },
+	{ 0x80ull, "hw_power_brake_slowdown" }, { 0x100ull, "display_clock_setting" },
+};
+
+int mgpu_sample(struct mgpu *m, struct mset *s)
+{
+	unsigned int count = 0, i, u;
+	char lbl[256];
+
+	if (m == NULL) {
+		mset_add(s, MF_NVML_UP, 0, NULL);
+		return 0;
+	}
+	if (m->count(&count) != NVML_SUCCESS) {
+		mset_add(s, MF_NVML_UP, 0, NULL);
+		return -1;
+	}
+	mset_add(s, MF_NVML_UP, 1, NULL);
+	mset_add(s, MF_GPUS, count, NULL);
+	for (i = 0; i < count && i < GPUS_MAX; i++) {
+		nvmlDevice_t d;
+		nvmlUtilization_t ut;
+		nvmlMemory_t mem;
+		unsigned long long e;
+		char esc[200], escn[200];
+		size_t k;
+
+		if (m->handle(i, &d) != NVML_SUCCESS)
+			continue;
+		if (m->uuids[i][0] == '\0') { /* names and UUIDs do not change */
+			if (!m->uuid || m->uuid(d, m->uuids[i], sizeof(m->uuids[i])) != NVML_SUCCESS)
+				snprintf(m->uuids[i], sizeof(m->uuids[i]), "unknown");
+			if (!m->name || m->name(d, m->names[i], sizeof(m->names[i])) != NVML_SUCCESS)
+				snprintf(m->names[i], sizeof(m->names[i]), "unknown");
+			m->uuids[i][sizeof(m->uuids[i]) - 1] = m->names[i][sizeof(m->names[i]) - 1] = 0;
+		}
+		snprintf(lbl, sizeof(lbl), "gpu=\"%u\",uuid=\"%s\"", i,
+		         mset_label(esc, sizeof(esc), m->uuids[i]));
+		mset_add(s, MF_GPU_INFO, 1, "%s,name=\"%s\"", lbl,
+		         mset_label(escn, sizeof(escn), m->names[i]));
+		if (m->util && m->util(d, &ut) == NVML_SUCCESS) {
+			mset_add(s, MF_GPU_UTIL, ut.gpu / 100.0, "%s", lbl);
+			mset_add(s, MF_GPU_MEM_UTIL, ut.memory / 100.0, "%s", lbl);
+		}
+		if (m->mem && m->mem(d, &mem) == NVML_SUCCESS) {
+			mset_add(s, MF_GPU_MEM_USED, (double)mem.used, "%s", lbl);
+			mset_add(s, MF_GPU_MEM_TOTAL, (double)mem.total, "%s", lbl);
+		}
+		if (m->power && m->power(d, &u) == NVML_SUCCESS)
+			mset_add(s, MF_GPU_POWER, u / 1000.0, "%s", lbl);
+		if (m->energy && m->energy(d, &e) == NVML_SUCCESS)
+			mset_add(s, MF_GPU_ENERGY, (double)e / 1000.0, "%s", lbl);
+		if (m->temp && m->temp(d, NVML_TEMPERATURE_GPU, &u) == NVML_SUCCESS)
+			mset_add(s, MF_GPU_TEMP, u, "%s", lbl);
+		if (m->clock && m->clock(d, NVML_CLOCK_SM, &u) == NVML_SUCCESS)
+			mset_add(s, MF_GPU_SM_CLOCK, u * 1e6, "%s", lbl);
+		if (m->clock && m->clock(d, NVML_CLOCK_MEM, &u) == NVML_SUCCESS)
+			mset_add(s, MF_GPU_MEM_CLOCK, u * 1e6, "%s", lbl);
+		if (m->events && m->events(d, &e) == NVML_SUCCESS)
+			for (k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++)
+				mset_add(s, MF_GPU_CLOCK_EVENTS, (e & reasons[k].bit) ? 1 : 0,
+				         "%s,reason=\"%s\"", lbl, reasons[k].name);
+	}
+	return 0;
+}

@@ -1,0 +1,230 @@
+/*
+ * mset.c: the table of metric families and the text forms of a sample
+ * (mset.h). Naming follows Prometheus's conventions: the gprofd_ prefix,
+ * base units in the name, _total on counters, a # HELP and # TYPE line for
+ * every family exported.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mset.h"
+
+#define MSET_MAX 100000
+
+struct family { const char *name; const char *type; const char *help; };
+
+static const struct family families[MF_COUNT] = {
+	[MF_CPU_SECONDS] = { "gprofd_cpu_seconds_total", "counter", "CPU time by mode, per core and for all (cpu=\"all\")" },
+	[MF_MEM_TOTAL] = { "gprofd_memory_total_bytes", "gauge", "Physical memory" },
+	[MF_MEM_AVAILABLE] = { "gprofd_memory_available_bytes", "gauge", "Memory available for new work (MemAvailable)" },
+	[MF_MEM_USED] = { "gprofd_memory_used_bytes", "gauge", "Memory in use: total minus available" },
+	[MF_MEM_CACHED] = { "gprofd_memory_cached_bytes", "gauge", "Page cache (Cached)" },
+	[MF_MEM_BUFFERS] = { "gprofd_memory_buffers_bytes", "gauge", "Block device buffers (Buffers)" },
+	[MF_SWAP_TOTAL] = { "gprofd_swap_total_bytes", "gauge", "Swap space" },
+	[MF_SWAP_USED] = { "gprofd_swap_used_bytes", "gauge", "Swap space in use" },
+	[MF_LOAD1] = { "gprofd_load1", "gauge", "Load average over 1 minute" },
+	[MF_LOAD5] = { "gprofd_load5", "gauge", "Load average over 5 minutes" },
+	[MF_LOAD15] = { "gprofd_load15", "gauge", "Load average over 15 minutes" },
+	[MF_NET_RX_BYTES] = { "gprofd_network_receive_bytes_total", "counter", "Bytes received, per interface" },
+	[MF_NET_RX_PACKETS] = { "gprofd_network_receive_packets_total", "counter", "Packets received, per interface" },
+	[MF_NET_RX_ERRORS] = { "gprofd_network_receive_errors_total", "counter", "Receive errors, per interface" },
+	[MF_NET_RX_DROPS] = { "gprofd_network_receive_drops_total", "counter", "Received packets dropped, per interface" },
+	[MF_NET_TX_BYTES] = { "gprofd_network_transmit_bytes_total", "counter", "Bytes sent, per interface" },
+	[MF_NET_TX_PACKETS] = { "gprofd_network_transmit_packets_total", "counter", "Packets sent, per interface" },
+	[MF_NET_TX_ERRORS] = { "gprofd_network_transmit_errors_total", "counter", "Transmit errors, per interface" },
+	[MF_NET_TX_DROPS] = { "gprofd_network_transmit_drops_total", "counter", "Packets dropped on transmit, per interface" },
+	[MF_DISK_READS] = { "gprofd_disk_reads_total", "counter", "Reads completed, per block device" },
+	[MF_DISK_READ_BYTES] = { "gprofd_disk_read_bytes_total", "counter", "Bytes read, per block device" },
+	[MF_DISK_WRITES] = { "gprofd_disk_writes_total", "counter", "Writes completed, per block device" },
+	[MF_DISK_WRITTEN_BYTES] = { "gprofd_disk_written_bytes_total", "counter", "Bytes written, per block device" },
+	[MF_DISK_IO_SECONDS] = { "gprofd_disk_io_time_seconds_total", "counter", "Time the device was busy with I/O" },
+	[MF_NVML_UP] = { "gprofd_nvml_up", "gauge", "1 when NVML was loaded and initialised, else 0" },
+	[MF_GPUS] = { "gprofd_gpus", "gauge", "GPUs NVML reports" },
+	[MF_GPU_INFO] = { "gprofd_gpu_info", "gauge", "Constant 1, labelled with each GPU's name and UUID" },
+	[MF_GPU_UTIL] = { "gprofd_gpu_utilization_ratio", "gauge", "Fraction of the last sample period a kernel ran (NVML utilization.gpu)" },
+	[MF_GPU_MEM_UTIL] = { "gprofd_gpu_memory_utilization_ratio", "gauge", "Fraction of the last sample period device memory was read or written" },
+	[MF_GPU_MEM_USED] = { "gprofd_gpu_memory_used_bytes", "gauge", "Device memory in use" },
+	[MF_GPU_MEM_TOTAL] = { "gprofd_gpu_memory_total_bytes", "gauge", "Device memory" },
+	[MF_GPU_POWER] = { "gprofd_gpu_power_watts", "gauge", "Power draw" },
+	[MF_GPU_ENERGY] = { "gprofd_gpu_energy_joules_total", "counter", "Energy used since the driver loaded" },
+	[MF_GPU_TEMP] = { "gprofd_gpu_temperature_celsius", "gauge", "GPU temperature" },
+	[MF_GPU_SM_CLOCK] = { "gprofd_gpu_sm_clock_hertz", "gauge", "SM clock" },
+	[MF_GPU_MEM_CLOCK] = { "gprofd_gpu_memory_clock_hertz", "gauge", "Memory clock" },
+	[MF_GPU_CLOCK_EVENTS] = { "gprofd_gpu_clock_event_active", "gauge", "1 for each clock event (throttle) reason now active" },
+	[MF_PROC_STEPS] = { "gprofd_process_steps_total", "counter", "Iterations an agent-loaded process reported" },
+	[MF_PROC_LAST_STEP] = { "gprofd_process_last_step_seconds", "gauge", "Duration of the process's last iteration" },
+	[MF_PROC_MEDIAN_STEP] = { "gprofd_process_median_step_seconds", "gauge", "Median of the process's recent iterations (up to 64)" },
+	[MF_SAMPLE_SECONDS] = { "gprofd_sample_duration_seconds", "gauge", "Wall time the last sample cycle took" },
+	[MF_SAMPLE_CPU_SECONDS] = { "gprofd_sample_cpu_seconds", "gauge", "CPU time the last sample cycle took" },
+	[MF_SELF_CPU_SECONDS] = { "gprofd_daemon_cpu_seconds_total", "counter", "CPU time gprofd has used" },
+	[MF_SELF_RSS] = { "gprofd_daemon_resident_memory_bytes", "gauge", "gprofd's resident memory" },
+};
+
+const char *mset_family_name(int fam)
+{
+	return fam >= 0 && fam < MF_COUNT ? families[fam].name : "?";
+}
+
+void mset_add(struct mset *s, int fam, double v, const char *labels, ...)
+{
+	struct mval *m;
+	va_list ap;
+
+	if (s->n >= MSET_MAX || !isfinite(v))
+		return;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		struct mval *p = realloc(s->v, cap * sizeof(*p));
+
+		if (p == NULL)
+			return;
+		s->v = p;
+		s->cap = cap;
+	}
+	m = &s->v[s->n++];
+	m->fam = (uint16_t)fam;
+	m->v = v;
+	m->labels[0] = '\0';
+	if (labels != NULL) {
+		va_start(ap, labels);
+		vsnprintf(m->labels, sizeof(m->labels), labels, ap);
+		va_end(ap);
+	}
+}
+
+const char *mset_label(char *buf, size_t size, const char *value)
+{
+	size_t o = 0;
+
+	for (; *value && o + 3 < size; value++) {
+		if (*value == '\\' || *value == '"') {
+			buf[o++] = '\\';
+			buf[o++] = *value;
+		} else if (*value == '\n') {
+			buf[o++] = '\\';
+			buf[o++] = 'n';
+		} else if ((unsigned char)*value >= 0x20) {
+			buf[o++] = *value;
+		}
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+void mset_free(struct mset *s)
+{
+	free(s->v);
+	s->v = NULL;
+	s->n = s->cap = 0;
+}
+
+static int put(struct pbuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int put(struct pbuf *out, const char *fmt, ...)
+{
+	va_list ap;
+	int n, r;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if ((r = pbuf_reserve(out, (size_t)n + 1)) < 0)
+		return r;
+	va_start(ap, fmt);
+	vsnprintf((char *)out->data + out->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	out->len += (size_t)n;
+	return 0;
+}
+
+/* The shortest text that reads back as the same double; integers print
+ * without a fraction. */
+static int put_value(struct pbuf *out, double v)
+{
+	char b[40];
+
+	if (v == floor(v) && fabs(v) < 1e15)
+		return put(out, "%.0f", v);
+	snprintf(b, sizeof(b), "%.15g", v);
+	if (strtod(b, NULL) != v)
+		snprintf(b, sizeof(b), "%.17g", v);
+	return put(out, "%s", b);
+}
+
+int mset_prometheus(const struct mset *s, struct pbuf *out)
+{
+	size_t i;
+	int f, r = 0;
+
+	for (f = 0; f < MF_COUNT && r == 0; f++) {
+		bool seen = false;
+
+		for (i = 0; i < s->n && r == 0; i++) {
+			const struct mval *m = &s->v[i];
+
+			if (m->fam != f)
+				continue;
+			if (!seen) {
+				r = put(out, "# HELP %s %s\n# TYPE %s %s\n", families[f].name,
+				        families[f].help, families[f].name, families[f].type);
+				seen = true;
+			}
+			if (r == 0)
+				r = m->labels[0] ? put(out, "%s{%s} ", families[f].name, m->labels)
+				                 : put(out, "%s ", families[f].name);
+			if (r == 0)
+				r = put_value(out, m->v);
+			if (r == 0)
+				r = put(out, "\n");
+		}
+	}
+	return r;
+}
+
+void mset_key(const struct mval *m, char *buf, size_t size)
+{
+	if (m->labels[0])
+		snprintf(buf, size, "%s{%s}", mset_family_name(m->fam), m->labels);
+	else
+		snprintf(buf, size, "%s", mset_family_name(m->fam));
+}
+
+/* A JSON string of text that is already free of control characters. */
+static int put_json_str(struct pbuf *out, const char *s)
+{
+	int r = put(out, "\"");
+
+	for (; *s && r == 0; s++)
+		r = *s == '"' || *s == '\\' ? put(out, "\\%c", *s) : put(out, "%c", *s);
+	return r ? r : put(out, "\"");
+}
+
+int mset_json(const struct mset *s, const char *host, struct pbuf *out)
+{
+	char key[256];
+	size_t i;
+	int r;
+
+	r = put(out, "{\"ts_us\":%lld,\"host\":", (long long)s->ts_us);
+	if (r == 0)
+		r = put_json_str(out, host);
+	if (r == 0)
+		r = put(out, ",\"metrics\":{");
+	for (i = 0; i < s->n && r == 0; i++) {
+		mset_key(&s->v[i], key, sizeof(key));
+		r = put(out, i ? "," : "");
+		if (r == 0)
+			r = put_json_str(out, key);
+		if (r == 0)
+			r = put(out, ":");
+		if (r == 0)
+			r = put_value(out, s->v[i].v);
+	}
+	return r ? r : put(out, "}}\n");
+}

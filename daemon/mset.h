@@ -1,0 +1,69 @@
+/*
+ * mset.h: one metrics sample (a set of labelled values taken at one time)
+ * and the one table of metric families, with the two text forms it is
+ * exported in: Prometheus exposition and a JSON line.
+ *
+ * Every family is declared once, in mset.c's table (name, type, help), in
+ * base units (STYLE and the Prometheus naming rules: _bytes, _seconds,
+ * _watts, _celsius, _hertz, _ratio; _total on counters). Samplers add
+ * values by family id with a preformatted label list.
+ *
+ * Ownership: an mset owns its value array; mset_free releases it.
+ */
+#ifndef GPROFD_MSET_H
+#define GPROFD_MSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pbuf.h"
+
+enum mfam {
+	/* host */
+	MF_CPU_SECONDS, MF_MEM_TOTAL, MF_MEM_AVAILABLE, MF_MEM_USED, MF_MEM_CACHED, MF_MEM_BUFFERS,
+	MF_SWAP_TOTAL, MF_SWAP_USED, MF_LOAD1, MF_LOAD5, MF_LOAD15,
+	MF_NET_RX_BYTES, MF_NET_RX_PACKETS, MF_NET_RX_ERRORS, MF_NET_RX_DROPS,
+	MF_NET_TX_BYTES, MF_NET_TX_PACKETS, MF_NET_TX_ERRORS, MF_NET_TX_DROPS,
+	MF_DISK_READS, MF_DISK_READ_BYTES, MF_DISK_WRITES, MF_DISK_WRITTEN_BYTES, MF_DISK_IO_SECONDS,
+	/* GPU (NVML) */
+	MF_NVML_UP, MF_GPUS, MF_GPU_INFO, MF_GPU_UTIL, MF_GPU_MEM_UTIL, MF_GPU_MEM_USED, MF_GPU_MEM_TOTAL,
+	MF_GPU_POWER, MF_GPU_ENERGY, MF_GPU_TEMP, MF_GPU_SM_CLOCK, MF_GPU_MEM_CLOCK,
+	MF_GPU_CLOCK_EVENTS,
+	/* traced processes (agents' heartbeats) */
+	MF_PROC_STEPS, MF_PROC_LAST_STEP, MF_PROC_MEDIAN_STEP,
+	/* the daemon itself */
+	MF_SAMPLE_SECONDS, MF_SAMPLE_CPU_SECONDS, MF_SELF_CPU_SECONDS, MF_SELF_RSS,
+	MF_COUNT
+};
+
+struct mval {
+	uint16_t fam;
+	char labels[160]; /* preformatted: name="value",...; escaped */
+	double v;
+};
+
+struct mset {
+	struct mval *v;
+	size_t n, cap;
+	int64_t ts_us; /* when the sample was taken (CLOCK_REALTIME) */
+};
+
+const char *mset_family_name(int fam);
+
+/* Adds one value; labels is a printf format for the label list (or NULL
+ * for none). Values beyond 100,000 per sample are dropped. */
+void mset_add(struct mset *s, int fam, double v, const char *labels, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Escapes a label value for the exposition format (\\, \", \n) into buf. */
+const char *mset_label(char *buf, size_t size, const char *value);
+void mset_free(struct mset *s);
+
+/* Appends the Prometheus text exposition: # HELP and # TYPE once for each
+ * family that has values, then its values. 0 or -ENOMEM/-ENOBUFS. */
+int mset_prometheus(const struct mset *s, struct pbuf *out);
+/* Appends one JSON line: {"ts_us":..,"host":..,"metrics":{"name{labels}":v,..}}\n */
+int mset_json(const struct mset *s, const char *host, struct pbuf *out);
+/* The key a value has in the JSON line and in metrics_reply: name{labels}. */
+void mset_key(const struct mval *m, char *buf, size_t size);
+
+#endif
