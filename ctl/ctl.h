@@ -138,6 +138,7 @@ void sink_abort(struct sink *s);
 
 /* Commands: each returns the exit status. */
 int cmd_status(struct opts *o, int argc, char **argv);
+int cmd_metrics(struct opts *o, int argc, char **argv);
 int cmd_list(struct opts *o, int argc, char **argv);
 int cmd_trace(struct opts *o, int argc, char **argv);
 int cmd_fetch(struct opts *o, int argc, char **argv);

@@ -4,7 +4,7 @@ _gprofctl()
 	local cur prev words cword
 	_init_completion || return
 	local globals="--host --hostfile --slurm-job --socket --port --token-file --json --timeout --version --help"
-	local commands="status list trace fetch launch help"
+	local commands="status list trace metrics fetch launch help"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
@@ -38,6 +38,7 @@ _gprofctl()
 	launch) COMPREPLY=($(compgen -W "--job --agent --help --" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	status) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+	metrics) COMPREPLY=($(compgen -W "--watch --json --help" -- "$cur")) ;;
 	esac
 }
 complete -F _gprofctl gprofctl

@@ -25,6 +25,7 @@ static int cmd_help(struct opts *o, int argc, char **argv);
 
 static const struct command commands[] = {
 	{ "status", cmd_status, "daemon version, uptime, processes and traces, per host" },
+	{ "metrics", cmd_metrics, "host, GPU and step-time metrics, per host (--watch)" },
 	{ "list", cmd_list, "traceable processes: host, pid, uid, job, rank, kind" },
 	{ "trace", cmd_trace, "capture a trace on every matching process and download it" },
 	{ "fetch", cmd_fetch, "download a stored trace again" },

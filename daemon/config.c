@@ -95,7 +95,7 @@ static const struct opt opts[] = {
 	  "the NVML library to load (none found: GPU metrics off)" },
 	{ "export.jsonl", OPT_STR, S(jsonl), 0, 0,
 	  "write each sample as a JSON line to this file, or - for stdout; empty: off" },
-	{ "export.jsonl_max_bytes", OPT_SIZE, U(jsonl_max_bytes), 64 * KiB, 1 * TiB,
+	{ "export.jsonl_max_bytes", OPT_SIZE, U(jsonl_max_bytes), 4 * KiB, 1 * TiB,
 	  "rotate the JSON lines file (to FILE.1) past this size" },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))

@@ -20,6 +20,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -46,7 +47,7 @@ struct metrics {
 	struct daemon *d;
 	uv_timer_t timer;
 	uv_work_t work;
-	bool busy, closing;
+	bool busy, closing, timer_closed;
 	struct mset cur;
 	double wall_s, cpu_s;
 	struct mgpu *gpu;
@@ -62,7 +63,12 @@ struct metrics {
 	FILE *jsonl;
 	uint64_t jsonl_bytes;
 	uint64_t skipped;
+	/* copies: the pool thread must not read d->cfg, which a reload swaps */
+	char proc_root[PATH_MAX];
+	char nvml_library[256];
 };
+
+static void maybe_free(struct metrics *m);
 
 static double now_s(clockid_t c)
 {
@@ -79,10 +85,10 @@ static void sample_work(uv_work_t *req)
 
 	memset(&m->cur, 0, sizeof(m->cur));
 	m->cur.ts_us = (int64_t)(now_s(CLOCK_REALTIME) * 1e6);
-	mhost_sample(m->d->cfg.proc_root, &m->cur);
+	mhost_sample(m->proc_root, &m->cur);
 	if (!m->gpu_tried) {
 		m->gpu_tried = true;
-		m->gpu = mgpu_open(m->d->cfg.nvml_library, m->gpu_why, sizeof(m->gpu_why));
+		m->gpu = mgpu_open(m->nvml_library, m->gpu_why, sizeof(m->gpu_why));
 	}
 	mgpu_sample(m->gpu, &m->cur);
 	m->wall_s = now_s(CLOCK_MONOTONIC) - w0;
@@ -172,6 +178,7 @@ static void sample_done(uv_work_t *req, int status)
 	memset(&m->cur, 0, sizeof(m->cur));
 	if (status < 0 || m->closing) {
 		mset_free(&s);
+		maybe_free(m);
 		return;
 	}
 	if (!m->gpu_logged) {
@@ -314,6 +321,8 @@ int metrics_start(struct daemon *d, struct perr *err)
 	if (m == NULL)
 		return perr_set(err, -ENOMEM, "out of memory");
 	m->d = d;
+	snprintf(m->proc_root, sizeof(m->proc_root), "%s", d->cfg.proc_root);
+	snprintf(m->nvml_library, sizeof(m->nvml_library), "%s", d->cfg.nvml_library);
 	pthread_mutex_init(&m->lock, NULL);
 	m->cap = d->cfg.history_s * 1000 / (d->cfg.sample_ms ? d->cfg.sample_ms : 1000);
 	if (m->cap > 0 && (m->ring = calloc(m->cap, sizeof(*m->ring))) == NULL)
@@ -349,11 +358,13 @@ fail:
 	return r;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+/* m goes when both its timer is closed and no cycle is in the pool. */
+static void maybe_free(struct metrics *m)
 {
-	struct metrics *m = h->data;
 	size_t i;
 
+	if (!m->timer_closed || m->busy)
+		return;
 	for (i = 0; i < m->n; i++)
 		mset_free(&m->ring[(m->head + i) % m->cap]);
 	free(m->ring);
@@ -362,6 +373,14 @@ static void on_timer_closed(uv_handle_t *h)
 	pthread_mutex_destroy(&m->lock);
 	mgpu_close(m->gpu);
 	free(m);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+	struct metrics *m = h->data;
+
+	m->timer_closed = true;
+	maybe_free(m);
 }
 
 void metrics_stop(struct daemon *d)
@@ -379,7 +398,7 @@ void metrics_stop(struct daemon *d)
 	m->jsonl = NULL;
 	uv_timer_stop(&m->timer);
 	/* a cycle still in the pool finishes first: its done callback runs
-	 * before the loop ends, and frees nothing of m (closing is set) */
+	 * before the loop ends and frees m if the timer is closed by then */
 	uv_close((uv_handle_t *)&m->timer, on_timer_closed);
 }
 

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""The metrics export end to end, on known inputs: gprofd sampling the
+fixture /proc tree (tests/fixtures/host-a) and the NVML stand-in
+(tests/unit/nvml_stub.c), with an agent-loaded program for the process
+metrics. Checks the /metrics text (exact values), `promtool check
+metrics`, the JSON lines file and its rotation, `gprofctl metrics`, and a
+real Prometheus server scraping gprofd and answering a query.
+
+usage: test-metrics.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT NVML_STUB FIXTURES
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
+
+GPROFD, GPROFCTL, APP, AGENT, NVML_STUB, FIXTURES = sys.argv[1:7]
+TIMEOUT = 60
+
+
+def until(what, fn, timeout=TIMEOUT, every=0.1):
+    """Polls fn (an HTTP endpoint's state) until it returns a true value;
+    a readiness probe bounded by timeout, not a timing assumption."""
+    end = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(every)
+
+
+class Daemon:
+    def __init__(self, d, extra_yaml=""):
+        self.sock = os.path.join(d, "gprofd.sock")
+        self.jsonl = os.path.join(d, "metrics.jsonl")
+        cfg = os.path.join(d, "gprofd.yaml")
+        with open(cfg, "w") as f:
+            f.write("metrics: 127.0.0.1:0\nheartbeat_interval: 200ms\n"
+                    "sampling:\n  interval: 200ms\n  proc_root: %s\n  nvml_library: %s\n"
+                    "export:\n  jsonl: %s\n  jsonl_max_bytes: 16KiB\n%s"
+                    % (os.path.join(FIXTURES, "host-a"), NVML_STUB, self.jsonl, extra_yaml))
+        self.lines = []
+        self.cv = threading.Condition()
+        self.p = subprocess.Popen([GPROFD, "--config", cfg, "--socket", self.sock, "--tcp", "off",
+                                   "--state-dir", os.path.join(d, "state"), "-v"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE)
+        threading.Thread(target=self._read, daemon=True).start()
+        line = self.wait("metrics on http://")
+        self.port = int(re.search(r":(\d+)/metrics", line).group(1))
+        self.wait(" running: ")
+
+    def _read(self):
+        for line in self.p.stderr:
+            with self.cv:
+                self.lines.append(line.decode(errors="replace"))
+                self.cv.notify_all()
+        with self.cv:
+            self.lines.append(None)
+            self.cv.notify_all()
+
+    def wait(self, needle):
+        with self.cv:
+            self.cv.wait_for(lambda: any(l is None or needle in l for l in self.lines), TIMEOUT)
+            for l in self.lines:
+                if l is not None and needle in l:
+                    return l
+        raise AssertionError("gprofd never logged %r:\n%s" % (needle, "".join(
+            l for l in self.lines if l)))
+
+    def get(self, path="/metrics"):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.port, path),
+                                        timeout=10) as r:
+                return r.status, r.headers.get("Content-Type"), r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, None, e.read().decode()
+
+    def stop(self):
+        self.p.terminate()
+        assert self.p.wait(TIMEOUT) == 0, "gprofd exited with %s" % self.p.returncode
+
+
+def metric_lines(text):
+    return {l.rsplit(" ", 1)[0]: float(l.rsplit(" ", 1)[1])
+            for l in text.splitlines() if l and not l.startswith("#")}
+
+
+def test_exposition(d):
+    """/metrics: exact values from the fixtures, HELP/TYPE for every family,
+    the right content type, 404 elsewhere; promtool accepts it."""
+    dm = Daemon(d)
+    try:
+        status, ctype, text = until("a first sample",
+                                    lambda: (lambda r: r if r[0] == 200 else None)(dm.get()))
+        assert ctype.startswith("text/plain; version=0.0.4"), ctype
+        m = metric_lines(text)
+        want = {
+            "gprofd_memory_total_bytes": 16777216000,
+            "gprofd_memory_used_bytes": 8388608000,
+            'gprofd_cpu_seconds_total{cpu="all",mode="user"}': 10,
+            'gprofd_network_receive_bytes_total{device="eth0"}': 9876543210,
+            'gprofd_disk_read_bytes_total{device="sda"}': 10240000,
+            "gprofd_load5": 1.25,
+            "gprofd_nvml_up": 1,
+            "gprofd_gpus": 2,
+            'gprofd_gpu_utilization_ratio{gpu="0",uuid="GPU-stub-0"}': 0.5,
+            'gprofd_gpu_power_watts{gpu="1",uuid="GPU-stub-1"}': 301,
+            'gprofd_gpu_energy_joules_total{gpu="0",uuid="GPU-stub-0"}': 1000,
+        }
+        for k, v in want.items():
+            assert m.get(k) == v, "%s = %r, expected %r" % (k, m.get(k), v)
+        assert m["gprofd_sample_duration_seconds"] > 0
+        families = {l.split()[2] for l in text.splitlines() if l.startswith("# TYPE ")}
+        helped = {l.split()[2] for l in text.splitlines() if l.startswith("# HELP ")}
+        names = {re.match(r"[a-z_0-9]+", k).group(0) for k in m}
+        assert names == families == helped, (names ^ families, names ^ helped)
+        assert all(n.startswith("gprofd_") for n in names)
+        counters = [l.split()[2] for l in text.splitlines()
+                    if l.startswith("# TYPE ") and l.endswith(" counter")]
+        assert counters and all(c.endswith("_total") for c in counters), counters
+        assert dm.get("/nothing")[0] == 404
+        promtool = shutil.which("promtool")
+        assert promtool, "promtool is missing: install the Debian package prometheus (.ci/deps)"
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, "promtool: " + r.stdout + r.stderr
+    finally:
+        dm.stop()
+
+
+def test_jsonl_and_ctl(d):
+    """JSON lines (one object a sample, rotated past the size limit),
+    gprofctl metrics as a table and as JSON, and an agent's step metrics."""
+    dm = Daemon(d)
+    app = subprocess.Popen([APP, "0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           env=dict(os.environ, GPROF_SOCKET=dm.sock, GPROF_JOB_ID="mjob",
+                                    RANK="2", NVTX_INJECTION64_PATH=AGENT))
+    try:
+        dm.wait("registered pid %d" % app.pid)
+        until("the JSON lines file to rotate", lambda: os.path.exists(dm.jsonl + ".1"))
+        for path in (dm.jsonl + ".1",):
+            lines = open(path).read().splitlines()
+            assert lines, path
+            for l in lines:
+                o = json.loads(l)
+                assert o["host"] and o["ts_us"] > 0
+                assert o["metrics"]["gprofd_memory_total_bytes"] == 16777216000
+        assert os.path.getsize(dm.jsonl + ".1") >= 16 * 1024
+
+        def steps():
+            r = subprocess.run([GPROFCTL, "--socket", dm.sock, "metrics", "--json"],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            assert r.returncode == 0, r.stderr
+            h = json.loads(r.stdout)["hosts"][0]
+            v = h["samples"][-1]["values"]
+            key = 'gprofd_process_steps_total{job="mjob",rank="2",pid="%d",host="%s"}' % (
+                app.pid, socket.gethostname())
+            return v if v.get(key, 0) > 0 and any(
+                k.startswith("gprofd_process_median_step_seconds") for k in v) else None
+        v = until("the agent's steps in gprofctl metrics", steps)
+        assert v['gprofd_gpu_memory_total_bytes{gpu="1",uuid="GPU-stub-1"}'] == 80000000000
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "metrics"], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        out = r.stdout
+        assert "CPU      -  memory 7.8/15.6 GiB" in out, out  # fixture counters stand still
+        assert re.search(r"\n  0 +50% +0\.9/ 74\.5 GiB +300 W +60 C +1980 MHz\n", out), out
+        assert re.search(r"\n  mjob +2 +%d +\d+ " % app.pid, out), out
+    finally:
+        app.stdin.close()
+        app.wait(TIMEOUT)
+        dm.stop()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_prometheus_scrapes(d):
+    """A real Prometheus server scrapes gprofd and answers a query."""
+    prom = shutil.which("prometheus")
+    assert prom, "prometheus is missing: install the Debian package prometheus (.ci/deps)"
+    dm = Daemon(d)
+    port = free_port()
+    cfg = os.path.join(d, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gprofd\n"
+                "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % dm.port)
+    p = subprocess.Popen([prom, "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(d, "tsdb"),
+                          "--web.listen-address=127.0.0.1:%d" % port],
+                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "prom.log"), "w"))
+    try:
+        def query():
+            url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
+                port, urllib.parse.quote('gprofd_gpu_power_watts{gpu="1"}'))
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    res = json.loads(r.read())["data"]["result"]
+                    return res if res else None
+            except (urllib.error.URLError, ConnectionError, KeyError):
+                return None
+        res = until("Prometheus to answer a query for a gprofd series", query, timeout=90,
+                    every=0.5)
+        assert float(res[0]["value"][1]) == 301, res
+        assert res[0]["metric"]["uuid"] == "GPU-stub-1", res
+    except AssertionError:
+        print(open(os.path.join(d, "prom.log")).read()[-3000:])
+        raise
+    finally:
+        p.terminate()
+        p.wait(TIMEOUT)
+        dm.stop()
+
+
+def main():
+    tests = [test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes]
+    passed = failed = 0
+    for t in tests:
+        with tempfile.TemporaryDirectory(prefix="gprof-metrics-") as d:
+            try:
+                t(d)
+                passed += 1
+                print("ok - %s" % t.__name__)
+            except Exception:
+                failed += 1
+                print("FAIL - %s" % t.__name__)
+                traceback.print_exc()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+/*
+ * nvml_stub.c: an NVML stand-in for tests (never shipped), loaded by the
+ * daemon through the same dlopen path as the real libnvidia-ml.so.1
+ * (sampling.nvml_library). Two GPUs with fixed, known values. Built twice:
+ * in full, and with NVML_STUB_MINIMAL (only init, count, handle, memory),
+ * so tests see optional calls missing. NVML_STUB=fail makes nvmlInit
+ * fail; NVML_STUB=count-fails makes the device count fail.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+
+static int mode(const char *m)
+{
+	const char *e = getenv("NVML_STUB");
+
+	return e && strcmp(e, m) == 0;
+}
+
+static unsigned idx(nvmlDevice_t d)
+{
+	return (unsigned)(unsigned long)d - 1;
+}
+
+nvmlReturn_t nvmlInit_v2(void) { return mode("fail") ? 999 : 0; }
+nvmlReturn_t nvmlShutdown(void) { return 0; }
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *n)
+{
+	if (mode("count-fails"))
+		return 3;
+	*n = 2;
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *d)
+{
+	*d = (nvmlDevice_t)(unsigned long)(i + 1);
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, nvmlMemory_t *m)
+{
+	m->total = 80000000000ull;
+	m->used = 1000000000ull * (idx(d) + 1);
+	m->free = m->total - m->used;
+	return 0;
+}
+
+#ifndef NVML_STUB_MINIMAL
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) { (void)flags; return nvmlInit_v2(); }
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *b, unsigned int n)
+{
+	(void)d;
+	snprintf(b, n, "Stub H100");
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *b, unsigned int n)
+{
+	snprintf(b, n, "GPU-stub-%u", idx(d));
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
+{
+	u->gpu = 50 + 10 * idx(d);
+	u->memory = 20;
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw)
+{
+	*mw = 300000 + 1000 * idx(d);
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *mj)
+{
+	*mj = 1000000ull * (idx(d) + 1);
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *t)
+{
+	(void)sensor;
+	*t = 60 + idx(d);
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz)
+{
+	(void)d;
+	*mhz = type == 1 ? 1980 : 2619;
+	return 0;
+}
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned long long *r)
+{
+	*r = idx(d) ? 0x44ull : 0x1ull; /* gpu 1: sw power cap + hw thermal */
+	return 0;
+}
+#endif

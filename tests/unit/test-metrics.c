@@ -1,0 +1,208 @@
+/*
+ * test-metrics: the samplers against known inputs. mhost on the fixture
+ * tree tests/fixtures/host-a (exact values for every family it exports,
+ * partitions and loop devices left out), and mgpu through the NVML
+ * stand-in (nvml_stub.c): present, with optional calls missing, failing
+ * init, failing count, absent. Checked on the Prometheus text, which is
+ * what users see.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "mgpu.h"
+#include "mhost.h"
+#include "mset.h"
+
+static char text[1 << 16];
+
+static const char *render(struct mset *s)
+{
+	struct pbuf b;
+
+	pbuf_init(&b, 0);
+	assert_int_equal(mset_prometheus(s, &b), 0);
+	assert_true(b.len < sizeof(text));
+	memcpy(text, b.data, b.len);
+	text[b.len] = 0;
+	pbuf_deinit(&b);
+	return text;
+}
+
+#define HAS(line) do { \
+	if (strstr(text, line "\n") == NULL) \
+		fail_msg("missing line: %s\n--- got:\n%s", line, text); \
+} while (0)
+#define LACKS(frag) assert_null(strstr(text, frag))
+
+static void test_host_fixture(void **state)
+{
+	struct mset s = { 0 };
+	long hz = sysconf(_SC_CLK_TCK);
+
+	(void)state;
+	assert_int_equal(hz, 100); /* the fixture's expectations below */
+	mhost_sample(FIXTURES "/host-a", &s);
+	render(&s);
+	HAS("# TYPE gprofd_cpu_seconds_total counter");
+	HAS("gprofd_cpu_seconds_total{cpu=\"all\",mode=\"user\"} 10");
+	HAS("gprofd_cpu_seconds_total{cpu=\"all\",mode=\"idle\"} 50");
+	HAS("gprofd_cpu_seconds_total{cpu=\"0\",mode=\"system\"} 2");
+	HAS("gprofd_cpu_seconds_total{cpu=\"1\",mode=\"steal\"} 0.02");
+	HAS("gprofd_memory_total_bytes 16777216000");
+	HAS("gprofd_memory_available_bytes 8388608000");
+	HAS("gprofd_memory_used_bytes 8388608000");
+	HAS("gprofd_memory_cached_bytes 4194304000");
+	HAS("gprofd_memory_buffers_bytes 104857600");
+	HAS("gprofd_swap_total_bytes 2097152000");
+	HAS("gprofd_swap_used_bytes 524288000");
+	HAS("gprofd_load1 0.5");
+	HAS("gprofd_load5 1.25");
+	HAS("gprofd_load15 2");
+	HAS("gprofd_network_receive_bytes_total{device=\"eth0\"} 9876543210");
+	HAS("gprofd_network_receive_errors_total{device=\"eth0\"} 3");
+	HAS("gprofd_network_receive_drops_total{device=\"eth0\"} 7");
+	HAS("gprofd_network_transmit_bytes_total{device=\"eth0\"} 1234567890");
+	HAS("gprofd_network_transmit_packets_total{device=\"lo\"} 1000");
+	HAS("gprofd_network_transmit_drops_total{device=\"eth0\"} 2");
+	HAS("gprofd_disk_reads_total{device=\"sda\"} 1000");
+	HAS("gprofd_disk_read_bytes_total{device=\"sda\"} 10240000");
+	HAS("gprofd_disk_written_bytes_total{device=\"nvme0n1\"} 40960000");
+	HAS("gprofd_disk_io_time_seconds_total{device=\"nvme0n1\"} 2.5");
+	LACKS("sda1");
+	LACKS("nvme0n1p1");
+	LACKS("loop0");
+	mset_free(&s);
+}
+
+static void test_host_missing_root(void **state)
+{
+	struct mset s = { 0 };
+
+	(void)state;
+	mhost_sample("/nonexistent-root", &s);
+	assert_int_equal(s.n, 0);
+	mset_free(&s);
+}
+
+static void test_gpu_stub(void **state)
+{
+	char why[256];
+	struct mgpu *g;
+	struct mset s = { 0 };
+
+	(void)state;
+	unsetenv("NVML_STUB");
+	g = mgpu_open(NVML_STUB_FULL, why, sizeof(why));
+	assert_non_null(g);
+	assert_int_equal(mgpu_sample(g, &s), 0);
+	render(&s);
+	HAS("gprofd_nvml_up 1");
+	HAS("gprofd_gpus 2");
+	HAS("gprofd_gpu_info{gpu=\"0\",uuid=\"GPU-stub-0\",name=\"Stub H100\"} 1");
+	HAS("gprofd_gpu_utilization_ratio{gpu=\"1\",uuid=\"GPU-stub-1\"} 0.6");
+	HAS("gprofd_gpu_memory_utilization_ratio{gpu=\"0\",uuid=\"GPU-stub-0\"} 0.2");
+	HAS("gprofd_gpu_memory_used_bytes{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000000000");
+	HAS("gprofd_gpu_memory_total_bytes{gpu=\"0\",uuid=\"GPU-stub-0\"} 80000000000");
+	HAS("gprofd_gpu_power_watts{gpu=\"1\",uuid=\"GPU-stub-1\"} 301");
+	HAS("gprofd_gpu_energy_joules_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000");
+	HAS("gprofd_gpu_temperature_celsius{gpu=\"0\",uuid=\"GPU-stub-0\"} 60");
+	HAS("gprofd_gpu_sm_clock_hertz{gpu=\"0\",uuid=\"GPU-stub-0\"} 1980000000");
+	HAS("gprofd_gpu_memory_clock_hertz{gpu=\"0\",uuid=\"GPU-stub-0\"} 2619000000");
+	HAS("gprofd_gpu_clock_event_active{gpu=\"0\",uuid=\"GPU-stub-0\",reason=\"gpu_idle\"} 1");
+	HAS("gprofd_gpu_clock_event_active{gpu=\"1\",uuid=\"GPU-stub-1\",reason=\"sw_power_cap\"} 1");
+	HAS("gprofd_gpu_clock_event_active{gpu=\"1\",uuid=\"GPU-stub-1\",reason=\"hw_thermal_slowdown\"} 1");
+	HAS("gprofd_gpu_clock_event_active{gpu=\"1\",uuid=\"GPU-stub-1\",reason=\"gpu_idle\"} 0");
+	mset_free(&s);
+	mgpu_close(g);
+}
+
+static void test_gpu_stub_minimal(void **state)
+{
+	char why[256];
+	struct mgpu *g;
+	struct mset s = { 0 };
+
+	(void)state;
+	g = mgpu_open(NVML_STUB_MIN, why, sizeof(why));
+	assert_non_null(g);
+	assert_int_equal(mgpu_sample(g, &s), 0);
+	render(&s);
+	HAS("gprofd_gpus 2");
+	HAS("gprofd_gpu_memory_used_bytes{gpu=\"0\",uuid=\"unknown\"} 1000000000");
+	LACKS("gprofd_gpu_utilization_ratio");
+	LACKS("gprofd_gpu_power_watts");
+	mset_free(&s);
+	mgpu_close(g);
+}
+
+static void test_gpu_failures(void **state)
+{
+	char why[256];
+	struct mgpu *g;
+	struct mset s = { 0 };
+
+	(void)state;
+	assert_null(mgpu_open("/nonexistent/libnvidia-ml.so.1", why, sizeof(why)));
+	assert_non_null(strstr(why, "GPU metrics off"));
+	setenv("NVML_STUB", "fail", 1);
+	assert_null(mgpu_open(NVML_STUB_FULL, why, sizeof(why)));
+	assert_non_null(strstr(why, "nvmlInit failed"));
+	setenv("NVML_STUB", "count-fails", 1);
+	g = mgpu_open(NVML_STUB_FULL, why, sizeof(why));
+	assert_non_null(g);
+	assert_int_equal(mgpu_sample(g, &s), -1);
+	render(&s);
+	HAS("gprofd_nvml_up 0");
+	LACKS("gprofd_gpus");
+	mset_free(&s);
+	mgpu_close(g);
+	unsetenv("NVML_STUB");
+	/* no NVML at all: the sample says so and nothing else */
+	assert_int_equal(mgpu_sample(NULL, &s), 0);
+	render(&s);
+	HAS("gprofd_nvml_up 0");
+	mset_free(&s);
+}
+
+static void test_json_line(void **state)
+{
+	struct mset s = { 0 };
+	struct pbuf b;
+
+	(void)state;
+	s.ts_us = 1700000000123456;
+	mset_add(&s, MF_LOAD1, 0.5, NULL);
+	mset_add(&s, MF_NET_RX_BYTES, 42, "device=\"e\\\"th0\"");
+	pbuf_init(&b, 0);
+	assert_int_equal(mset_json(&s, "node\"7", &b), 0);
+	assert_int_equal(b.len, strlen("{\"ts_us\":1700000000123456,\"host\":\"node\\\"7\",\"metrics\":"
+	                               "{\"gprofd_load1\":0.5,\"gprofd_network_receive_bytes_total"
+	                               "{device=\\\"e\\\\\\\"th0\\\"}\":42}}\n"));
+	assert_memory_equal(b.data, "{\"ts_us\":1700000000123456,\"host\":\"node\\\"7\",\"metrics\":"
+	                    "{\"gprofd_load1\":0.5,\"gprofd_network_receive_bytes_total"
+	                    "{device=\\\"e\\\\\\\"th0\\\"}\":42}}\n", b.len);
+	pbuf_deinit(&b);
+	mset_free(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_host_fixture),
+		cmocka_unit_test(test_host_missing_root),
+		cmocka_unit_test(test_gpu_stub),
+		cmocka_unit_test(test_gpu_stub_minimal),
+		cmocka_unit_test(test_gpu_failures),
+		cmocka_unit_test(test_json_line),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
