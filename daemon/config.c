@@ -140,7 +140,7 @@ void config_defaults(struct config *c)
 	c->log_level = 6;
 	c->loopback_identity = 1;
 	c->trace_timeout_s = 300;
-	c->heartbeat_ms = 5000;
+	c->heartbeat_ms = 1000; /* step metrics as fresh as the 1 s samples */
 	c->max_connections = 4096;
 	c->max_frame_bytes = 1 * MiB;
 	c->max_chunk_bytes = 4 * MiB;

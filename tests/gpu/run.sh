@@ -8,6 +8,9 @@
 #           iteration, flows, latency), a PyTorch loop (kernels per iteration
 #           vs torch.profiler, overhead idle/capture/after, torch.profiler
 #           working after our bursts); tests/gpu/agent_check.py judges.
+#   metrics NVML values against nvidia-smi, idle and under a matmul loop;
+#           an agent-loaded loop's step time as gprofd exports it; the
+#           sampling cost with NVML (bench/bench-metrics.py).
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
 #           and duration traces with gprofctl, a dyno-format request over
 #           TCP, each timed from request to trace on disk.
@@ -26,7 +29,7 @@ log() { echo "== $*" | tee -a "$OUT/summary.txt"; }
 log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 log "$(python3 -c 'import torch; print("torch", torch.__version__)')"
 
-"$B/gprofd" --socket "$sock" --tcp 127.0.0.1:1778 --state-dir "$work/state" -v \
+"$B/gprofd" --socket "$sock" --tcp 127.0.0.1:1778 --metrics 127.0.0.1:0 --state-dir "$work/state" -v \
 	2>"$OUT/gprofd.log" &
 gpid=$!
 for i in $(seq 100); do grep -q " running: " "$OUT/gprofd.log" && break; sleep 0.1; done
@@ -105,6 +108,19 @@ agent_checks() {
 		python3 "$root/tests/gpu/agent_check.py" overhead "$OUT" "$f200" $policy 2>&1 | tee -a "$OUT/summary.txt"
 	done
 	grep -h "refused\|kept\|delivered" "$OUT"/agent-*.log | tail -5 | tee -a "$OUT/summary.txt"
+}
+
+# ---- always-on metrics (issue 6) ----
+metrics_checks() {
+	local port
+	port=$(grep -o "metrics on http://[0-9.]*:[0-9]*" "$OUT/gprofd.log" | grep -o "[0-9]*$")
+	python3 "$root/tests/gpu/metrics_check.py" "$port" "$sock" "$root/.devlibs/lib/libgprof_agent.so" \
+		"$root/python" 2>&1 | tee -a "$OUT/summary.txt"
+	python3 "$root/tests/gpu/nvml_timing.py" 2>&1 | tee -a "$OUT/summary.txt"
+	# the cost of sampling with NVML on this host (a second daemon, 30 s)
+	python3 "$root/bench/bench-metrics.py" "$B/gprofd" --seconds 30 2>&1 | tee -a "$OUT/summary.txt"
+	python3 "$root/bench/bench-metrics.py" "$B/gprofd" --seconds 30 --nvml /nonexistent 2>&1 | \
+		tee -a "$OUT/summary.txt"
 }
 
 # ---- stock PyTorch through Kineto's IPC fabric (issue 7) ----
@@ -203,7 +219,7 @@ kineto_checks() {
 	tail -3 "$OUT/train.log" | tee -a "$OUT/summary.txt"
 }
 
-for section in ${SECTIONS:-agent kineto}; do
+for section in ${SECTIONS:-agent metrics kineto}; do
 	log "---- $section"
 	${section}_checks
 done

@@ -121,6 +121,12 @@ static void test_gpu_stub(void **state)
 	HAS("gprofd_gpu_clock_event_active{gpu=\"1\",uuid=\"GPU-stub-1\",reason=\"hw_thermal_slowdown\"} 1");
 	HAS("gprofd_gpu_clock_event_active{gpu=\"1\",uuid=\"GPU-stub-1\",reason=\"gpu_idle\"} 0");
 	mset_free(&s);
+	/* the energy counter (a slow NVML call) is read every 10th cycle and
+	 * exported every cycle */
+	assert_int_equal(mgpu_sample(g, &s), 0);
+	render(&s);
+	HAS("gprofd_gpu_energy_joules_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000");
+	mset_free(&s);
 	mgpu_close(g);
 }
 
