@@ -7,8 +7,10 @@
  *   nvmlInit never blocks the loop) into m->cur, timing itself ->
  *   sample_done (loop) adds the traced processes' step metrics (from the
  *   agents' heartbeats in the registry) and the daemon's own, then
- *     - renders the Prometheus text into m->text, which the HTTP thread
- *       (libmicrohttpd's, started here) copies out under m->lock,
+ *     - copies it to m->latest under m->lock, which the HTTP thread
+ *       (libmicrohttpd's, started here) renders as Prometheus text when
+ *       scraped (rendering every cycle for scrapes every 15 s was half the
+ *       daemon's sampling cost),
  *     - appends a JSON line to export.jsonl (with size-based rotation),
  *     - moves the sample into the history ring that metrics_query reads.
  * One cycle at a time: a tick that finds the previous still running is
@@ -55,9 +57,9 @@ struct metrics {
 	char gpu_why[256];
 	struct mset *ring;     /* history: ring[(head + i) % cap], i < n */
 	size_t cap, n, head;
-	pthread_mutex_t lock;  /* text, shared with the HTTP thread */
-	char *text;
-	size_t text_len;
+	pthread_mutex_t lock;  /* latest, shared with the HTTP thread */
+	struct mset latest;    /* a copy of the newest sample, rendered on scrape */
+	bool have_latest;
 	struct MHD_Daemon *http;
 	int http_port;
 	FILE *jsonl;
@@ -172,7 +174,6 @@ static void sample_done(uv_work_t *req, int status)
 {
 	struct metrics *m = req->data;
 	struct mset s = m->cur;
-	struct pbuf b;
 
 	m->busy = false;
 	memset(&m->cur, 0, sizeof(m->cur));
@@ -190,16 +191,22 @@ static void sample_done(uv_work_t *req, int status)
 	}
 	add_processes(m, &s);
 	add_self(m, &s);
-	pbuf_init(&b, 0);
-	if (mset_prometheus(&s, &b) == 0) {
-		pthread_mutex_lock(&m->lock);
-		free(m->text);
-		m->text = (char *)b.data;
-		m->text_len = b.len;
-		pthread_mutex_unlock(&m->lock);
-		b.data = NULL; /* transferred */
+	pthread_mutex_lock(&m->lock);
+	if (m->latest.cap < s.n) {
+		struct mval *v = realloc(m->latest.v, s.n * sizeof(*v));
+
+		if (v != NULL) {
+			m->latest.v = v;
+			m->latest.cap = s.n;
+		}
 	}
-	pbuf_deinit(&b);
+	if (m->latest.cap >= s.n) {
+		memcpy(m->latest.v, s.v, s.n * sizeof(*s.v));
+		m->latest.n = s.n;
+		m->latest.ts_us = s.ts_us;
+		m->have_latest = true;
+	}
+	pthread_mutex_unlock(&m->lock);
 	jsonl_write(m, &s);
 	if (m->cap == 0) {
 		mset_free(&s);
@@ -251,7 +258,10 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 	static const char index_page[] =
 		"gprofd metrics: GET /metrics (Prometheus text format 0.0.4)\n";
 	struct metrics *m = cls;
+	struct MHD_Response *resp;
 	enum MHD_Result ret;
+	struct pbuf b;
+	int r;
 
 	(void)version;
 	(void)upload;
@@ -264,13 +274,27 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 	if (strcmp(url, "/metrics") != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found: try /metrics\n", 24);
 	pthread_mutex_lock(&m->lock);
-	if (m->text == NULL)
-		ret = reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
-		            "the first sample is not taken yet\n", 34);
-	else
-		ret = reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", m->text,
-		            m->text_len);
+	if (!m->have_latest) {
+		pthread_mutex_unlock(&m->lock);
+		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+		             "the first sample is not taken yet\n", 34);
+	}
+	pbuf_init(&b, 0);
+	r = mset_prometheus(&m->latest, &b);
 	pthread_mutex_unlock(&m->lock);
+	if (r < 0) {
+		pbuf_deinit(&b);
+		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", 14);
+	}
+	resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		pbuf_deinit(&b);
+		return MHD_NO;
+	}
+	b.data = NULL; /* transferred: libmicrohttpd frees it */
+	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
 	return ret;
 }
 
@@ -369,7 +393,7 @@ static void maybe_free(struct metrics *m)
 		mset_free(&m->ring[(m->head + i) % m->cap]);
 	free(m->ring);
 	mset_free(&m->cur);
-	free(m->text);
+	mset_free(&m->latest);
 	pthread_mutex_destroy(&m->lock);
 	mgpu_close(m->gpu);
 	free(m);
