@@ -830,6 +830,39 @@ static void write_kernel(struct tw *w, struct pass *p, CUpti_ActivityKernel10 *k
 	write_flow_end(w, c, k->deviceId, k->streamId, k->correlationId, k->start);
 }
 
+/* A copy, from either record kind (MEMCPY, or MEMCPY2 between devices,
+ * which also names both devices). */
+struct copy {
+	uint8_t kind, src, dst;
+	uint64_t bytes, start, end;
+	uint32_t dev, ctx, stream, corr;
+	int64_t src_dev, dst_dev; /* -1: not a peer copy */
+};
+
+static void write_copy(struct tw *w, struct pass *p, const struct copy *m)
+{
+	char name[96];
+	bool keep;
+	struct corr *c = gpu_keep(p, m->corr, m->start, m->end, &keep, true);
+	int n;
+
+	if (!keep)
+		return;
+	n = snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", NAME_OF(copy_kinds, m->kind),
+	             NAME_OF(mem_kinds, m->src), NAME_OF(mem_kinds, m->dst));
+	tw_x(w, "gpu_memcpy", name, (size_t)n, m->dev, m->stream, m->start, m->end);
+	gpu_common(w, c, m->dev, m->ctx, m->stream, m->corr, m->start, m->end);
+	bandwidth(w, m->bytes, m->start, m->end);
+	if (m->src_dev >= 0) {
+		tw_lit(w, ",\"src device\":");
+		tw_int(w, m->src_dev);
+		tw_lit(w, ",\"dst device\":");
+		tw_int(w, m->dst_dev);
+	}
+	tw_lit(w, "}}");
+	write_flow_end(w, c, m->dev, m->stream, m->corr, m->start);
+}
+
 static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 {
 	struct pass *p = ud;
@@ -844,40 +877,19 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		break;
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)r;
-		int n;
+		struct copy cp = { m->copyKind, m->srcKind, m->dstKind, m->bytes, m->start, m->end,
+		                   m->deviceId, m->contextId, m->streamId, m->correlationId, -1, -1 };
 
-		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep, true);
-		if (!keep)
-			return;
-		n = snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", NAME_OF(copy_kinds, m->copyKind),
-		             NAME_OF(mem_kinds, m->srcKind), NAME_OF(mem_kinds, m->dstKind));
-		tw_x(w, "gpu_memcpy", name, (size_t)n, m->deviceId, m->streamId, m->start, m->end);
-		gpu_common(w, c, m->deviceId, m->contextId, m->streamId, m->correlationId, m->start,
-		           m->end);
-		bandwidth(w, m->bytes, m->start, m->end);
-		tw_lit(w, "}}");
-		write_flow_end(w, c, m->deviceId, m->streamId, m->correlationId, m->start);
+		write_copy(w, p, &cp);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
 		CUpti_ActivityMemcpyPtoP4 *m = (CUpti_ActivityMemcpyPtoP4 *)r;
-		int n;
+		struct copy cp = { m->copyKind, m->srcKind, m->dstKind, m->bytes, m->start, m->end,
+		                   m->deviceId, m->contextId, m->streamId, m->correlationId,
+		                   m->srcDeviceId, m->dstDeviceId };
 
-		c = gpu_keep(p, m->correlationId, m->start, m->end, &keep, true);
-		if (!keep)
-			return;
-		n = snprintf(name, sizeof(name), "Memcpy %s (%s -> %s)", NAME_OF(copy_kinds, m->copyKind),
-		             NAME_OF(mem_kinds, m->srcKind), NAME_OF(mem_kinds, m->dstKind));
-		tw_x(w, "gpu_memcpy", name, (size_t)n, m->deviceId, m->streamId, m->start, m->end);
-		gpu_common(w, c, m->deviceId, m->contextId, m->streamId, m->correlationId, m->start,
-		           m->end);
-		bandwidth(w, m->bytes, m->start, m->end);
-		tw_lit(w, ",\"src device\":");
-		tw_int(w, m->srcDeviceId);
-		tw_lit(w, ",\"dst device\":");
-		tw_int(w, m->dstDeviceId);
-		tw_lit(w, "}}");
-		write_flow_end(w, c, m->deviceId, m->streamId, m->correlationId, m->start);
+		write_copy(w, p, &cp);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {

@@ -14,13 +14,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
-import traceback
 
 GPROFD, GPROFCTL, APP, AGENT, VALIDATOR = sys.argv[1:6]
 sys.path.insert(0, os.path.dirname(VALIDATOR))
 from validate_trace import validate  # noqa: E402
+import runner  # noqa: E402
 
 TIMEOUT = 30
 
@@ -266,26 +265,16 @@ def test_cancel_then_trace(d):
         dm.kill()
 
 
+def agent_log(d):
+    log = os.path.join(d, "agent.log")
+    if os.path.exists(log):
+        print("agent log:\n" + open(log).read())
+
+
 def main():
-    tests = [test_iterations, test_duration, test_daemon_killed, test_no_daemon, test_fork,
-             test_python_helper,
-             test_cancel_then_trace]
-    passed = failed = 0
-    for t in tests:
-        with tempfile.TemporaryDirectory(prefix="gprof-agent-") as d:
-            try:
-                t(d)
-                passed += 1
-                print("ok - %s" % t.__name__)
-            except Exception:
-                failed += 1
-                print("FAIL - %s" % t.__name__)
-                traceback.print_exc()
-                log = os.path.join(d, "agent.log")
-                if os.path.exists(log):
-                    print("agent log:\n" + open(log).read())
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return runner.run([test_iterations, test_duration, test_daemon_killed, test_no_daemon,
+                       test_fork, test_python_helper, test_cancel_then_trace],
+                      "gprof-agent-", agent_log)
 
 
 if __name__ == "__main__":

@@ -15,15 +15,15 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 import urllib.error
 import urllib.parse
 import urllib.request
 
 GPROFD, GPROFCTL, APP, AGENT, NVML_STUB, FIXTURES = sys.argv[1:7]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import runner  # noqa: E402
 TIMEOUT = 60
 
 
@@ -229,20 +229,8 @@ def test_prometheus_scrapes(d):
 
 
 def main():
-    tests = [test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes]
-    passed = failed = 0
-    for t in tests:
-        with tempfile.TemporaryDirectory(prefix="gprof-metrics-") as d:
-            try:
-                t(d)
-                passed += 1
-                print("ok - %s" % t.__name__)
-            except Exception:
-                failed += 1
-                print("FAIL - %s" % t.__name__)
-                traceback.print_exc()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return runner.run([test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes],
+                      "gprof-metrics-")
 
 
 if __name__ == "__main__":
