@@ -7,6 +7,9 @@
  * CUDA 13-shaped records (a runtime API call and the kernel, copy or set
  * it launched, with matching correlation ids) and hands them back.
  *
+ * FAKE_CUPTI_HELD=NAME makes cuptiSubscribe_v2 fail as when NAME (another
+ * tool) holds CUPTI.
+ *
  * Records are laid out back to back at 8-byte alignment, and
  * cuptiActivityGetNextRecord walks them by their kind's struct size, which
  * is all the agent relies on.
@@ -60,9 +63,13 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc r,
 CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, void *ud,
                               CUpti_SubscriberParams *p)
 {
-	(void)p;
-	if (subscribed)
+	const char *held = getenv("FAKE_CUPTI_HELD"); /* another tool holds CUPTI */
+
+	if (subscribed || (held && *held)) {
+		if (held && p && p->oldSubscriberName && p->oldSubscriberSize)
+			snprintf(p->oldSubscriberName, p->oldSubscriberSize, "%s", held);
 		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	}
 	subscribed = 1;
 	sub_cb = cb;
 	sub_ud = ud;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # agent-writer.sh BENCH_WRITER VALIDATE_TRACE: the agent's CUPTI-to-trace
-# path (gpu.c + writer.c) in CI without a GPU. bench-writer feeds it 2000
+# path (gpu.c + writer.c) in CI without a GPU. First a burst while another
+# tool holds CUPTI, which must be refused with that tool's name. bench-writer feeds it 2000
 # launches from the stand-in libcupti (1600 kernels, 200 copies, 200 sets,
 # each with its runtime call); the trace must validate and hold exactly
 # those events, each GPU event joined to its launch by a flow.
@@ -8,6 +9,13 @@ set -euo pipefail
 bench=$1 validate=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# another tool holding CUPTI: the burst is refused with its name
+if FAKE_CUPTI_HELD="Nsight Systems" GPROF_SOCKET=$dir/none.sock "$bench" 10 "$dir/x.json.gz" 1 \
+	>"$dir/held.txt" 2>&1; then
+	echo "agent-writer: a burst started although another tool held CUPTI"; exit 1
+fi
+grep -q "CUPTI is held by another tool (Nsight Systems)" "$dir/held.txt" ||
+	{ echo "agent-writer: the refusal does not name the holder:"; cat "$dir/held.txt"; exit 1; }
 GPROF_SOCKET=$dir/none.sock "$bench" 2000 "$dir/t.pt.trace.json.gz" 1 >"$dir/out.txt"
 python3 "$validate" "$dir/t.pt.trace.json.gz" --min-kernels 1600 >"$dir/summary.json"
 python3 - "$dir/t.pt.trace.json.gz" <<'PY'

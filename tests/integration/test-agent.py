@@ -25,13 +25,18 @@ TIMEOUT = 30
 
 
 class Daemon:
-    def __init__(self, d):
+    def __init__(self, d, yaml=None):
         self.dir = d
         self.sock = os.path.join(d, "gprofd.sock")
         self.lines = []
         self.cv = threading.Condition()
+        extra = []
+        if yaml:
+            with open(os.path.join(d, "gprofd.yaml"), "w") as f:
+                f.write(yaml)
+            extra = ["--config", os.path.join(d, "gprofd.yaml")]
         self.p = subprocess.Popen(
-            [GPROFD, "--socket", self.sock, "--tcp", "off", "--metrics", "off",
+            [GPROFD] + extra + ["--socket", self.sock, "--tcp", "off", "--metrics", "off",
              "--state-dir", os.path.join(d, "state"), "-v"],
             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
         threading.Thread(target=self._read, daemon=True).start()
@@ -167,6 +172,46 @@ def test_duration(d):
         dm.kill()
 
 
+def test_start_at(d):
+    """A duration window that starts at a wall-clock time: nothing in the
+    trace is earlier than that time."""
+    import gzip
+    import time
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        start = time.time() + 2
+        path, _ = trace(d, dm.sock, "--duration-ms", "200", "--start-at", "%.3f" % start)
+        check(path, ranges=["forward"])
+        doc = json.load(gzip.open(path, "rt"))
+        first = min(e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X")
+        first_s = (doc["baseTimeNanoseconds"] + first * 1000) / 1e9
+        assert first_s >= start - 0.001, (first_s, start)
+        assert first_s < start + 0.5, (first_s, start)
+    finally:
+        app.finish()
+        dm.kill()
+
+
+def test_cut_at_limit(d):
+    """Past the byte limit the capture stops, and the trace says it was cut
+    (and is still valid)."""
+    import gzip
+    dm = Daemon(d, "limits:\n  trace_bytes: 1M\n")
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, summary = trace(d, dm.sock, "--duration-ms", "60000")
+        check(path)
+        doc = json.load(gzip.open(path, "rt"))
+        assert doc["gprof_trace_cut"] is True, doc["gprof_trace_cut"]
+        assert len(doc["traceEvents"]) > 1000
+    finally:
+        app.finish()
+        dm.kill()
+
+
 def test_daemon_killed(d):
     """Killing the daemon mid-run leaves the program running; the agent
     registers again with the next daemon, which can trace it."""
@@ -272,7 +317,8 @@ def agent_log(d):
 
 
 def main():
-    return runner.run([test_iterations, test_duration, test_daemon_killed, test_no_daemon,
+    return runner.run([test_iterations, test_duration, test_start_at, test_cut_at_limit,
+                       test_daemon_killed, test_no_daemon,
                        test_fork, test_python_helper, test_cancel_then_trace],
                       "gprof-agent-", agent_log)
 
