@@ -363,9 +363,14 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	r = p_cuptiSubscribe_v2(&sub, (CUpti_CallbackFunc)on_callback, NULL, &params);
 	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		holder[sizeof(holder) - 1] = '\0';
-		snprintf(why, n, "CUPTI is held by another tool (%s): stop it (torch.profiler, Nsight, "
-		         "compute-sanitizer) or trace this process with it",
-		         holder[0] ? holder : "unnamed");
+		/* PyTorch's Kineto subscribes without a name and keeps CUPTI for the
+		 * life of the process once torch.profiler has run (seen on an H100) */
+		snprintf(why, n, "CUPTI is held by another tool (%s): stop it (Nsight, "
+		         "compute-sanitizer) or trace this process with it; PyTorch keeps CUPTI once "
+		         "torch.profiler has run in a process, so such a process cannot be traced by "
+		         "the agent (KINETO_USE_DAEMON=1 traces it through Kineto instead)",
+		         strstr(holder, "<not provided>") || !holder[0] ?
+		         "one that gives no name, as PyTorch's profiler" : holder);
 		return -EBUSY;
 	}
 	if (r != CUPTI_SUCCESS) {

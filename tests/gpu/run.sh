@@ -8,6 +8,9 @@
 #           iteration, flows, latency), a PyTorch loop (kernels per iteration
 #           vs torch.profiler, overhead idle/capture/after, torch.profiler
 #           working after our bursts); tests/gpu/agent_check.py judges.
+#   held    the agent asked for a capture while torch.profiler holds CUPTI
+#           (refused, naming the holder), then again after it ended (still
+#           refused: PyTorch keeps its CUPTI subscription).
 #   metrics NVML values against nvidia-smi, idle and under a matmul loop;
 #           an agent-loaded loop's step time as gprofd exports it; the
 #           sampling cost with NVML (bench/bench-metrics.py).
@@ -108,6 +111,35 @@ agent_checks() {
 		python3 "$root/tests/gpu/agent_check.py" overhead "$OUT" "$f200" $policy 2>&1 | tee -a "$OUT/summary.txt"
 	done
 	grep -h "refused\|kept\|delivered" "$OUT"/agent-*.log | tail -5 | tee -a "$OUT/summary.txt"
+}
+
+# ---- CUPTI held by torch.profiler: the agent refuses and names it ----
+held_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so
+	local held_py='
+import gprof_agent, torch, sys
+m = torch.nn.Linear(1024, 1024).cuda(); x = torch.randn(64, 1024, device="cuda")
+o = torch.optim.SGD(m.parameters(), lr=1e-3)
+def step():
+    o.zero_grad(); m(x).sum().backward(); o.step(); torch.cuda.synchronize()
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+    print("profiling", flush=True)
+    for i in range(4000): step()
+print("released", flush=True)
+for i in range(100000): step()
+'
+	env CUDA_INJECTION64_PATH=$A GPROF_SOCKET=$sock GPROF_JOB_ID=held PYTHONPATH=$root/python \
+		GPROF_AGENT_LOG=$OUT/agent-held.log python3 -c "$held_py" >"$OUT/held.out" 2>&1 &
+	local hp=$!
+	for i in $(seq 300); do grep -q profiling "$OUT/held.out" && break; sleep 0.1; done
+	ctl trace --job held --iterations 5 --iteration-roundup 1 --output-dir "$work/out-held" --timeout 30 \
+		>"$OUT/held1.txt" 2>&1
+	log "while torch.profiler runs: gprofctl exit $?: $(grep -o "CUPTI is held[^;]*" "$OUT/held1.txt" | head -1)"
+	for i in $(seq 600); do grep -q released "$OUT/held.out" && break; sleep 0.1; done
+	ctl trace --job held --iterations 5 --iteration-roundup 1 --output-dir "$work/out-held2" --timeout 30 \
+		>"$OUT/held2.txt" 2>&1
+	log "after torch.profiler ended: gprofctl exit $? (Kineto keeps CUPTI: $(grep -c "held by another" "$OUT/held2.txt") refusal)"
+	kill $hp 2>/dev/null; wait $hp 2>/dev/null
 }
 
 # ---- always-on metrics (issue 6) ----
@@ -219,7 +251,7 @@ kineto_checks() {
 	tail -3 "$OUT/train.log" | tee -a "$OUT/summary.txt"
 }
 
-for section in ${SECTIONS:-agent metrics kineto}; do
+for section in ${SECTIONS:-agent held metrics kineto}; do
 	log "---- $section"
 	${section}_checks
 done
