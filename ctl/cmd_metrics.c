@@ -144,12 +144,21 @@ static void print_host(const char *host, const struct mrow *r)
 		    sizeof(gpu)) || !label(v->string, "uuid", uuid, sizeof(uuid)))
 			continue;
 		if (gpus++ == 0)
-			printf("  %-4s %6s %18s %8s %6s %9s\n", "GPU", "UTIL", "MEMORY", "POWER", "TEMP",
-			       "SM CLOCK");
+			printf("  %-4s %6s %6s %18s %8s %6s %9s\n", "GPU", "UTIL", "SM ACT", "MEMORY",
+			       "POWER", "TEMP", "SM CLOCK");
 #define G(name) (snprintf(key, sizeof(key), name "{gpu=\"%s\",uuid=\"%s\"}", gpu, uuid), \
                  val(last, key))
-		printf("  %-4s %5.0f%% %7.1f/%5.1f GiB %6.0f W %4.0f C %5.0f MHz\n", gpu,
-		       G("gprofd_gpu_utilization_ratio") * 100,
+		{
+			double act = G("gprofd_gpu_sm_active_ratio");
+			char a[16];
+
+			if (isnan(act)) /* GPM: Hopper and newer */
+				snprintf(a, sizeof(a), "-");
+			else
+				snprintf(a, sizeof(a), "%.0f%%", act * 100);
+			printf("  %-4s %5.0f%% %6s", gpu, G("gprofd_gpu_utilization_ratio") * 100, a);
+		}
+		printf(" %7.1f/%5.1f GiB %6.0f W %4.0f C %5.0f MHz\n",
 		       G("gprofd_gpu_memory_used_bytes") / 1073741824.0,
 		       G("gprofd_gpu_memory_total_bytes") / 1073741824.0, G("gprofd_gpu_power_watts"),
 		       G("gprofd_gpu_temperature_celsius"), G("gprofd_gpu_sm_clock_hertz") / 1e6);

@@ -25,6 +25,29 @@ typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
 typedef struct { unsigned int version; unsigned long long total, reserved, free, used; } nvmlMemory_v2_t;
 #define NVML_MEMORY_V2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
 
+/* per-process memory (ComputeRunningProcesses_v3) */
+typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } nvmlProcessInfo_t;
+/* GPM (Hopper and newer): two samples make a metric */
+typedef struct nvmlGpmSample_st *nvmlGpmSample_t;
+typedef struct {
+	unsigned int metricId;
+	nvmlReturn_t nvmlReturn;
+	double value;
+	struct { char *shortName, *longName, *unit; } info;
+} nvmlGpmMetric_t;
+#define GPM_N 7
+typedef struct {
+	unsigned int version, numMetrics;
+	nvmlGpmSample_t sample1, sample2;
+	nvmlGpmMetric_t metrics[GPM_N];
+} nvmlGpmMetricsGet_t;
+typedef struct { unsigned int version, isSupportedDevice; } nvmlGpmSupport_t;
+/* NVML's nvmlGpmMetricId_t values for what is exported, with its family */
+static const struct { unsigned id; int fam; } gpm_metrics[GPM_N] = {
+	{ 2, MF_GPM_SM_ACTIVE }, { 3, MF_GPM_SM_OCCUPANCY }, { 5, MF_GPM_TENSOR },
+	{ 10, MF_GPM_DRAM }, { 13, MF_GPM_FP16 }, { 12, MF_GPM_FP32 }, { 11, MF_GPM_FP64 },
+};
+
 #define NVML_SUCCESS 0
 #define NVML_INIT_FLAG_NO_GPUS 1u
 #define NVML_TEMPERATURE_GPU 0
@@ -49,6 +72,17 @@ struct mgpu {
 	nvmlReturn_t (*temp)(nvmlDevice_t, int, unsigned int *);
 	nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int *);
 	nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long *);
+	nvmlReturn_t (*ecc)(nvmlDevice_t, int, int, unsigned long long *);
+	nvmlReturn_t (*remapped)(nvmlDevice_t, unsigned *, unsigned *, unsigned *, unsigned *);
+	nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
+	nvmlReturn_t (*gpm_support)(nvmlDevice_t, nvmlGpmSupport_t *);
+	nvmlReturn_t (*gpm_alloc)(nvmlGpmSample_t *);
+	nvmlReturn_t (*gpm_free)(nvmlGpmSample_t);
+	nvmlReturn_t (*gpm_get)(nvmlDevice_t, nvmlGpmSample_t);
+	nvmlReturn_t (*gpm_metrics)(nvmlGpmMetricsGet_t *);
+	int gpm_state[GPUS_MAX];          /* 0 unknown, 1 supported, -1 not */
+	nvmlGpmSample_t gpm[GPUS_MAX][2]; /* previous and current */
+	bool gpm_have_prev[GPUS_MAX];
 	char names[GPUS_MAX][96];
 	char uuids[GPUS_MAX][96];
 	/* nvmlDeviceGetTotalEnergyConsumption takes 2.4 ms a call on an H100
@@ -92,6 +126,14 @@ struct mgpu *mgpu_open(const char *library, char *why, size_t n)
 	SYM(m, energy, "nvmlDeviceGetTotalEnergyConsumption");
 	SYM(m, temp, "nvmlDeviceGetTemperature");
 	SYM(m, clock, "nvmlDeviceGetClockInfo");
+	SYM(m, ecc, "nvmlDeviceGetTotalEccErrors");
+	SYM(m, remapped, "nvmlDeviceGetRemappedRows");
+	SYM(m, procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+	SYM(m, gpm_support, "nvmlGpmQueryDeviceSupport");
+	SYM(m, gpm_alloc, "nvmlGpmSampleAlloc");
+	SYM(m, gpm_free, "nvmlGpmSampleFree");
+	SYM(m, gpm_get, "nvmlGpmSampleGet");
+	SYM(m, gpm_metrics, "nvmlGpmMetricsGet");
 	if (!SYM(m, events, "nvmlDeviceGetCurrentClocksEventReasons"))
 		SYM(m, events, "nvmlDeviceGetCurrentClocksThrottleReasons");
 	if ((m->init == NULL && m->init_flags == NULL) || m->count == NULL || m->handle == NULL) {
@@ -113,8 +155,14 @@ fail:
 
 void mgpu_close(struct mgpu *m)
 {
+	int i, k;
+
 	if (m == NULL)
 		return;
+	for (i = 0; i < GPUS_MAX; i++)
+		for (k = 0; k < 2; k++)
+			if (m->gpm[i][k] && m->gpm_free)
+				m->gpm_free(m->gpm[i][k]);
 	if (m->shutdown)
 		m->shutdown();
 	dlclose(m->lib);
@@ -128,6 +176,64 @@ static const struct { unsigned long long bit; const char *name; } reasons[] = {
 	{ 0x20ull, "sw_thermal_slowdown" }, { 0x40ull, "hw_thermal_slowdown" },
 	{ 0x80ull, "hw_power_brake_slowdown" }, { 0x100ull, "display_clock_setting" },
 };
+
+/* Every ENERGY_EVERY cycles: ECC, remapped rows, per-process memory. */
+static void slow_metrics(struct mgpu *m, nvmlDevice_t d, struct mset *s, const char *lbl)
+{
+	unsigned long long e;
+	unsigned a, b, c, f, n = 64, k;
+	nvmlProcessInfo_t pi[64];
+
+	if (m->ecc && m->ecc(d, 0, 1, &e) == NVML_SUCCESS)
+		mset_add(s, MF_GPU_ECC, (double)e, "%s,type=\"corrected\"", lbl);
+	if (m->ecc && m->ecc(d, 1, 1, &e) == NVML_SUCCESS)
+		mset_add(s, MF_GPU_ECC, (double)e, "%s,type=\"uncorrected\"", lbl);
+	if (m->remapped && m->remapped(d, &a, &b, &c, &f) == NVML_SUCCESS) {
+		mset_add(s, MF_GPU_REMAPPED, a, "%s,cause=\"correctable\"", lbl);
+		mset_add(s, MF_GPU_REMAPPED, b, "%s,cause=\"uncorrectable\"", lbl);
+		mset_add(s, MF_GPU_REMAPPED, c, "%s,cause=\"pending\"", lbl);
+	}
+	if (m->procs && m->procs(d, &n, pi) == NVML_SUCCESS)
+		for (k = 0; k < n && k < 64; k++)
+			mset_add(s, MF_GPU_PROC_MEM, (double)pi[k].used, "%s,pid=\"%u\"", lbl, pi[k].pid);
+}
+
+/* GPM: a sample per GPU per cycle; each pair (>= 100 ms apart at any
+ * sampling interval allowed) gives the metrics. */
+static void gpm(struct mgpu *m, unsigned i, nvmlDevice_t d, struct mset *s, const char *lbl)
+{
+	nvmlGpmMetricsGet_t g;
+	nvmlGpmSample_t tmp;
+	unsigned k;
+
+	if (m->gpm_state[i] == 0) {
+		nvmlGpmSupport_t sup = { 1, 0 };
+
+		m->gpm_state[i] = m->gpm_support && m->gpm_alloc && m->gpm_get && m->gpm_metrics &&
+		                  m->gpm_support(d, &sup) == NVML_SUCCESS && sup.isSupportedDevice &&
+		                  m->gpm_alloc(&m->gpm[i][0]) == NVML_SUCCESS &&
+		                  m->gpm_alloc(&m->gpm[i][1]) == NVML_SUCCESS ? 1 : -1;
+	}
+	if (m->gpm_state[i] != 1 || m->gpm_get(d, m->gpm[i][1]) != NVML_SUCCESS)
+		return;
+	if (m->gpm_have_prev[i]) {
+		memset(&g, 0, sizeof(g));
+		g.version = 1;
+		g.numMetrics = GPM_N;
+		g.sample1 = m->gpm[i][0];
+		g.sample2 = m->gpm[i][1];
+		for (k = 0; k < GPM_N; k++)
+			g.metrics[k].metricId = gpm_metrics[k].id;
+		if (m->gpm_metrics(&g) == NVML_SUCCESS)
+			for (k = 0; k < GPM_N; k++)
+				if (g.metrics[k].nvmlReturn == NVML_SUCCESS)
+					mset_add(s, gpm_metrics[k].fam, g.metrics[k].value / 100.0, "%s", lbl);
+	}
+	tmp = m->gpm[i][0]; /* current becomes previous */
+	m->gpm[i][0] = m->gpm[i][1];
+	m->gpm[i][1] = tmp;
+	m->gpm_have_prev[i] = true;
+}
 
 int mgpu_sample(struct mgpu *m, struct mset *s)
 {
@@ -190,6 +296,9 @@ int mgpu_sample(struct mgpu *m, struct mset *s)
 			mset_add(s, MF_GPU_SM_CLOCK, u * 1e6, "%s", lbl);
 		if (m->clock && m->clock(d, NVML_CLOCK_MEM, &u) == NVML_SUCCESS)
 			mset_add(s, MF_GPU_MEM_CLOCK, u * 1e6, "%s", lbl);
+		if (m->cycle % ENERGY_EVERY == 0)
+			slow_metrics(m, d, s, lbl);
+		gpm(m, i, d, s, lbl);
 		if (m->events && m->events(d, &e) == NVML_SUCCESS)
 			for (k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++)
 				mset_add(s, MF_GPU_CLOCK_EVENTS, (e & reasons[k].bit) ? 1 : 0,

@@ -88,13 +88,17 @@ busy = subprocess.Popen([sys.executable, "-c",
                          "a=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16)\n"
                          "b=a@a; torch.cuda.synchronize(); print('busy', flush=True)\n"
                          "t=time.time()\n"
-                         "while time.time()-t<8:\n"
+                         "while time.time()-t<18:\n"
                          "    b=a@a\n"
                          "    torch.cuda.synchronize()\n"], stdout=subprocess.PIPE, text=True)
 busy.stdout.readline()  # the loop runs from here
 time.sleep(4)           # several 1 s samples into it (NVML averages utilisation over a period)
 m = scrape()
 s0 = smi()[0]
+time.sleep(9)           # per-process memory is read every 10th cycle
+m10 = scrape()
+apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                       "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
 busy.wait()
 r0 = s[0]
 u, p0, p1 = g(m, "gprofd_gpu_utilization_ratio", r0), g(idle, "gprofd_gpu_power_watts", r0), \
@@ -103,6 +107,21 @@ print("  busy: gprofd util %.2f (nvidia-smi %.2f), power %.0f W (idle %.0f W, nv
       "SM clock %.0f MHz" % (u, s0["util"], p1, p0, s0["power"],
                               g(m, "gprofd_gpu_sm_clock_hertz", r0) / 1e6))
 check(u >= 0.8 and p1 > p0 * 1.3, "under a matmul loop GPU utilisation rises (>= 0.8) and power rises (> 1.3x idle)")
+
+gpm_idle = g(idle, "gprofd_gpu_sm_active_ratio", r0)
+gpm_busy = {n: g(m, "gprofd_gpu_%s" % n, r0) for n in
+            ("sm_active_ratio", "sm_occupancy_ratio", "tensor_active_ratio", "dram_bandwidth_ratio",
+             "fp16_active_ratio", "fp32_active_ratio")}
+print("  GPM idle sm_active %s; busy %s" % (gpm_idle, json.dumps(gpm_busy)))
+check(gpm_idle is not None and gpm_idle < 0.05 and (gpm_busy["sm_active_ratio"] or 0) > 0.5 and
+      (gpm_busy["tensor_active_ratio"] or 0) > 0.05,
+      "GPM: SM activity ~0 idle, > 0.5 under the bf16 matmul, tensor pipes active")
+pm = {k: v for k, v in m10.items() if k.startswith("gprofd_gpu_process_memory_bytes")}
+want = {int(l.split(",")[0]): float(l.split(",")[1]) * 2**20 for l in apps.strip().splitlines() if l}
+print("  per-process GPU memory: gprofd %s; nvidia-smi %s" % (pm, want))
+check(busy.pid in want and any('pid="%d"' % busy.pid in k and abs(v - want[busy.pid]) <= 64 * 2**20
+                               for k, v in pm.items()),
+      "per-process GPU memory of the matmul process agrees with nvidia-smi (64 MiB)")
 
 # 3. step-time metrics of an agent-loaded PyTorch loop
 loop = ("import gprof_agent, torch, time, statistics, sys\n"

@@ -176,7 +176,7 @@ def test_jsonl_and_ctl(d):
         assert r.returncode == 0, r.stderr
         out = r.stdout
         assert "CPU      -  memory 7.8/15.6 GiB" in out, out  # fixture counters stand still
-        assert re.search(r"\n  0 +50% +0\.9/ 74\.5 GiB +300 W +60 C +1980 MHz\n", out), out
+        assert re.search(r"\n  0 +50% +- +0\.9/ 74\.5 GiB +300 W +60 C +1980 MHz\n", out), out
         assert re.search(r"\n  mjob +2 +%d +\d+ " % app.pid, out), out
     finally:
         app.stdin.close()
