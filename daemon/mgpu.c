@@ -7,9 +7,13 @@
  * missing or fails leaves its metric out of the sample.
  *
  * Threading: every NVML call happens in mgpu_sample, which metrics.c runs
- * on a worker thread, one sample at a time; never on the loop thread.
+ * on a worker thread, one sample at a time, or on the XID thread, which
+ * waits on an NVML event set (200 ms at a time, so closing is prompt) and
+ * counts XID errors under xid_lock; never on the loop thread.
  */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +52,15 @@ static const struct { unsigned id; int fam; } gpm_metrics[GPM_N] = {
 	{ 10, MF_GPM_DRAM }, { 13, MF_GPM_FP16 }, { 12, MF_GPM_FP32 }, { 11, MF_GPM_FP64 },
 };
 
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+typedef struct {
+	nvmlDevice_t device;
+	unsigned long long eventType, eventData;
+	unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+#define NVML_EVENT_XID 0x8ull
+#define XID_SLOTS 32
+
 #define NVML_SUCCESS 0
 #define NVML_INIT_FLAG_NO_GPUS 1u
 #define NVML_TEMPERATURE_GPU 0
@@ -80,6 +93,19 @@ struct mgpu {
 	nvmlReturn_t (*gpm_free)(nvmlGpmSample_t);
 	nvmlReturn_t (*gpm_get)(nvmlDevice_t, nvmlGpmSample_t);
 	nvmlReturn_t (*gpm_metrics)(nvmlGpmMetricsGet_t *);
+	nvmlReturn_t (*ev_create)(nvmlEventSet_t *);
+	nvmlReturn_t (*ev_register)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+	nvmlReturn_t (*ev_wait)(nvmlEventSet_t, nvmlEventData_t *, unsigned int);
+	nvmlReturn_t (*ev_free)(nvmlEventSet_t);
+	nvmlEventSet_t evset;
+	pthread_t xid_thread;
+	bool xid_running;
+	atomic_bool xid_stop;
+	pthread_mutex_t xid_lock;
+	struct { unsigned gpu; unsigned long long xid, n; } xids[XID_SLOTS];
+	unsigned nxids;
+	nvmlDevice_t handles[GPUS_MAX];
+	unsigned nhandles;
 	int gpm_state[GPUS_MAX];          /* 0 unknown, 1 supported, -1 not */
 	nvmlGpmSample_t gpm[GPUS_MAX][2]; /* previous and current */
 	bool gpm_have_prev[GPUS_MAX];
@@ -95,6 +121,54 @@ struct mgpu {
 #define ENERGY_EVERY 10
 
 #define SYM(m, f, n) (*(void **)&(m)->f = dlsym((m)->lib, n))
+
+/* The XID thread: counts each critical error by GPU and XID number. */
+static void *xid_main(void *arg)
+{
+	struct mgpu *m = arg;
+
+	while (!atomic_load(&m->xid_stop)) {
+		nvmlEventData_t e;
+		unsigned i, k;
+
+		memset(&e, 0, sizeof(e));
+		if (m->ev_wait(m->evset, &e, 200) != NVML_SUCCESS || !(e.eventType & NVML_EVENT_XID))
+			continue; /* timeout, mostly */
+		for (i = 0; i < m->nhandles && m->handles[i] != e.device; i++)
+			;
+		pthread_mutex_lock(&m->xid_lock);
+		for (k = 0; k < m->nxids; k++)
+			if (m->xids[k].gpu == i && m->xids[k].xid == e.eventData)
+				break;
+		if (k == m->nxids && m->nxids < XID_SLOTS) {
+			m->xids[k].gpu = i;
+			m->xids[k].xid = e.eventData;
+			m->xids[k].n = 0;
+			m->nxids++;
+		}
+		if (k < m->nxids)
+			m->xids[k].n++;
+		pthread_mutex_unlock(&m->xid_lock);
+	}
+	return NULL;
+}
+
+static void xid_start(struct mgpu *m)
+{
+	unsigned n = 0, i, reg = 0;
+
+	pthread_mutex_init(&m->xid_lock, NULL);
+	if (!m->ev_create || !m->ev_register || !m->ev_wait || m->count(&n) != NVML_SUCCESS ||
+	    m->ev_create(&m->evset) != NVML_SUCCESS)
+		return;
+	for (i = 0; i < n && i < GPUS_MAX; i++)
+		if (m->handle(i, &m->handles[i]) == NVML_SUCCESS &&
+		    m->ev_register(m->handles[i], NVML_EVENT_XID, m->evset) == NVML_SUCCESS)
+			reg++;
+	m->nhandles = i;
+	if (reg > 0 && pthread_create(&m->xid_thread, NULL, xid_main, m) == 0)
+		m->xid_running = true;
+}
 
 struct mgpu *mgpu_open(const char *library, char *why, size_t n)
 {
@@ -129,6 +203,10 @@ struct mgpu *mgpu_open(const char *library, char *why, size_t n)
 	SYM(m, ecc, "nvmlDeviceGetTotalEccErrors");
 	SYM(m, remapped, "nvmlDeviceGetRemappedRows");
 	SYM(m, procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+	SYM(m, ev_create, "nvmlEventSetCreate");
+	SYM(m, ev_register, "nvmlDeviceRegisterEvents");
+	SYM(m, ev_wait, "nvmlEventSetWait_v2");
+	SYM(m, ev_free, "nvmlEventSetFree");
 	SYM(m, gpm_support, "nvmlGpmQueryDeviceSupport");
 	SYM(m, gpm_alloc, "nvmlGpmSampleAlloc");
 	SYM(m, gpm_free, "nvmlGpmSampleFree");
@@ -146,6 +224,7 @@ struct mgpu *mgpu_open(const char *library, char *why, size_t n)
 		snprintf(why, n, "nvmlInit failed (NVML error %d): GPU metrics off", r);
 		goto fail;
 	}
+	xid_start(m);
 	return m;
 fail:
 	dlclose(m->lib);
@@ -159,6 +238,13 @@ void mgpu_close(struct mgpu *m)
 
 	if (m == NULL)
 		return;
+	if (m->xid_running) {
+		atomic_store(&m->xid_stop, true);
+		pthread_join(m->xid_thread, NULL);
+	}
+	if (m->evset && m->ev_free)
+		m->ev_free(m->evset);
+	pthread_mutex_destroy(&m->xid_lock);
 	for (i = 0; i < GPUS_MAX; i++)
 		for (k = 0; k < 2; k++)
 			if (m->gpm[i][k] && m->gpm_free)
@@ -304,6 +390,12 @@ int mgpu_sample(struct mgpu *m, struct mset *s)
 				mset_add(s, MF_GPU_CLOCK_EVENTS, (e & reasons[k].bit) ? 1 : 0,
 				         "%s,reason=\"%s\"", lbl, reasons[k].name);
 	}
+	pthread_mutex_lock(&m->xid_lock);
+	for (i = 0; i < m->nxids; i++)
+		if (m->xids[i].gpu < count && m->xids[i].gpu < GPUS_MAX)
+			mset_add(s, MF_GPU_XID, (double)m->xids[i].n, "gpu=\"%u\",uuid=\"%s\",xid=\"%llu\"",
+			         m->xids[i].gpu, m->uuids[m->xids[i].gpu], m->xids[i].xid);
+	pthread_mutex_unlock(&m->xid_lock);
 	m->cycle++;
 	return 0;
 }

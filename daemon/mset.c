@@ -56,6 +56,7 @@ static const struct family families[MF_COUNT] = {
 	[MF_GPU_SM_CLOCK] = { "gprofd_gpu_sm_clock_hertz", "gauge", "SM clock" },
 	[MF_GPU_MEM_CLOCK] = { "gprofd_gpu_memory_clock_hertz", "gauge", "Memory clock" },
 	[MF_GPU_CLOCK_EVENTS] = { "gprofd_gpu_clock_event_active", "gauge", "1 for each clock event (throttle) reason now active" },
+	[MF_GPU_XID] = { "gprofd_gpu_xid_errors_total", "counter", "XID errors the driver reported since gprofd started, by XID" },
 	[MF_GPU_ECC] = { "gprofd_gpu_ecc_errors_total", "counter", "ECC errors since the driver loaded (aggregate), by type" },
 	[MF_GPU_REMAPPED] = { "gprofd_gpu_remapped_rows", "gauge", "Memory rows remapped, by cause; pending=1 while a remap waits for a reset" },
 	[MF_GPU_PROC_MEM] = { "gprofd_gpu_process_memory_bytes", "gauge", "Device memory used by each compute process (read every 10th cycle)" },

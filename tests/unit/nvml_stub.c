@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -94,5 +95,28 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned lon
 {
 	*r = idx(d) ? 0x44ull : 0x1ull; /* gpu 1: sw power cap + hw thermal */
 	return 0;
+}
+/* Events: with NVML_STUB=xid, one XID 79 on GPU 1, then timeouts. */
+typedef struct { nvmlDevice_t device; unsigned long long type, data; unsigned gi, ci; } ev_t;
+static int ev_sent;
+nvmlReturn_t nvmlEventSetCreate(void **set) { *set = (void *)1; return 0; }
+nvmlReturn_t nvmlEventSetFree(void *set) { (void)set; return 0; }
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long t, void *set)
+{
+	(void)d; (void)t; (void)set;
+	return 0;
+}
+nvmlReturn_t nvmlEventSetWait_v2(void *set, ev_t *e, unsigned int ms)
+{
+	(void)set;
+	if (mode("xid") && !ev_sent) {
+		ev_sent = 1;
+		e->device = (nvmlDevice_t)2ul; /* GPU 1 */
+		e->type = 0x8;
+		e->data = 79;
+		return 0;
+	}
+	usleep(ms * 1000);
+	return 10; /* NVML_ERROR_TIMEOUT */
 }
 #endif

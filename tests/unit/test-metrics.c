@@ -178,6 +178,33 @@ static void test_gpu_failures(void **state)
 	mset_free(&s);
 }
 
+/* An XID error the driver reports (the stand-in sends one) is counted. */
+static void test_gpu_xid(void **state)
+{
+	char why[256];
+	struct mgpu *g;
+	struct mset s = { 0 };
+	int tries;
+
+	(void)state;
+	setenv("NVML_STUB", "xid", 1);
+	g = mgpu_open(NVML_STUB_FULL, why, sizeof(why));
+	assert_non_null(g);
+	/* the event arrives on gprofd's XID thread: sample until it shows
+	 * (bounded; the stand-in sends it at the thread's first wait) */
+	for (tries = 0; tries < 100; tries++) {
+		assert_int_equal(mgpu_sample(g, &s), 0);
+		render(&s);
+		mset_free(&s);
+		if (strstr(text, "gprofd_gpu_xid_errors_total"))
+			break;
+		usleep(20000);
+	}
+	HAS("gprofd_gpu_xid_errors_total{gpu=\"1\",uuid=\"GPU-stub-1\",xid=\"79\"} 1");
+	mgpu_close(g);
+	unsetenv("NVML_STUB");
+}
+
 static void test_json_line(void **state)
 {
 	struct mset s = { 0 };
@@ -207,6 +234,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_stub),
 		cmocka_unit_test(test_gpu_stub_minimal),
 		cmocka_unit_test(test_gpu_failures),
+		cmocka_unit_test(test_gpu_xid),
 		cmocka_unit_test(test_json_line),
 	};
 
