@@ -116,6 +116,14 @@ struct mgpu {
 	 * ENERGY_EVERY cycles and its last value exported in between. */
 	double energy_j[GPUS_MAX];
 	bool energy_ok[GPUS_MAX];
+	/* the other slow reads, kept between their cycles like the energy */
+	struct slow {
+		bool ecc_ok[2], remap_ok;
+		unsigned long long ecc[2];
+		unsigned remap[3];
+		unsigned nprocs;
+		struct { unsigned pid; unsigned long long used; } procs[64];
+	} slow[GPUS_MAX];
 	unsigned cycle;
 };
 #define ENERGY_EVERY 10
@@ -264,24 +272,41 @@ static const struct { unsigned long long bit; const char *name; } reasons[] = {
 };
 
 /* Every ENERGY_EVERY cycles: ECC, remapped rows, per-process memory. */
-static void slow_metrics(struct mgpu *m, nvmlDevice_t d, struct mset *s, const char *lbl)
+static void slow_read(struct mgpu *m, unsigned i, nvmlDevice_t d)
 {
-	unsigned long long e;
-	unsigned a, b, c, f, n = 64, k;
+	struct slow *w = &m->slow[i];
+	unsigned f, n = 64, k;
 	nvmlProcessInfo_t pi[64];
 
-	if (m->ecc && m->ecc(d, 0, 1, &e) == NVML_SUCCESS)
-		mset_add(s, MF_GPU_ECC, (double)e, "%s,type=\"corrected\"", lbl);
-	if (m->ecc && m->ecc(d, 1, 1, &e) == NVML_SUCCESS)
-		mset_add(s, MF_GPU_ECC, (double)e, "%s,type=\"uncorrected\"", lbl);
-	if (m->remapped && m->remapped(d, &a, &b, &c, &f) == NVML_SUCCESS) {
-		mset_add(s, MF_GPU_REMAPPED, a, "%s,cause=\"correctable\"", lbl);
-		mset_add(s, MF_GPU_REMAPPED, b, "%s,cause=\"uncorrectable\"", lbl);
-		mset_add(s, MF_GPU_REMAPPED, c, "%s,cause=\"pending\"", lbl);
-	}
+	for (k = 0; k < 2; k++)
+		w->ecc_ok[k] = m->ecc && m->ecc(d, (int)k, 1, &w->ecc[k]) == NVML_SUCCESS;
+	w->remap_ok = m->remapped &&
+	              m->remapped(d, &w->remap[0], &w->remap[1], &w->remap[2], &f) == NVML_SUCCESS;
+	w->nprocs = 0;
 	if (m->procs && m->procs(d, &n, pi) == NVML_SUCCESS)
-		for (k = 0; k < n && k < 64; k++)
-			mset_add(s, MF_GPU_PROC_MEM, (double)pi[k].used, "%s,pid=\"%u\"", lbl, pi[k].pid);
+		for (k = 0; k < n && k < 64; k++) {
+			w->procs[k].pid = pi[k].pid;
+			w->procs[k].used = pi[k].used;
+			w->nprocs = k + 1;
+		}
+}
+
+/* ... and exported every cycle, from the last read. */
+static void slow_export(struct mgpu *m, unsigned i, struct mset *s, const char *lbl)
+{
+	static const char *const ecc[2] = { "corrected", "uncorrected" };
+	static const char *const cause[3] = { "correctable", "uncorrectable", "pending" };
+	const struct slow *w = &m->slow[i];
+	unsigned k;
+
+	for (k = 0; k < 2; k++)
+		if (w->ecc_ok[k])
+			mset_add(s, MF_GPU_ECC, (double)w->ecc[k], "%s,type=\"%s\"", lbl, ecc[k]);
+	for (k = 0; w->remap_ok && k < 3; k++)
+		mset_add(s, MF_GPU_REMAPPED, w->remap[k], "%s,cause=\"%s\"", lbl, cause[k]);
+	for (k = 0; k < w->nprocs; k++)
+		mset_add(s, MF_GPU_PROC_MEM, (double)w->procs[k].used, "%s,pid=\"%u\"", lbl,
+		         w->procs[k].pid);
 }
 
 /* GPM: a sample per GPU per cycle; each pair (>= 100 ms apart at any
@@ -383,7 +408,8 @@ int mgpu_sample(struct mgpu *m, struct mset *s)
 		if (m->clock && m->clock(d, NVML_CLOCK_MEM, &u) == NVML_SUCCESS)
 			mset_add(s, MF_GPU_MEM_CLOCK, u * 1e6, "%s", lbl);
 		if (m->cycle % ENERGY_EVERY == 0)
-			slow_metrics(m, d, s, lbl);
+			slow_read(m, i, d);
+		slow_export(m, i, s, lbl);
 		gpm(m, i, d, s, lbl);
 		if (m->events && m->events(d, &e) == NVML_SUCCESS)
 			for (k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++)

@@ -96,6 +96,24 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t d, unsigned lon
 	*r = idx(d) ? 0x44ull : 0x1ull; /* gpu 1: sw power cap + hw thermal */
 	return 0;
 }
+/* One compute process on GPU 0. */
+typedef struct { unsigned int pid; unsigned long long used; unsigned int gi, ci; } proc_t;
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *n, proc_t *p)
+{
+	if (idx(d) != 0) {
+		*n = 0;
+		return 0;
+	}
+	if (*n < 1) {
+		*n = 1;
+		return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+	}
+	*n = 1;
+	p[0].pid = 4242;
+	p[0].used = 123456789ull;
+	return 0;
+}
+
 /* Events: with NVML_STUB=xid, one XID 79 on GPU 1, then timeouts. */
 typedef struct { nvmlDevice_t device; unsigned long long type, data; unsigned gi, ci; } ev_t;
 static int ev_sent;

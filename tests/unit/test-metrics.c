@@ -121,11 +121,12 @@ static void test_gpu_stub(void **state)
 	HAS("gprofd_gpu_clock_event_active{gpu=\"1\",uuid=\"GPU-stub-1\",reason=\"hw_thermal_slowdown\"} 1");
 	HAS("gprofd_gpu_clock_event_active{gpu=\"1\",uuid=\"GPU-stub-1\",reason=\"gpu_idle\"} 0");
 	mset_free(&s);
-	/* the energy counter (a slow NVML call) is read every 10th cycle and
-	 * exported every cycle */
+	/* the energy counter and per-process memory (slow NVML calls) are read
+	 * every 10th cycle and exported every cycle */
 	assert_int_equal(mgpu_sample(g, &s), 0);
 	render(&s);
 	HAS("gprofd_gpu_energy_joules_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000");
+	HAS("gprofd_gpu_process_memory_bytes{gpu=\"0\",uuid=\"GPU-stub-0\",pid=\"4242\"} 123456789");
 	mset_free(&s);
 	mgpu_close(g);
 }
