@@ -182,8 +182,8 @@ AGENT_HIDDEN void gpu_stop(void);
 AGENT_HIDDEN uint64_t gpu_dropped(void);
 AGENT_HIDDEN bool gpu_cut(void);
 /* Writes the GPU and CUDA API events whose launch falls in the window
- * (writer.c calls it); returns the number of events written. */
-AGENT_HIDDEN uint64_t gpu_write(struct tw *w, uint64_t t0, uint64_t t1);
+ * (writer.c calls it; gpu_events.c). */
+AGENT_HIDDEN void gpu_write(struct tw *w, uint64_t t0, uint64_t t1);
 AGENT_HIDDEN void gpu_write_devices(struct tw *w);
 AGENT_HIDDEN void gpu_write_meta(struct tw *w);
 AGENT_HIDDEN void gpu_reset(void);

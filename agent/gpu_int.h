@@ -1,0 +1,34 @@
+/*
+ * gpu_int.h: what gpu_events.c (the records as trace events) reads of
+ * gpu.c (CUPTI's life cycle and buffers). Both are built only where the
+ * CUPTI headers exist.
+ */
+#ifndef GPROF_AGENT_GPU_INT_H
+#define GPROF_AGENT_GPU_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cupti.h>
+
+#include "agent.h"
+
+struct tw;
+typedef void (*gpu_rec_fn)(struct tw *w, CUpti_Activity *r, void *ud);
+
+/* The completed buffers stay put between lock and unlock. */
+AGENT_HIDDEN void gpu_records_lock(void);
+AGENT_HIDDEN void gpu_records_unlock(void);
+/* Calls fn for every record of every completed buffer; returns the number
+ * of buffers. Lock held. */
+AGENT_HIDDEN size_t gpu_each_record(struct tw *w, gpu_rec_fn fn, void *ud);
+/* cudaLaunchKernel for CUPTI's cudaLaunchKernel_v7000 (not NUL-ended at len). */
+AGENT_HIDDEN const char *gpu_api_name(CUpti_ActivityKind kind, uint32_t cbid, size_t *len);
+/* Whether CUPTI was loaded (a burst ran); probes the devices once. */
+AGENT_HIDDEN bool gpu_loaded(void);
+AGENT_HIDDEN int gpu_sm_count(uint32_t dev);
+/* A record that never completed: counted with the dropped ones. */
+AGENT_HIDDEN void gpu_count_incomplete(void);
+
+#endif
