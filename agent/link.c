@@ -27,6 +27,7 @@
 
 #include "agent.h"
 #include "frame.h"
+#include "fsutil.h"
 #include "msg.h"
 
 struct link {
@@ -40,18 +41,6 @@ struct link {
 	int64_t hb_reply;      /* register_reply.heartbeat_ms */
 	uint32_t transfer;
 };
-
-static const char *socket_path(char *buf, size_t n)
-{
-	const char *env = getenv("GPROF_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
-
-	if (env && *env)
-		return env;
-	if (access("/run/gprofd/gprofd.sock", F_OK) == 0 || xdg == NULL || !*xdg)
-		return "/run/gprofd/gprofd.sock";
-	snprintf(buf, n, "%s/gprofd/gprofd.sock", xdg);
-	return buf;
-}
 
 static int send_all(struct link *l, const void *p, size_t n)
 {
@@ -211,7 +200,7 @@ static int connect_daemon(struct link *l)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = 10 };
 	char pbuf[256];
-	const char *path = socket_path(pbuf, sizeof(pbuf));
+	const char *path = fsutil_client_socket(pbuf, sizeof(pbuf));
 	struct msg m;
 	int64_t ppids[8];
 	size_t nppid = 0;

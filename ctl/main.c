@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "fsutil.h"
 
 struct command {
 	const char *name;
@@ -77,21 +78,9 @@ static int cmd_help(struct opts *o, int argc, char **argv)
 	return EXIT_USAGE;
 }
 
-static const char *default_socket(void)
-{
-	static char path[256];
-	const char *env = getenv("GPROF_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
-
-	if (env && *env)
-		return env;
-	if (access("/run/gprofd/gprofd.sock", F_OK) == 0 || xdg == NULL || !*xdg)
-		return "/run/gprofd/gprofd.sock";
-	snprintf(path, sizeof(path), "%s/gprofd/gprofd.sock", xdg);
-	return path;
-}
-
 int main(int argc, char **argv)
 {
+	static char sockbuf[256];
 	enum { O_HOST = 256, O_HOSTFILE, O_SLURM, O_SOCKET, O_PORT, O_TOKEN, O_JSON, O_TIMEOUT,
 	       O_VERSION };
 	static const struct option opts[] = {
@@ -115,7 +104,7 @@ int main(int argc, char **argv)
 	/* Downloaded chunks come from the heap and are reused (as in gprofd). */
 	mallopt(M_MMAP_THRESHOLD, 8 << 20);
 	mallopt(M_TRIM_THRESHOLD, 16 << 20);
-	o.socket = default_socket();
+	o.socket = fsutil_client_socket(sockbuf, sizeof(sockbuf));
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_HOST:

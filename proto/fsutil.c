@@ -1,7 +1,9 @@
 /* fsutil: see fsutil.h. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fsutil.h"
 
@@ -27,4 +29,16 @@ int fsutil_mkdir_p(const char *path, mode_t mode)
 			return -ENOTDIR;
 	}
 	return 0;
+}
+
+const char *fsutil_client_socket(char *buf, size_t size)
+{
+	const char *env = getenv("GPROF_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+
+	if (env && *env)
+		return env;
+	if (access("/run/gprofd/gprofd.sock", F_OK) == 0 || xdg == NULL || !*xdg)
+		return "/run/gprofd/gprofd.sock";
+	snprintf(buf, size, "%s/gprofd/gprofd.sock", xdg);
+	return buf;
 }

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include <cmocka.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "fsutil.h"
 
@@ -37,9 +39,28 @@ static void test_mkdir_p(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* The agent's and gprofctl's default socket: $GPROF_SOCKET first, then the
+ * system one when present or when there is no per-user runtime dir. */
+static void test_client_socket(void **state)
+{
+	char buf[256];
+	int sys = access("/run/gprofd/gprofd.sock", F_OK) == 0;
+
+	(void)state;
+	setenv("GPROF_SOCKET", "/tmp/x.sock", 1);
+	assert_string_equal(fsutil_client_socket(buf, sizeof(buf)), "/tmp/x.sock");
+	unsetenv("GPROF_SOCKET");
+	unsetenv("XDG_RUNTIME_DIR");
+	assert_string_equal(fsutil_client_socket(buf, sizeof(buf)), "/run/gprofd/gprofd.sock");
+	setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1);
+	assert_string_equal(fsutil_client_socket(buf, sizeof(buf)),
+	                    sys ? "/run/gprofd/gprofd.sock" : "/run/user/1000/gprofd/gprofd.sock");
+}
+
 int main(void)
 {
-	const struct CMUnitTest tests[] = { cmocka_unit_test(test_mkdir_p) };
+	const struct CMUnitTest tests[] = { cmocka_unit_test(test_mkdir_p),
+	                                    cmocka_unit_test(test_client_socket) };
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
