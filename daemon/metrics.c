@@ -100,6 +100,7 @@ static void sample_work(uv_work_t *req)
 static void add_processes(struct metrics *m, struct mset *s)
 {
 	char job[300], host[300];
+	struct mval *v;
 	struct proc *p;
 
 	for (p = m->d->procs; p != NULL; p = p->next) {
@@ -108,14 +109,16 @@ static void add_processes(struct metrics *m, struct mset *s)
 		mset_label(job, sizeof(job), p->job_id ? p->job_id : "");
 		mset_label(host, sizeof(host), p->host ? p->host : m->d->host);
 #define PL "job=\"%.60s\",rank=\"%lld\",pid=\"%d\",host=\"%.60s\""
-		mset_add(s, MF_PROC_STEPS, (double)p->steps, PL, job, (long long)p->rank, (int)p->pid,
-		         host);
+#define OWNED(x) if ((v = (x)) != NULL) v->owner = (int64_t)p->uid
+		OWNED(mset_add(s, MF_PROC_STEPS, (double)p->steps, PL, job, (long long)p->rank,
+		               (int)p->pid, host));
 		if (p->last_step_us > 0)
-			mset_add(s, MF_PROC_LAST_STEP, (double)p->last_step_us / 1e6, PL, job,
-			         (long long)p->rank, (int)p->pid, host);
+			OWNED(mset_add(s, MF_PROC_LAST_STEP, (double)p->last_step_us / 1e6, PL, job,
+			               (long long)p->rank, (int)p->pid, host));
 		if (p->median_step_us > 0)
-			mset_add(s, MF_PROC_MEDIAN_STEP, (double)p->median_step_us / 1e6, PL, job,
-			         (long long)p->rank, (int)p->pid, host);
+			OWNED(mset_add(s, MF_PROC_MEDIAN_STEP, (double)p->median_step_us / 1e6, PL, job,
+			               (long long)p->rank, (int)p->pid, host));
+#undef OWNED
 #undef PL
 	}
 }
@@ -431,19 +434,11 @@ int metrics_http_port(struct daemon *d)
 	return d->metrics ? d->metrics->http_port : 0;
 }
 
-/* A sample's values for one reader: process metrics only of processes the
- * peer may see (their pid, job and rank are not everyone's business). */
-static bool visible(struct daemon *d, const struct peer *peer, const struct mval *v)
+/* A sample's values for one reader: a process's values only if the peer
+ * may see that process (its pid, job and rank are not everyone's). */
+static bool visible(const struct peer *peer, const struct mval *v)
 {
-	const char *p;
-	struct proc *pr;
-
-	if (v->fam != MF_PROC_STEPS && v->fam != MF_PROC_LAST_STEP && v->fam != MF_PROC_MEDIAN_STEP)
-		return true;
-	if ((p = strstr(v->labels, "pid=\"")) == NULL)
-		return false;
-	pr = registry_find(d, (pid_t)atoi(p + 5));
-	return pr != NULL && peer_may(peer, pr->uid);
+	return v->owner < 0 || peer_may(peer, (uid_t)v->owner);
 }
 
 void metrics_query(struct conn *c, const struct msg *q)
@@ -485,7 +480,7 @@ void metrics_query(struct conn *c, const struct msg *q)
 		for (j = 0; j < s->n && o->values.n < MSG_METRICS_MAX; j++) {
 			char key[256];
 
-			if (!visible(d, conn_peer(c), &s->v[j]))
+			if (!visible(conn_peer(c), &s->v[j]))
 				continue;
 			mset_key(&s->v[j], key, sizeof(key));
 			if (strlen(key) > MSG_METRIC_NAME_MAX ||

@@ -81,31 +81,33 @@ const char *mset_family_name(int fam)
 	return fam >= 0 && fam < MF_COUNT ? families[fam].name : "?";
 }
 
-void mset_add(struct mset *s, int fam, double v, const char *labels, ...)
+struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...)
 {
 	struct mval *m;
 	va_list ap;
 
 	if (s->n >= MSET_MAX || !isfinite(v))
-		return;
+		return NULL;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 256;
 		struct mval *p = realloc(s->v, cap * sizeof(*p));
 
 		if (p == NULL)
-			return;
+			return NULL;
 		s->v = p;
 		s->cap = cap;
 	}
 	m = &s->v[s->n++];
 	m->fam = (uint16_t)fam;
 	m->v = v;
+	m->owner = -1;
 	m->labels[0] = '\0';
 	if (labels != NULL) {
 		va_start(ap, labels);
 		vsnprintf(m->labels, sizeof(m->labels), labels, ap);
 		va_end(ap);
 	}
+	return m;
 }
 
 const char *mset_label(char *buf, size_t size, const char *value)

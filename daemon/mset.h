@@ -42,6 +42,7 @@ struct mval {
 	uint16_t fam;
 	char labels[160]; /* preformatted: name="value",...; escaped */
 	double v;
+	int64_t owner; /* uid whose process this value describes, -1: the host's */
 };
 
 struct mset {
@@ -52,9 +53,10 @@ struct mset {
 
 const char *mset_family_name(int fam);
 
-/* Adds one value; labels is a printf format for the label list (or NULL
- * for none). Values beyond 100,000 per sample are dropped. */
-void mset_add(struct mset *s, int fam, double v, const char *labels, ...)
+/* Adds one value (owner -1); labels is a printf format for the label list
+ * (or NULL for none). Returns it, or NULL when dropped (not finite, or
+ * beyond 100,000 values per sample). */
+struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...)
 	__attribute__((format(printf, 4, 5)));
 /* Escapes a label value for the exposition format (\\, \", \n) into buf. */
 const char *mset_label(char *buf, size_t size, const char *value);
