@@ -85,6 +85,9 @@ static const struct opt opts[] = {
 	  "where Kineto clients write traces; must be under /tmp or KINETO_ONDEMAND_TRACE_DIR" },
 	{ "kineto.expiry", OPT_SECONDS, U(kineto_expiry_s), 1, 3600,
 	  "a Kineto client silent this long is forgotten" },
+	{ "kineto.step_wait", OPT_SECONDS, U(kineto_step_wait_s), 1, 3600,
+	  "an iteration request waits this long for the process to report steps to Kineto, "
+	  "then falls back to a 500 ms capture by time" },
 	{ "sampling.interval", OPT_MS, U(sample_ms), 100, 3600000,
 	  "how often host and GPU metrics are sampled" },
 	{ "sampling.history", OPT_SECONDS, U(history_s), 0, 86400,
@@ -154,6 +157,7 @@ void config_defaults(struct config *c)
 	copy_str(c->kineto_socket_name, sizeof(c->kineto_socket_name), "dynolog");
 	copy_str(c->kineto_trace_dir, sizeof(c->kineto_trace_dir), "/tmp/gprofd-kineto");
 	c->kineto_expiry_s = 60;
+	c->kineto_step_wait_s = 30;
 	{
 		const char *dir = getenv("KINETO_IPC_SOCKET_DIR");
 

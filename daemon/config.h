@@ -48,6 +48,7 @@ struct config {
 	char kineto_socket_name[64];
 	char kineto_trace_dir[PATH_MAX];  /* where Kineto clients write traces */
 	uint64_t kineto_expiry_s;
+	uint64_t kineto_step_wait_s;      /* iteration request: wait for steps, then by time */
 	uint64_t sample_ms;               /* metrics sampling interval */
 	uint64_t history_s;               /* samples kept for metrics_query */
 	char proc_root[PATH_MAX];         /* where /proc is read ("/" normally) */

@@ -24,7 +24,7 @@
 #include "trace.h"
 
 #define KFILE "kineto.pt.trace.json" /* Kineto writes kineto_<pid>.pt.trace.json */
-#define PFILE "prime.pt.trace.json"  /* the priming capture: prime_<pid>.pt.trace.json */
+#define KINETO_FALLBACK_MS "500"  /* Kineto's own default duration */
 
 struct kwatch {
 	struct kwatch *next;
@@ -36,6 +36,7 @@ struct kwatch {
 	char dir[PATH_MAX];
 	bool ingesting;
 	bool closing;
+	bool fell_back;        /* Kineto was handed the duration fallback */
 };
 
 struct ingest {
@@ -86,13 +87,84 @@ static void reply(struct daemon *d, const struct sockaddr_un *to, socklen_t tole
 		log_debug("kineto: reply to a client failed: %s", strerror(errno));
 }
 
+/* The watch of p's current trace, if any. */
+static struct kwatch *watch_of(struct daemon *d, const struct proc *p)
+{
+	struct kwatch *w;
+
+	if (p->busy == NULL)
+		return NULL;
+	for (w = d->kwatches; w != NULL; w = w->next)
+		if (w->pid == p->pid && strcmp(w->trace_id, p->busy->id) == 0)
+			return w;
+	return NULL;
+}
+
+/* Has Kineto written (or begun to write) its file into w's directory?
+ * Kineto renames the file into place before it reports itself free again,
+ * so a free poll that finds no file means no capture has ended. */
+static bool watch_has_file(const struct kwatch *w)
+{
+	struct dirent *e;
+	bool found = w->ingesting;
+	DIR *dh;
+
+	if (found || (dh = opendir(w->dir)) == NULL)
+		return found;
+	while (!found && (e = readdir(dh)) != NULL)
+		found = strncmp(e->d_name, "kineto", 6) == 0;
+	closedir(dh);
+	return found;
+}
+
+static void stop_offering(struct proc *p)
+{
+	free(p->pending);
+	free(p->fallback);
+	p->pending = p->fallback = NULL;
+	p->offer_again = false;
+}
+
+/* What to hand p at a poll that says whether its activity profiler is free;
+ * NULL: nothing. The returned string stays owned by p until *handed is
+ * acted on (see on_req). */
+static const char *choose_config(struct daemon *d, struct proc *p, bool free_,
+                                 bool *one_shot, bool *fell_back)
+{
+	struct kwatch *w;
+
+	*one_shot = true;
+	*fell_back = false;
+	if (p->pending == NULL)
+		return NULL;
+	if (!p->offer_again)
+		return free_ ? p->pending : NULL;
+	/* an iteration config offered before and now busy: Kineto took it */
+	if (!free_) {
+		if (p->offers > 0)
+			stop_offering(p);
+		return NULL;
+	}
+	w = watch_of(d, p);
+	if (p->offers > 0 && (w == NULL || watch_has_file(w))) {
+		stop_offering(p); /* taken, and already done */
+		return NULL;
+	}
+	if (daemon_now_us() >= p->fallback_at_us && p->fallback != NULL) {
+		*fell_back = true;
+		return p->fallback;
+	}
+	*one_shot = false; /* dropped by a Kineto that counted no step yet: again next time */
+	return p->pending;
+}
+
 static void on_req(struct daemon *d, const struct kipc_req *req, const struct ucred *cred,
                    const struct sockaddr_un *from, socklen_t fromlen)
 {
 	static uint8_t out[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
-	const char *config = "";
+	const char *config = NULL;
 	struct proc *p = registry_find(d, cred->pid);
-	bool deliver = false;
+	bool one_shot = true, fell_back = false;
 	int n;
 
 	if (p == NULL) {
@@ -106,27 +178,27 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 	}
 	if (p->kind == MSG_KIND_KINETO) {
 		p->last_seen_us = daemon_now_us();
-		/* type 0: busy (or a bare heartbeat); a config waits for a free poll */
-		deliver = p->pending != NULL && req->type != 0;
+		/* the activities bit clear: busy (or a bare heartbeat) */
+		config = choose_config(d, p, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
+		                       &fell_back);
 	}
-	if (deliver)
-		config = p->pending;
-	n = kipc_encode_config_reply(out, sizeof(out), config, strlen(config));
+	n = kipc_encode_config_reply(out, sizeof(out), config ? config : "",
+	                             config ? strlen(config) : 0);
 	reply(d, from, fromlen, out, n);
-	if (deliver) {
+	if (config != NULL) {
 		struct trace *t = p->busy;
 		struct tproc *tp = t ? trace_tproc(t, p->pid) : NULL;
-		bool prime = p->pending_is_prime;
+		struct kwatch *w = watch_of(d, p);
 
 		d->cnt.kineto_configs++;
-		free(p->pending);
-		p->pending = NULL;
-		p->pending_is_prime = false;
-		p->kineto_warm = true;
-		log_debug("kineto: %s config delivered to pid %d", prime ? "priming" : "trace",
-		          (int)p->pid);
-		if (tp != NULL && !prime)
+		if (p->offers++ == 0 && tp != NULL)
 			trace_set_state(t, tp, MSG_TS_CAPTURING, NULL);
+		if (fell_back && w != NULL)
+			w->fell_back = true;
+		log_debug("kineto: %s delivered to pid %d (offer %d)", fell_back ?
+		          "duration fallback" : "config", (int)p->pid, p->offers);
+		if (one_shot)
+			stop_offering(p);
 	}
 }
 
@@ -218,8 +290,7 @@ static void watch_close(struct kwatch *w)
 }
 
 /* Removes what Kineto wrote in a process's directory (kineto_<pid>...,
- * prime_<pid>..., their .tmp too; unlink never follows a link), then the
- * directory if that
+ * its .tmp too; unlink never follows a link), then the directory if that
  * emptied it: anything else stays for a person to look at. */
 static void remove_dir(const char *dir)
 {
@@ -228,7 +299,7 @@ static void remove_dir(const char *dir)
 
 	if (dh != NULL) {
 		while ((e = readdir(dh)) != NULL)
-			if (strncmp(e->d_name, "kineto", 6) == 0 || strncmp(e->d_name, "prime", 5) == 0)
+			if (strncmp(e->d_name, "kineto", 6) == 0)
 				unlinkat(dirfd(dh), e->d_name, 0);
 		closedir(dh);
 	}
@@ -338,6 +409,7 @@ static void ingest_done(uv_work_t *req, int status)
 	struct kwatch *w = in->w;
 	struct trace *t = trace_find(w->d, w->trace_id);
 	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
+	bool fell_back = w->fell_back;
 
 	(void)status;
 	if (in->result == 1) {
@@ -354,12 +426,18 @@ static void ingest_done(uv_work_t *req, int status)
 		snprintf(tp->file, sizeof(tp->file), "%s", in->name);
 		/* Kineto turns an iteration request it cannot count into a
 		 * time-based capture, silently: the file says so; tell the user. */
-		if (t->win.iterations > 0 && in->steps != t->win.iterations)
+		if (t->win.iterations > 0 && in->steps != t->win.iterations && fell_back)
+			snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
+			         "iterations: the process reported no optimizer step to Kineto "
+			         "within kineto.step_wait (%llu s), so Kineto's 500 ms fallback ran; "
+			         "the trace holds %lld optimizer steps (is it training yet? Kineto "
+			         "counts optimizer.step() calls)",
+			         (unsigned long long)w->d->cfg.kineto_step_wait_s,
+			         (long long)in->steps);
+		else if (t->win.iterations > 0 && in->steps != t->win.iterations)
 			snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
 			         "iterations: the trace holds %lld optimizer steps, %lld were asked "
-			         "for (a process's first iteration request often finds Kineto's "
-			         "profiler cold; ask again)", (long long)in->steps,
-			         (long long)t->win.iterations);
+			         "for", (long long)in->steps, (long long)t->win.iterations);
 		trace_set_state(t, tp, MSG_TS_DONE, NULL);
 	} else if (tp != NULL)
 		trace_set_state(t, tp, MSG_TS_FAILED, in->why);
@@ -381,21 +459,6 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	/* kineto_<pid>.pt.trace.json; Kineto's own .tmp name is not it */
 	if (len < 14 || strcmp(filename + len - 14, ".pt.trace.json") != 0)
 		return;
-	if (strncmp(filename, "prime", 5) == 0) {
-		/* the priming capture is done: Kineto's profiler is initialized,
-		 * and the real config goes out at the next poll */
-		struct proc *p = registry_find(w->d, w->pid);
-		char path[PATH_MAX + 300];
-
-		snprintf(path, sizeof(path), "%s/%s", w->dir, filename);
-		unlink(path);
-		if (p != NULL && p->deferred != NULL && p->pending == NULL) {
-			p->pending = p->deferred;
-			p->deferred = NULL;
-			log_debug("kineto: pid %d primed", (int)p->pid);
-		}
-		return;
-	}
 	in = calloc(1, sizeof(*in));
 	if (in == NULL)
 		return;
@@ -474,35 +537,44 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	w->ev.data = w;
 	w->next = d->kwatches;
 	d->kwatches = w;
-	/* The on-demand config, as `dyno gputrace` would write it. */
+	/* The on-demand config, as `dyno gputrace` would write it. An
+	 * iteration config says ACTIVITIES_DURATION_MSECS=0: a Kineto that has
+	 * counted no step yet drops it rather than capture by time, and it is
+	 * offered again at every free poll until Kineto takes it; after
+	 * kineto.step_wait the same config with a duration is handed over once,
+	 * which Kineto captures by time if it still counts no steps. */
 	n = snprintf(config, sizeof(config), "ACTIVITIES_LOG_FILE=%s/" KFILE "\n", w->dir);
 	if (t->win.iterations > 0)
 		n += snprintf(config + n, sizeof(config) - (size_t)n,
 		              "PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=%lld\n"
-		              "ACTIVITIES_ITERATIONS=%lld\n",
+		              "ACTIVITIES_ITERATIONS=%lld\nREQUEST_TRACE_ID=%s\n"
+		              "ACTIVITIES_DURATION_MSECS=",
 		              (long long)(t->win.iteration_roundup > 0 ? t->win.iteration_roundup : 1),
-		              (long long)t->win.iterations);
+		              (long long)t->win.iterations, t->id);
 	else
-		n += snprintf(config + n, sizeof(config) - (size_t)n,
-		              "PROFILE_START_TIME=%lld\nACTIVITIES_DURATION_MSECS=%lld\n",
-		              (long long)(t->win.start_at_us / 1000), (long long)t->win.duration_ms);
-	snprintf(config + n, sizeof(config) - (size_t)n, "REQUEST_TRACE_ID=%s", t->id);
-	free(p->pending);
-	free(p->deferred);
-	p->deferred = NULL;
-	p->pending_is_prime = false;
-	if (t->win.iterations > 0 && !p->kineto_warm) {
-		char prime[PATH_MAX + 200];
+		snprintf(config + n, sizeof(config) - (size_t)n,
+		         "PROFILE_START_TIME=%lld\nACTIVITIES_DURATION_MSECS=%lld\nREQUEST_TRACE_ID=%s",
+		         (long long)(t->win.start_at_us / 1000), (long long)t->win.duration_ms, t->id);
+	stop_offering(p);
+	p->offers = 0;
+	if (t->win.iterations > 0) {
+		int64_t wait_us = (int64_t)d->cfg.kineto_step_wait_s * 1000000;
 
-		/* a 1 ms capture with no warm-up, only to initialize the profiler */
-		snprintf(prime, sizeof(prime), "ACTIVITIES_LOG_FILE=%s/" PFILE "\n"
-		         "ACTIVITIES_WARMUP_PERIOD_SECS=0\nACTIVITIES_DURATION_MSECS=1\n"
-		         "REQUEST_TRACE_ID=%s-prime", w->dir, t->id);
-		p->deferred = strdup(config);
-		p->pending = strdup(prime);
-		p->pending_is_prime = true;
+		if (wait_us > t->timeout_ms * 500)
+			wait_us = t->timeout_ms * 500; /* at most half the trace's time */
+		if (asprintf(&p->pending, "%s0", config) < 0)
+			p->pending = NULL;
+		if (asprintf(&p->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
+			p->fallback = NULL;
+		p->fallback_at_us = daemon_now_us() + wait_us;
+		p->offer_again = true;
 	} else
 		p->pending = strdup(config);
+	if (p->pending == NULL) {
+		stop_offering(p);
+		trace_set_state(t, tp, MSG_TS_FAILED, "out of memory");
+		return;
+	}
 	trace_set_state(t, tp, MSG_TS_WAITING, NULL);
 }
 

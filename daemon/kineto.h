@@ -6,18 +6,25 @@
  * Data flow: Kineto's client polls with a "req" datagram (every 5 s by
  * default) -> the sender is registered (or refreshed) in the registry as
  * kind kineto, identified by SCM_CREDENTIALS -> the reply carries the
- * on-demand config a trace left for it (one-shot, never while it reports
- * busy), else nothing -> Kineto captures and writes its trace file into a
+ * on-demand config a trace left for it (never while it reports its
+ * activity profiler busy), else nothing -> Kineto captures and writes its trace file into a
  * directory the daemon made for that process -> a file watch sees it
  * appear -> it is gzip-compressed into the trace store on the thread pool
  * -> the process is done, and gprofctl downloads it like any other.
  *
- * Kineto initializes its profiler lazily, at the first config it takes,
- * and until then it drops the process's step reports: an iteration request
- * to a never-traced process would silently be captured by time instead
- * (docs/gpu-validation.md). So the first iteration request to a process is
- * preceded by a priming config: a 1 ms capture into prime_<pid>.pt.trace.json,
- * which is deleted when it appears; the real config follows at the next poll.
+ * Iteration requests. Kineto captures by iterations only once it has
+ * counted a step of the process (it counts from the first config it
+ * receives on, and a process still setting up has not stepped); an
+ * iteration config that arrives before then is captured by time instead,
+ * silently, unless it carries no duration, in which case it is dropped.
+ * So an iteration config goes out with ACTIVITIES_DURATION_MSECS=0 and is
+ * offered again at every free poll (a copy Kineto already holds is ignored
+ * by it) until the client reports itself busy (taken) or its file appears
+ * (taken and done: Kineto renames the file into place before it reports
+ * itself free). After kineto.step_wait (at most half the trace's timeout)
+ * the same config with Kineto's default 500 ms duration is handed over
+ * once: a process that never steps gets a capture by time, and the status
+ * says so. proc->pending, ->offer_again, ->fallback hold that state.
  *
  * Every pending datagram is drained on each wake-up (Dynolog handles one
  * per 10 ms, and 8 ranks polling at once time out). Clients silent for

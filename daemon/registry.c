@@ -23,7 +23,7 @@ static void proc_free(struct proc *p)
 	free(p->version);
 	free(p->name);
 	free(p->pending);
-	free(p->deferred);
+	free(p->fallback);
 	free(p);
 }
 

@@ -45,10 +45,11 @@ struct proc {
 	struct trace *busy;        /* the trace capturing it now, if any */
 	/* Kineto clients (kineto.c) */
 	int64_t last_seen_us;      /* its last poll */
-	char *pending;             /* on-demand config for its next poll (owned) */
-	bool pending_is_prime;     /* pending is the priming config (kineto.c) */
-	char *deferred;            /* the real config, once priming is done (owned) */
-	bool kineto_warm;          /* Kineto's profiler was initialized: a config was taken */
+	char *pending;             /* on-demand config for its next free poll (owned) */
+	bool offer_again;          /* iteration config: offered at every free poll until taken */
+	int offers;                /* times pending was handed over */
+	char *fallback;            /* its duration fallback, from fallback_at_us on (owned) */
+	int64_t fallback_at_us;
 };
 
 /* Adds a process from a validated `register` message. pid and uid come

@@ -191,9 +191,9 @@ static void withdraw_pending(struct tproc *tp)
 	if (p == NULL || p->kind != MSG_KIND_KINETO)
 		return;
 	free(p->pending);
-	free(p->deferred);
-	p->pending = p->deferred = NULL;
-	p->pending_is_prime = false;
+	free(p->fallback);
+	p->pending = p->fallback = NULL;
+	p->offer_again = false;
 }
 
 static void on_timeout(uv_timer_t *timer)

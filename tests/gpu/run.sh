@@ -15,8 +15,9 @@
 #           an agent-loaded loop's step time as gprofd exports it; the
 #           sampling cost with NVML (bench/bench-metrics.py).
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
-#           and duration traces with gprofctl, a dyno-format request over
-#           TCP, each timed from request to trace on disk.
+#           traces (a training loop, one still starting, one that never
+#           steps), a duration trace, a dyno-format request over TCP, each
+#           timed from request to trace on disk.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/gprof-gpu-out}
@@ -202,26 +203,39 @@ kineto_checks() {
 	run_trace iterations --iterations 5 --iteration-roundup 1
 	run_trace duration --duration-ms 500
 
-	# The same iteration request to a loop that has imported torch.profiler,
-	# where PyTorch registers the optimizer-step hook Kineto counts with.
-	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=4343 PYTHONUNBUFFERED=1 \
-		python3 "$root/tests/gpu/train.py" --seconds 60 --import-profiler >"$OUT/train2.log" 2>&1 &
-	t2pid=$!
-	for i in $(seq 300); do
-		ctl --json list --job 4343 2>/dev/null | grep -q '"kind":.*"kineto"' && break
-		sleep 0.1
-	done
-	sleep 2
-	# Twice: the first request to a fresh process is primed by gprofd (Kineto
-	# initialises its profiler lazily), the second finds it warm.
-	for attempt in 1 2; do
+	# A second process, asked while it is still starting (importing torch,
+	# building the model): it reports no step yet, so gprofd offers the
+	# iteration config at each poll until Kineto takes it.
+	start_loop() { # job, log, extra arguments
+		local job=$1 lg=$2; shift 2
+		KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=$job PYTHONUNBUFFERED=1 \
+			python3 "$root/tests/gpu/train.py" "$@" >"$OUT/$lg" 2>&1 &
+		lpid=$!
+		for i in $(seq 300); do
+			ctl --json list --job "$job" 2>/dev/null | grep -q '"kind":.*"kineto"' && break
+			sleep 0.1
+		done
+	}
+	ask() { # job, name, gprofctl trace arguments...
+		local job=$1 name=$2; shift 2
 		s=$(now)
-		ctl --json trace --job 4343 --iterations 5 --iteration-roundup 1 --output-dir "$work/out-it2-$attempt" \
-			--timeout 60 >"$OUT/iterations2-$attempt.json" 2>&1
-		log "iterations, torch.profiler imported, request $attempt: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
-		for f in $(find "$work/out-it2-$attempt" -name '*.gz'); do steps_of "$f"; cp "$f" "$OUT/kineto-it2-$attempt.pt.trace.json.gz"; done
-	done
-	kill $t2pid 2>/dev/null; wait $t2pid 2>/dev/null
+		ctl --json trace --job "$job" "$@" --output-dir "$work/out-$name" >"$OUT/$name.json" 2>&1
+		log "$name: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s (asked at $s)"
+		grep -o '"note":[^}]*' "$OUT/$name.json" | head -2 | sed 's/^/  /' | tee -a "$OUT/summary.txt"
+		for f in $(find "$work/out-$name" -name '*.gz'); do steps_of "$f"; cp "$f" "$OUT/$name.pt.trace.json.gz"; done
+	}
+	start_loop 4343 train2.log --seconds 60 --import-profiler
+	ask 4343 starting-1 --iterations 5 --iteration-roundup 1 --timeout 90
+	grep "training started" "$OUT/train2.log" | sed 's/^/  /' | tee -a "$OUT/summary.txt"
+	ask 4343 starting-2 --iterations 5 --iteration-roundup 1 --timeout 60
+	kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
+
+	# A process that never steps (inference): the iteration config waits
+	# min(kineto.step_wait, timeout/2) = 10 s, then Kineto's 500 ms fallback.
+	start_loop 4444 infer.log --seconds 60 --forward-only
+	grep -q "training started" "$OUT/infer.log" || sleep 5
+	ask 4444 never-steps --iterations 5 --timeout 20
+	kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
 
 	# dyno-format request over TCP, exactly as the dyno client frames it
 	s=$(now)

@@ -15,6 +15,8 @@ ap.add_argument("--width", type=int, default=2048)
 ap.add_argument("--import-profiler", action="store_true",
                 help="import torch.profiler, which registers the optimizer-step hook "
                      "that Kineto's daemon mode counts iterations with")
+ap.add_argument("--forward-only", action="store_true",
+                help="inference: no backward, no optimizer.step(), so no step is ever reported")
 args = ap.parse_args()
 if args.import_profiler:
     import torch.profiler  # noqa: F401
@@ -30,13 +32,17 @@ x = torch.randn(256, args.width, device=dev)
 y = torch.randint(0, 10, (256,), device=dev)
 end = time.time() + args.seconds
 step, times = 0, []
-print("training started", flush=True)
+print("training started at %.3f" % time.time(), flush=True)
 while time.time() < end:
     t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
+    if args.forward_only:
+        with torch.no_grad():
+            model(x)
+    else:
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
     torch.cuda.synchronize()
     times.append(time.perf_counter() - t0)
     step += 1

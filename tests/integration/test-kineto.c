@@ -214,10 +214,64 @@ static void write_like_kineto(const char *cfg, const char *json, char *where, si
 	assert_int_equal(rename(tmp, where), 0);
 }
 
+/* Asserts that no line of a config has two '=' (Kineto would reject all). */
+static void assert_one_eq_per_line(const char *cfg)
+{
+	const char *line = cfg, *nl;
+
+	for (; line && *line; line = nl ? nl + 1 : NULL) {
+		const char *eq = strchr(line, '=');
+
+		nl = strchr(line, '\n');
+		assert_non_null(eq);
+		assert_true(strchr(eq + 1, '=') == NULL || (nl && strchr(eq + 1, '=') > nl));
+	}
+}
+
+/* A trace shaped like Kineto's with `steps` optimizer steps of this
+ * process, 100 us apart, plus a GPU row's copy of one (which does not
+ * count), written where cfg says. */
+static void write_steps(const char *cfg, int steps, char *where, size_t size)
+{
+	char doc[4096];
+	int n, i;
+
+	n = snprintf(doc, sizeof(doc), "{\"schemaVersion\": 1, \"traceEvents\": [\n"
+	             "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": %d, "
+	             "\"tid\": 5, \"ts\": 100.000, \"dur\": 10.000},\n"
+	             "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": "
+	             "\"Optimizer.step#SGD.step\", \"pid\": 0, \"tid\": 7, \"ts\": 160.000, "
+	             "\"dur\": 20.000, \"args\": {}}", (int)getpid());
+	for (i = 0; i < steps; i++)
+		n += snprintf(doc + n, sizeof(doc) - (size_t)n, ",\n{\"ph\": \"X\", \"cat\": "
+		              "\"user_annotation\", \"name\": \"Optimizer.step#SGD.step\", \"pid\": %d, "
+		              "\"tid\": 5, \"ts\": %d.000, \"dur\": 20.000, \"args\": {}}",
+		              (int)getpid(), 150 + 100 * i);
+	snprintf(doc + n, sizeof(doc) - (size_t)n, "\n], \"traceName\": \"x\"}\n");
+	write_like_kineto(cfg, doc, where, size);
+}
+
+/* The stored file of a finished trace, read whole. */
+static cJSON *stored_doc(const char *trace_id, const char *file)
+{
+	char path[700], text[8192];
+	gzFile gz;
+	int n;
+
+	snprintf(path, sizeof(path), "%s/traces/%s/%s", D.state, trace_id, file);
+	gz = gzopen(path, "rb");
+	assert_non_null(gz);
+	n = gzread(gz, text, sizeof(text) - 1);
+	gzclose(gz);
+	assert_true(n > 0);
+	text[n] = 0;
+	return cJSON_Parse(text);
+}
+
 static void test_delivery_and_collection(void **state)
 {
 	static const char json[] = "{\"schemaVersion\": 1, \"traceEvents\": [], \"trace_id\": \"x\"}\n";
-	char cfg[4096], id[64], stored[700], where[600], back[256], doc_text[2048];
+	char cfg[4096], again[4096], id[64], stored[700], where[600], back[256];
 	struct kc k;
 	struct tc c;
 	struct msg m, r;
@@ -228,8 +282,8 @@ static void test_delivery_and_collection(void **state)
 	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
 	assert_int_equal(kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000), 0);
 	tc_ctl(&c, D.sock);
-	m = tc_trace_req("77", 3);
-	m.u.trace_start.win.iteration_roundup = 5;
+	m = tc_trace_req("77", 0);
+	m.u.trace_start.win.duration_ms = 250;
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
@@ -238,57 +292,32 @@ static void test_delivery_and_collection(void **state)
 	assert_int_equal(r.u.trace_start_reply.procs.v[0].state, MSG_TS_WAITING);
 	snprintf(id, sizeof(id), "%s", r.u.trace_start_reply.trace_id);
 	msg_deinit(&r);
-	/* busy (type 0): the config stays pending */
+	/* busy (type 0), and events free but activities busy (type 1): the
+	 * config stays pending */
 	assert_int_equal(kc_poll(&k, 0, 77, cfg, sizeof(cfg), 2000), 0);
-	/* never traced before: first a priming capture, which Kineto needs to
-	 * count iterations; it writes prime_<pid>.pt.trace.json */
-	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
-	assert_true(n > 0);
-	assert_non_null(strstr(cfg, "/prime.pt.trace.json\n"));
-	assert_non_null(strstr(cfg, "\nACTIVITIES_DURATION_MSECS=1\n"));
-	assert_null(strstr(cfg, "ACTIVITIES_ITERATIONS"));
-	assert_int_equal(kc_poll(&k, 1, 77, back, sizeof(back), 2000), 0); /* priming: busy */
-	write_like_kineto(cfg, "{}", where, sizeof(where));
-	assert_true(td_wait_log(&D, "primed", NULL));
-	/* then the real config, once */
-	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
+	assert_int_equal(kc_poll(&k, 1, 77, cfg, sizeof(cfg), 2000), 0);
+	n = kc_poll(&k, 2, 77, cfg, sizeof(cfg), 2000);
 	assert_true(n > 0);
 	assert_non_null(strstr(cfg, "ACTIVITIES_LOG_FILE="));
-	assert_non_null(strstr(cfg, "\nPROFILE_START_ITERATION=0\n"));
-	assert_non_null(strstr(cfg, "\nPROFILE_START_ITERATION_ROUNDUP=5\n"));
-	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=3\n"));
+	assert_non_null(strstr(cfg, "\nPROFILE_START_TIME=0\n"));
+	assert_non_null(strstr(cfg, "\nACTIVITIES_DURATION_MSECS=250\n"));
 	{
 		char want[100];
 
 		snprintf(want, sizeof(want), "REQUEST_TRACE_ID=%s", id);
 		assert_non_null(strstr(cfg, want));
 	}
-	/* no line has two '=' (Kineto would reject the whole config) */
-	{
-		char *line = cfg, *nl;
-
-		for (; line && *line; line = nl ? nl + 1 : NULL) {
-			char *eq = strchr(line, '=');
-
-			nl = strchr(line, '\n');
-			assert_non_null(eq);
-			assert_true(strchr(eq + 1, '=') == NULL || (nl && strchr(eq + 1, '=') > nl));
-		}
-	}
+	assert_one_eq_per_line(cfg);
 	assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
 	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_CAPTURING);
 	msg_deinit(&r);
-	assert_int_equal(kc_poll(&k, 1, 77, back, sizeof(back), 2000), 0); /* one-shot */
+	assert_int_equal(kc_poll(&k, 3, 77, back, sizeof(back), 2000), 0); /* one-shot */
 	/* Kineto writes its file; the daemon collects it */
 	write_like_kineto(cfg, json, where, sizeof(where));
 	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
 	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
-	/* 3 iterations asked, none in the file: Kineto captured by time, and
-	 * the status says so */
-	assert_non_null(r.u.trace_info.procs.v[0].reason);
-	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason,
-	                       "the trace holds 0 optimizer steps, 3 were asked for"));
+	assert_null(r.u.trace_info.procs.v[0].reason);
 	snprintf(stored, sizeof(stored), "%s/traces/%s/%s", D.state, id, r.u.trace_info.procs.v[0].file);
 	assert_non_null(strstr(r.u.trace_info.procs.v[0].file, ".pt.trace.json.gz"));
 	msg_deinit(&r);
@@ -305,46 +334,34 @@ static void test_delivery_and_collection(void **state)
 
 		assert_int_not_equal(stat(where, &st), 0);
 	}
-	/* a second iteration request: the profiler is warm, no priming; the
-	 * file holds exactly the 2 steps asked for, so no note */
+
+	/* An iteration request: no duration, so a Kineto that has counted no
+	 * step yet drops it; offered again at every free poll until taken. */
 	m = tc_trace_req("77", 2);
+	m.u.trace_start.win.iteration_roundup = 5;
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
 	n = kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000);
 	assert_true(n > 0);
+	assert_non_null(strstr(cfg, "\nPROFILE_START_ITERATION=0\n"));
+	assert_non_null(strstr(cfg, "\nPROFILE_START_ITERATION_ROUNDUP=5\n"));
 	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=2\n"));
-	assert_null(strstr(cfg, "prime"));
-	/* Kineto-shaped: two optimizer steps of this process (and one of a GPU
-	 * row, which does not count) */
-	snprintf(doc_text, sizeof(doc_text),
-	         "{\"schemaVersion\": 1, \"traceEvents\": [\n"
-	         "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": %d, "
-	         "\"tid\": 5, \"ts\": 100.000, \"dur\": 10.000},\n"
-	         "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"Optimizer.step#SGD.step\", "
-	         "\"pid\": %d, \"tid\": 5, \"ts\": 150.000, \"dur\": 20.000, \"args\": {}},\n"
-	         "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"Optimizer.step#SGD.step\", "
-	         "\"pid\": 0, \"tid\": 7, \"ts\": 160.000, \"dur\": 20.000, \"args\": {}},\n"
-	         "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"Optimizer.step#SGD.step\", "
-	         "\"pid\": %d, \"tid\": 5, \"ts\": 250.000, \"dur\": 20.000, \"args\": {}}\n"
-	         "], \"traceName\": \"x\"}\n", (int)getpid(), (int)getpid(), (int)getpid());
-	write_like_kineto(cfg, doc_text, where, sizeof(where));
+	assert_non_null(strstr(cfg, "\nACTIVITIES_DURATION_MSECS=0"));
+	assert_one_eq_per_line(cfg);
+	assert_int_equal(kc_poll(&k, 3, 77, again, sizeof(again), 2000), n);
+	assert_string_equal(again, cfg);
+	/* busy: Kineto took it; never offered again */
+	assert_int_equal(kc_poll(&k, 1, 77, back, sizeof(back), 2000), 0);
+	assert_int_equal(kc_poll(&k, 3, 77, back, sizeof(back), 2000), 0);
+	write_steps(cfg, 2, where, sizeof(where));
 	tc_follow_end(&c, &r);
 	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
 	assert_null(r.u.trace_info.procs.v[0].reason);
 	/* the stored file gained ProfilerStep#0 [100, 170] and #1 [170, 270]
 	 * on the training thread, and is still one valid JSON document */
-	snprintf(stored, sizeof(stored), "%s/traces/%s/%s", D.state, r.u.trace_info.trace_id,
-	         r.u.trace_info.procs.v[0].file);
-	msg_deinit(&r);
-	gz = gzopen(stored, "rb");
-	assert_non_null(gz);
-	n = gzread(gz, doc_text, sizeof(doc_text) - 1);
-	gzclose(gz);
-	assert_true(n > 0);
-	doc_text[n] = 0;
 	{
-		cJSON *doc = cJSON_Parse(doc_text), *e;
+		cJSON *doc = stored_doc(r.u.trace_info.trace_id, r.u.trace_info.procs.v[0].file), *e;
 		int steps = 0;
 
 		assert_non_null(doc);
@@ -363,6 +380,96 @@ static void test_delivery_and_collection(void **state)
 		assert_int_equal(steps, 2);
 		cJSON_Delete(doc);
 	}
+	msg_deinit(&r);
+
+	/* Taken and done between two polls (the client never looked busy):
+	 * the file is there, so the config is not offered again. The file has
+	 * 1 step where 3 were asked: said in the status. */
+	m = tc_trace_req("77", 3);
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	assert_true(kc_poll(&k, 3, 77, cfg, sizeof(cfg), 2000) > 0);
+	write_steps(cfg, 1, where, sizeof(where));
+	assert_int_equal(kc_poll(&k, 3, 77, back, sizeof(back), 2000), 0);
+	tc_follow_end(&c, &r);
+	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
+	assert_non_null(r.u.trace_info.procs.v[0].reason);
+	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason,
+	                       "the trace holds 1 optimizer steps, 3 were asked for"));
+	msg_deinit(&r);
+	tc_close(&c);
+	kc_close(&k);
+}
+
+static int setup_dir_short_wait(void **state)
+{
+	char yaml[700], tdir[300];
+
+	(void)state;
+	if (td_start(&D, "kineto:\n  enabled: false\n", NULL) < 0)
+		return -1;
+	td_stop(&D);
+	snprintf(tdir, sizeof(tdir), "%s/ktrace", D.dir);
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_dir: %s\n  trace_dir: %s\n"
+	         "  step_wait: 1s\n", D.dir, tdir);
+	return td_restart(&D, yaml, NULL);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A process that polls but never steps: the iteration config is offered
+ * until kineto.step_wait (1 s here), then the duration fallback once; the
+ * capture by time it makes is collected and the status says why. */
+static void test_iteration_fallback(void **state)
+{
+	char cfg[4096], first[4096], where[600];
+	struct timespec pause = { 0, 20 * 1000000 }; /* Kineto's poll interval, shortened */
+	int64_t t0;
+	struct kc k;
+	struct tc c;
+	struct msg m, r;
+	int offers = 0;
+
+	(void)state;
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 66, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("66", 4);
+	m.u.trace_start.follow = true;
+	t0 = mono_ms();
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	assert_true(kc_poll(&k, 3, 66, first, sizeof(first), 2000) > 0);
+	assert_non_null(strstr(first, "\nACTIVITIES_DURATION_MSECS=0"));
+	for (;;) {
+		assert_true(kc_poll(&k, 3, 66, cfg, sizeof(cfg), 2000) > 0);
+		if (strcmp(cfg, first) != 0)
+			break;
+		offers++;
+		assert_true(mono_ms() - t0 < 30000);
+		nanosleep(&pause, NULL);
+	}
+	/* the same config with a duration, not before step_wait */
+	assert_true(offers > 0);
+	assert_true(mono_ms() - t0 >= 1000);
+	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=4\n"));
+	assert_non_null(strstr(cfg, "\nACTIVITIES_DURATION_MSECS=500"));
+	assert_one_eq_per_line(cfg);
+	assert_int_equal(kc_poll(&k, 3, 66, first, sizeof(first), 2000), 0); /* one-shot */
+	write_steps(cfg, 0, where, sizeof(where));
+	tc_follow_end(&c, &r);
+	assert_int_equal(r.u.trace_info.procs.v[0].state, MSG_TS_DONE);
+	assert_non_null(r.u.trace_info.procs.v[0].reason);
+	assert_non_null(strstr(r.u.trace_info.procs.v[0].reason,
+	                       "reported no optimizer step to Kineto within kineto.step_wait (1 s)"));
+	msg_deinit(&r);
 	tc_close(&c);
 	kc_close(&k);
 }
@@ -380,7 +487,7 @@ static void test_symlink_not_followed(void **state)
 	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000), 0);
 	tc_ctl(&c, D.sock);
 	m = tc_trace_req("88", 0);
-	m.u.trace_start.win.duration_ms = 100; /* no priming: straight to the capture */
+	m.u.trace_start.win.duration_ms = 100;
 	m.u.trace_start.follow = true;
 	tc_call(&c, &m, &r);
 	msg_deinit(&r);
@@ -487,6 +594,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_register_and_expire, setup_dir_expiring, teardown),
 		cmocka_unit_test_setup_teardown(test_delivery_and_collection, setup_dir, teardown),
+		cmocka_unit_test_setup_teardown(test_iteration_fallback, setup_dir_short_wait, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_not_followed, setup_dir, teardown),
 		cmocka_unit_test_setup_teardown(test_malformed_dropped, setup_dir, teardown),
 		cmocka_unit_test_setup_teardown(test_64_clients_at_once, setup_dir, teardown),
