@@ -10,7 +10,7 @@ gprofd_sample_cpu_seconds / gprofd_sample_duration_seconds (one cycle's
 CPU and wall time, of the last cycle). Only two scrapes, at the ends. Also
 RSS. Prints one JSON object.
 
-usage: bench-metrics.py GPROFD [--seconds 60] [--interval 1000] [--nvml LIB]
+usage: bench-metrics.py GPROFD [--seconds 60] [--interval 1000] [--nvml LIB] [--history 300s]
 """
 import argparse
 import json
@@ -27,12 +27,15 @@ ap.add_argument("gprofd")
 ap.add_argument("--seconds", type=float, default=60)
 ap.add_argument("--interval", type=int, default=1000)
 ap.add_argument("--nvml", default="libnvidia-ml.so.1")
+ap.add_argument("--history", default="300s",
+                help="sampling.history (the default 300s; a shorter one reaches the steady state, "
+                     "where the ring's oldest sample lends its buffers to the next, sooner)")
 a = ap.parse_args()
 
 d = tempfile.mkdtemp(prefix="bench-metrics-")
 cfg = os.path.join(d, "g.yaml")
 open(cfg, "w").write("metrics: 127.0.0.1:0\nsampling:\n  interval: %dms\n  nvml_library: %s\n"
-                     % (a.interval, a.nvml))
+                     "  history: %s\n" % (a.interval, a.nvml, a.history))
 p = subprocess.Popen([a.gprofd, "--config", cfg, "--socket", os.path.join(d, "s"), "--tcp", "off",
                       "--state-dir", os.path.join(d, "st")], stderr=subprocess.PIPE, text=True)
 port = None

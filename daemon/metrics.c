@@ -85,7 +85,7 @@ static void sample_work(uv_work_t *req)
 	struct metrics *m = req->data;
 	double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
 
-	memset(&m->cur, 0, sizeof(m->cur));
+	mset_reset(&m->cur);
 	m->cur.ts_us = (int64_t)(now_s(CLOCK_REALTIME) * 1e6);
 	mhost_sample(m->proc_root, &m->cur);
 	if (!m->gpu_tried) {
@@ -176,7 +176,7 @@ static void jsonl_write(struct metrics *m, const struct mset *s)
 static void sample_done(uv_work_t *req, int status)
 {
 	struct metrics *m = req->data;
-	struct mset s = m->cur;
+	struct mset s = m->cur, *slot;
 
 	m->busy = false;
 	memset(&m->cur, 0, sizeof(m->cur));
@@ -195,32 +195,20 @@ static void sample_done(uv_work_t *req, int status)
 	add_processes(m, &s);
 	add_self(m, &s);
 	pthread_mutex_lock(&m->lock);
-	if (m->latest.cap < s.n) {
-		struct mval *v = realloc(m->latest.v, s.n * sizeof(*v));
-
-		if (v != NULL) {
-			m->latest.v = v;
-			m->latest.cap = s.n;
-		}
-	}
-	if (m->latest.cap >= s.n) {
-		memcpy(m->latest.v, s.v, s.n * sizeof(*s.v));
-		m->latest.n = s.n;
-		m->latest.ts_us = s.ts_us;
-		m->have_latest = true;
-	}
+	m->have_latest = mset_copy(&m->latest, &s) == 0;
 	pthread_mutex_unlock(&m->lock);
 	jsonl_write(m, &s);
 	if (m->cap == 0) {
-		mset_free(&s);
+		m->cur = s; /* no history: the next cycle reuses the buffers */
 		return;
 	}
-	if (m->n == m->cap) { /* the oldest goes */
-		mset_free(&m->ring[m->head]);
+	if (m->n == m->cap) { /* the oldest goes; its buffers serve the next cycle */
+		m->cur = m->ring[m->head];
 		m->head = (m->head + 1) % m->cap;
 		m->n--;
 	}
-	m->ring[(m->head + m->n) % m->cap] = s;
+	slot = &m->ring[(m->head + m->n) % m->cap];
+	*slot = s;
 	m->n++;
 }
 
@@ -478,11 +466,11 @@ void metrics_query(struct conn *c, const struct msg *q)
 		if (o->values.names == NULL || o->values.values == NULL)
 			break;
 		for (j = 0; j < s->n && o->values.n < MSG_METRICS_MAX; j++) {
-			char key[256];
+			char key[MSET_LABELS_MAX + 100];
 
 			if (!visible(conn_peer(c), &s->v[j]))
 				continue;
-			mset_key(&s->v[j], key, sizeof(key));
+			mset_key(s, &s->v[j], key, sizeof(key));
 			if (strlen(key) > MSG_METRIC_NAME_MAX ||
 			    (o->values.names[o->values.n] = strdup(key)) == NULL)
 				continue;

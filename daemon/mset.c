@@ -81,12 +81,10 @@ const char *mset_family_name(int fam)
 	return fam >= 0 && fam < MF_COUNT ? families[fam].name : "?";
 }
 
-struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...)
+/* Room for one more value and a label list of up to MSET_LABELS_MAX. */
+static struct mval *grow(struct mset *s)
 {
-	struct mval *m;
-	va_list ap;
-
-	if (s->n >= MSET_MAX || !isfinite(v))
+	if (s->n >= MSET_MAX)
 		return NULL;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 256;
@@ -97,17 +95,99 @@ struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...
 		s->v = p;
 		s->cap = cap;
 	}
-	m = &s->v[s->n++];
+	if (s->text_cap - s->text_len < MSET_LABELS_MAX + 1) {
+		size_t cap = s->text_cap ? s->text_cap * 2 : 4096;
+		char *p = realloc(s->text, cap);
+
+		if (p == NULL)
+			return NULL;
+		s->text = p;
+		s->text_cap = cap;
+	}
+	return &s->v[s->n];
+}
+
+static struct mval *commit(struct mset *s, struct mval *m, int fam, double v, size_t len)
+{
+	if (len > MSET_LABELS_MAX)
+		len = MSET_LABELS_MAX;
+	s->text[s->text_len + len] = '\0';
 	m->fam = (uint16_t)fam;
 	m->v = v;
 	m->owner = -1;
-	m->labels[0] = '\0';
+	m->lab_off = (uint32_t)s->text_len;
+	m->lab_len = (uint16_t)len;
+	s->text_len += len + 1;
+	s->n++;
+	return m;
+}
+
+struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...)
+{
+	struct mval *m;
+	va_list ap;
+	int len = 0;
+
+	if (!isfinite(v) || (m = grow(s)) == NULL)
+		return NULL;
 	if (labels != NULL) {
 		va_start(ap, labels);
-		vsnprintf(m->labels, sizeof(m->labels), labels, ap);
+		len = vsnprintf(s->text + s->text_len, MSET_LABELS_MAX + 1, labels, ap);
 		va_end(ap);
 	}
-	return m;
+	return commit(s, m, fam, v, len > 0 ? (size_t)len : 0);
+}
+
+struct mval *mset_add_labels(struct mset *s, int fam, double v, const char *labels)
+{
+	struct mval *m;
+	size_t len = labels ? strnlen(labels, MSET_LABELS_MAX) : 0;
+
+	if (!isfinite(v) || (m = grow(s)) == NULL)
+		return NULL;
+	memcpy(s->text + s->text_len, labels ? labels : "", len);
+	return commit(s, m, fam, v, len);
+}
+
+const char *mset_labels(const struct mset *s, const struct mval *m)
+{
+	return m->lab_len ? s->text + m->lab_off : "";
+}
+
+void mset_reset(struct mset *s)
+{
+	s->n = 0;
+	s->text_len = 0;
+	s->ts_us = 0;
+}
+
+int mset_copy(struct mset *dst, const struct mset *src)
+{
+	mset_reset(dst);
+	if (dst->cap < src->n) {
+		struct mval *p = realloc(dst->v, src->n * sizeof(*p));
+
+		if (p == NULL)
+			return -ENOMEM;
+		dst->v = p;
+		dst->cap = src->n;
+	}
+	if (dst->text_cap < src->text_len) {
+		char *p = realloc(dst->text, src->text_len);
+
+		if (p == NULL)
+			return -ENOMEM;
+		dst->text = p;
+		dst->text_cap = src->text_len;
+	}
+	if (src->n)
+		memcpy(dst->v, src->v, src->n * sizeof(*src->v));
+	if (src->text_len)
+		memcpy(dst->text, src->text, src->text_len);
+	dst->n = src->n;
+	dst->text_len = src->text_len;
+	dst->ts_us = src->ts_us;
+	return 0;
 }
 
 const char *mset_label(char *buf, size_t size, const char *value)
@@ -132,8 +212,8 @@ const char *mset_label(char *buf, size_t size, const char *value)
 void mset_free(struct mset *s)
 {
 	free(s->v);
-	s->v = NULL;
-	s->n = s->cap = 0;
+	free(s->text);
+	memset(s, 0, sizeof(*s));
 }
 
 static int put(struct pbuf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -189,8 +269,8 @@ int mset_prometheus(const struct mset *s, struct pbuf *out)
 				seen = true;
 			}
 			if (r == 0)
-				r = m->labels[0] ? put(out, "%s{%s} ", families[f].name, m->labels)
-				                 : put(out, "%s ", families[f].name);
+				r = m->lab_len ? put(out, "%s{%s} ", families[f].name, mset_labels(s, m))
+				               : put(out, "%s ", families[f].name);
 			if (r == 0)
 				r = put_value(out, m->v);
 			if (r == 0)
@@ -200,10 +280,10 @@ int mset_prometheus(const struct mset *s, struct pbuf *out)
 	return r;
 }
 
-void mset_key(const struct mval *m, char *buf, size_t size)
+void mset_key(const struct mset *s, const struct mval *m, char *buf, size_t size)
 {
-	if (m->labels[0])
-		snprintf(buf, size, "%s{%s}", mset_family_name(m->fam), m->labels);
+	if (m->lab_len)
+		snprintf(buf, size, "%s{%s}", mset_family_name(m->fam), mset_labels(s, m));
 	else
 		snprintf(buf, size, "%s", mset_family_name(m->fam));
 }
@@ -220,7 +300,7 @@ static int put_json_str(struct pbuf *out, const char *s)
 
 int mset_json(const struct mset *s, const char *host, struct pbuf *out)
 {
-	char key[256];
+	char key[MSET_LABELS_MAX + 100];
 	size_t i;
 	int r;
 
@@ -230,7 +310,7 @@ int mset_json(const struct mset *s, const char *host, struct pbuf *out)
 	if (r == 0)
 		r = put(out, ",\"metrics\":{");
 	for (i = 0; i < s->n && r == 0; i++) {
-		mset_key(&s->v[i], key, sizeof(key));
+		mset_key(s, &s->v[i], key, sizeof(key));
 		r = put(out, i ? "," : "");
 		if (r == 0)
 			r = put_json_str(out, key);

@@ -8,7 +8,12 @@
  * _watts, _celsius, _hertz, _ratio; _total on counters). Samplers add
  * values by family id with a preformatted label list.
  *
- * Ownership: an mset owns its value array; mset_free releases it.
+ * Memory: a value is 24 bytes; its label list lives in the set's text arena
+ * (NUL-terminated, at most MSET_LABELS_MAX bytes). A set keeps its buffers
+ * across mset_reset, so a sampler that reuses one (metrics.c recycles the
+ * history ring's oldest) allocates nothing in the steady state.
+ *
+ * Ownership: an mset owns its value array and text; mset_free releases them.
  */
 #ifndef GPROFD_MSET_H
 #define GPROFD_MSET_H
@@ -38,9 +43,12 @@ enum mfam {
 	MF_COUNT
 };
 
+#define MSET_LABELS_MAX 255
+
 struct mval {
 	uint16_t fam;
-	char labels[160]; /* preformatted: name="value",...; escaped */
+	uint16_t lab_len;  /* 0: no labels */
+	uint32_t lab_off;  /* in the set's text: name="value",...; escaped */
 	double v;
 	int64_t owner; /* uid whose process this value describes, -1: the host's */
 };
@@ -48,6 +56,8 @@ struct mval {
 struct mset {
 	struct mval *v;
 	size_t n, cap;
+	char *text;
+	size_t text_len, text_cap;
 	int64_t ts_us; /* when the sample was taken (CLOCK_REALTIME) */
 };
 
@@ -58,6 +68,14 @@ const char *mset_family_name(int fam);
  * beyond 100,000 values per sample). */
 struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...)
 	__attribute__((format(printf, 4, 5)));
+/* The same with a label list that needs no formatting (or NULL). */
+struct mval *mset_add_labels(struct mset *s, int fam, double v, const char *labels);
+/* A value's label list ("" for none). */
+const char *mset_labels(const struct mset *s, const struct mval *m);
+/* Empties s, keeping its buffers. */
+void mset_reset(struct mset *s);
+/* Makes dst a copy of src, reusing dst's buffers. 0 or -ENOMEM (dst empty). */
+int mset_copy(struct mset *dst, const struct mset *src);
 /* Escapes a label value for the exposition format (\\, \", \n) into buf. */
 const char *mset_label(char *buf, size_t size, const char *value);
 void mset_free(struct mset *s);
@@ -68,6 +86,6 @@ int mset_prometheus(const struct mset *s, struct pbuf *out);
 /* Appends one JSON line: {"ts_us":..,"host":..,"metrics":{"name{labels}":v,..}}\n */
 int mset_json(const struct mset *s, const char *host, struct pbuf *out);
 /* The key a value has in the JSON line and in metrics_reply: name{labels}. */
-void mset_key(const struct mval *m, char *buf, size_t size);
+void mset_key(const struct mset *s, const struct mval *m, char *buf, size_t size);
 
 #endif
