@@ -58,11 +58,27 @@ def scrape():
             time.sleep(0.1)  # before the first sample: 503
 
 
+def threads():
+    """Each thread's CPU time (ns, from schedstat) and wake-ups, by name."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % p.pid):
+        try:
+            name = open("/proc/%d/task/%s/comm" % (p.pid, tid)).read().strip()
+            run, _, slices = open("/proc/%d/task/%s/schedstat" % (p.pid, tid)).read().split()
+        except OSError:
+            continue
+        r, n = out.get(name, (0, 0))
+        out[name] = (r + int(run), n + int(slices))
+    return out
+
+
 m0, t0 = scrape(), time.monotonic()
+th0 = threads()
 cyc_cpu, cyc_wall = [], []
 # Scrape only at the ends (as a Prometheus every 15 s or more would, the
 # scrapes are a small part); each scrape reports the cycle before it.
 time.sleep(a.seconds)
+th1 = threads()
 m1, t1 = scrape(), time.monotonic()
 cyc_cpu.append(m1["gprofd_sample_cpu_seconds"])
 cyc_wall.append(m1["gprofd_sample_duration_seconds"])
@@ -80,5 +96,9 @@ print(json.dumps({
     "cycle_cpu_ms_median": round(statistics.median(cyc_cpu) * 1e3, 3),
     "cycle_wall_ms_median": round(statistics.median(cyc_wall) * 1e3, 3),
     "rss_mb": round(m1["gprofd_daemon_resident_memory_bytes"] / 1e6, 2),
+    "threads_ms_per_s": {k: round((v[0] - th0.get(k, (0, 0))[0]) / 1e6 / (t1 - t0), 3)
+                         for k, v in th1.items()},
+    "threads_wakeups_per_s": {k: round((v[1] - th0.get(k, (0, 0))[1]) / (t1 - t0), 2)
+                              for k, v in th1.items()},
     "note": "the 2 scrapes are included in the daemon's CPU; the cycle figures are the last cycle's",
 }, indent=1))

@@ -6,6 +6,7 @@
 
 #include "handler.h"
 #include "log.h"
+#include "metrics.h"
 #include "peer.h"
 #include "registry.h"
 #include "trace.h"
@@ -59,6 +60,7 @@ void hagent_register(struct conn *c, const struct msg *m)
 	c->proc = p;
 	log_info("registered pid %d (uid %u, job %s, rank %lld)", (int)p->pid, (unsigned)p->uid,
 	         *p->job_id ? p->job_id : "none", (long long)p->rank);
+	metrics_proc_update(c->d, p);
 	msg_init(&reply, MSG_REGISTER_REPLY, m->id);
 	reply.u.register_reply.heartbeat_ms = (int64_t)c->d->cfg.heartbeat_ms;
 	conn_send_msg(c, &reply);
@@ -71,6 +73,7 @@ void hagent_heartbeat(struct conn *c, const struct msg *m)
 	c->proc->steps = m->u.heartbeat.steps;
 	c->proc->last_step_us = m->u.heartbeat.last_step_us;
 	c->proc->median_step_us = m->u.heartbeat.median_step_us;
+	metrics_proc_update(c->d, c->proc);
 }
 
 void hagent_capture_status(struct conn *c, const struct msg *m)

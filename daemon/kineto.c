@@ -158,6 +158,16 @@ static const char *choose_config(struct daemon *d, struct proc *p, bool free_,
 	return p->pending;
 }
 
+static void on_sweep(uv_timer_t *timer);
+
+/* The sweep runs only while there is something to sweep (a Kineto client
+ * or a file watch): an idle daemon wakes for nothing. */
+static void sweep_arm(struct daemon *d)
+{
+	if (d->kineto_open && !uv_is_active((uv_handle_t *)&d->kineto_timer))
+		uv_timer_start(&d->kineto_timer, on_sweep, 1000, 1000);
+}
+
 static void on_req(struct daemon *d, const struct kipc_req *req, const struct ucred *cred,
                    const struct sockaddr_un *from, socklen_t fromlen)
 {
@@ -175,6 +185,7 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		}
 		log_info("kineto client pid %d (uid %u, job %s) registered", (int)p->pid,
 		         (unsigned)p->uid, *p->job_id ? p->job_id : "none");
+		sweep_arm(d);
 	}
 	if (p->kind == MSG_KIND_KINETO) {
 		p->last_seen_us = daemon_now_us();
@@ -537,6 +548,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	w->ev.data = w;
 	w->next = d->kwatches;
 	d->kwatches = w;
+	sweep_arm(d);
 	/* The on-demand config, as `dyno gputrace` would write it. An
 	 * iteration config says ACTIVITIES_DURATION_MSECS=0: a Kineto that has
 	 * counted no step yet drops it rather than capture by time, and it is
@@ -586,6 +598,7 @@ static void on_sweep(uv_timer_t *timer)
 	int64_t now = daemon_now_us(), limit = (int64_t)d->cfg.kineto_expiry_s * 1000000;
 	struct kwatch *w, *wnext;
 	struct proc *p, *next;
+	bool clients = false;
 
 	for (p = d->procs; p != NULL; p = next) {
 		next = p->next;
@@ -593,7 +606,8 @@ static void on_sweep(uv_timer_t *timer)
 			log_info("kineto client pid %d silent for %llu s: forgotten", (int)p->pid,
 			         (unsigned long long)d->cfg.kineto_expiry_s);
 			registry_remove(d, p);
-		}
+		} else if (p->kind == MSG_KIND_KINETO)
+			clients = true;
 	}
 	/* watches whose process has ended one way or another */
 	for (w = d->kwatches; w != NULL; w = wnext) {
@@ -607,6 +621,8 @@ static void on_sweep(uv_timer_t *timer)
 			watch_close(w);
 		}
 	}
+	if (!clients && d->kwatches == NULL)
+		uv_timer_stop(timer);
 }
 
 int kineto_start(struct daemon *d, struct perr *err)
@@ -646,7 +662,6 @@ int kineto_start(struct daemon *d, struct perr *err)
 	uv_poll_start(&d->kineto_poll, UV_READABLE, on_readable);
 	uv_timer_init(d->loop, &d->kineto_timer);
 	d->kineto_timer.data = d;
-	uv_timer_start(&d->kineto_timer, on_sweep, 1000, 1000);
 	d->kineto_open = true;
 	log_info("serving Kineto clients (KINETO_USE_DAEMON=1) on %s%s", d->cfg.kineto_socket_dir[0] ?
 	         "" : "@", d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name);

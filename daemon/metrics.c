@@ -1,24 +1,26 @@
 /*
  * metrics.c: always-on sampling and its three exports.
  *
- * Data flow, every sampling.interval (default 1 s):
- *   uv timer (loop) -> uv_queue_work: sample_work (a pool thread) reads
- *   /proc (mhost.c) and NVML (mgpu.c; loaded on the first cycle there, so
- *   nvmlInit never blocks the loop) into m->cur, timing itself ->
- *   sample_done (loop) adds the traced processes' step metrics (from the
- *   agents' heartbeats in the registry) and the daemon's own, then
- *     - copies it to m->latest under m->lock, which the HTTP thread
- *       (libmicrohttpd's, started here) renders as Prometheus text when
- *       scraped (rendering every cycle for scrapes every 15 s was half the
- *       daemon's sampling cost),
- *     - appends a JSON line to export.jsonl (with size-based rotation),
- *     - moves the sample into the history ring that metrics_query reads.
- * One cycle at a time: a tick that finds the previous still running is
- * skipped and counted (metrics_skipped).
+ * Data flow, every sampling.interval (default 1 s), all on one thread of
+ * its own (the sampler, "gprofd-sample"), so a cycle wakes nothing else:
+ *   sleep to the next tick on a fixed grid (ticks a slow cycle overran are
+ *   skipped and counted) -> read /proc (mhost.c) and NVML (mgpu.c; loaded
+ *   when the thread starts, so nvmlInit never blocks the loop) into m->cur
+ *   -> add the traced processes' step values (m->procs, which the loop
+ *   keeps from the agents' heartbeats: metrics_proc_update/_gone) and the
+ *   daemon's own -> append a JSON line to export.jsonl (size-based
+ *   rotation) -> under m->lock: copy it to m->latest, which the HTTP
+ *   thread (libmicrohttpd's) renders as Prometheus text when scraped, and
+ *   move it into the history ring that metrics_query (loop) reads; the
+ *   ring's evicted oldest sample lends its buffers to the next cycle.
+ * Before, a loop timer queued each cycle on the thread pool and took it
+ * back on the loop: three cold wake-ups a second instead of one, which
+ * cost more than the sampling itself (docs/BENCHMARKS.md).
  *
- * Ownership: struct metrics belongs to the daemon (d->metrics) and is
- * freed in its timer's close callback; samples in the ring are owned by
- * the ring; m->text by m under m->lock.
+ * Ownership: struct metrics belongs to the daemon (d->metrics); the
+ * sampler thread owns m->cur, m->gpu and the JSON lines file; m->lock
+ * guards the ring, latest, procs and stop. metrics_stop joins the sampler
+ * and frees everything.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -45,32 +47,43 @@
 #include "peer.h"
 #include "registry.h"
 
+struct mproc {            /* an agent-loaded process's step values */
+	bool live;
+	int64_t owner;        /* its uid */
+	char labels[MSET_LABELS_MAX + 1];
+	double steps, last_s, median_s;
+};
+
 struct metrics {
 	struct daemon *d;
-	uv_timer_t timer;
-	uv_work_t work;
-	bool busy, closing, timer_closed;
-	struct mset cur;
+	pthread_t thread;
+	bool thread_running;
+	bool stop;             /* under lock */
+	pthread_cond_t wake;   /* signalled by metrics_stop */
+	uint64_t interval_ns;
+	struct mset cur;       /* the sampler thread's */
 	double wall_s, cpu_s;
 	struct mgpu *gpu;
-	bool gpu_tried, gpu_logged;
 	char gpu_why[256];
+	pthread_mutex_t lock;  /* everything below */
 	struct mset *ring;     /* history: ring[(head + i) % cap], i < n */
 	size_t cap, n, head;
-	pthread_mutex_t lock;  /* latest, shared with the HTTP thread */
 	struct mset latest;    /* a copy of the newest sample, rendered on scrape */
 	bool have_latest;
+	struct mproc *procs;   /* indexed by proc->mslot - 1 */
+	size_t nprocs;
+	uint64_t skipped;
 	struct MHD_Daemon *http;
 	int http_port;
+	/* the sampler thread's: the JSON lines file, and copies of settings
+	 * (a reload swaps d->cfg on the loop) */
 	FILE *jsonl;
-	uint64_t jsonl_bytes;
-	uint64_t skipped;
-	/* copies: the pool thread must not read d->cfg, which a reload swaps */
+	uint64_t jsonl_bytes, jsonl_max;
+	char jsonl_path[PATH_MAX];
+	char host[256];
 	char proc_root[PATH_MAX];
 	char nvml_library[256];
 };
-
-static void maybe_free(struct metrics *m);
 
 static double now_s(clockid_t c)
 {
@@ -80,46 +93,77 @@ static double now_s(clockid_t c)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void sample_work(uv_work_t *req)
-{
-	struct metrics *m = req->data;
-	double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+/* ---- process values, kept by the loop, read by the sampler ---- */
 
-	mset_reset(&m->cur);
-	m->cur.ts_us = (int64_t)(now_s(CLOCK_REALTIME) * 1e6);
-	mhost_sample(m->proc_root, &m->cur);
-	if (!m->gpu_tried) {
-		m->gpu_tried = true;
-		m->gpu = mgpu_open(m->nvml_library, m->gpu_why, sizeof(m->gpu_why));
+void metrics_proc_update(struct daemon *d, struct proc *p)
+{
+	struct metrics *m = d->metrics;
+	char job[300], host[300];
+	struct mproc *mp;
+
+	if (m == NULL || p->kind != MSG_KIND_AGENT)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if (p->mslot == 0) {
+		size_t i;
+
+		for (i = 0; i < m->nprocs && m->procs[i].live; i++)
+			;
+		if (i == m->nprocs) {
+			struct mproc *v = realloc(m->procs, (m->nprocs + 1) * sizeof(*v));
+
+			if (v == NULL) {
+				pthread_mutex_unlock(&m->lock);
+				return;
+			}
+			m->procs = v;
+			m->nprocs++;
+		}
+		p->mslot = i + 1;
 	}
-	mgpu_sample(m->gpu, &m->cur);
-	m->wall_s = now_s(CLOCK_MONOTONIC) - w0;
-	m->cpu_s = now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	mp = &m->procs[p->mslot - 1];
+	mp->live = true;
+	mp->owner = (int64_t)p->uid;
+	snprintf(mp->labels, sizeof(mp->labels), "job=\"%.60s\",rank=\"%lld\",pid=\"%d\",host=\"%.60s\"",
+	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), (long long)p->rank,
+	         (int)p->pid, mset_label(host, sizeof(host), p->host ? p->host : d->host));
+	mp->steps = (double)p->steps;
+	mp->last_s = (double)p->last_step_us / 1e6;
+	mp->median_s = (double)p->median_step_us / 1e6;
+	pthread_mutex_unlock(&m->lock);
 }
 
+void metrics_proc_gone(struct daemon *d, struct proc *p)
+{
+	struct metrics *m = d->metrics;
+
+	if (m == NULL || p->mslot == 0)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->procs[p->mslot - 1].live = false;
+	pthread_mutex_unlock(&m->lock);
+	p->mslot = 0;
+}
+
+/* Under m->lock. */
 static void add_processes(struct metrics *m, struct mset *s)
 {
-	char job[300], host[300];
 	struct mval *v;
-	struct proc *p;
+	size_t i;
 
-	for (p = m->d->procs; p != NULL; p = p->next) {
-		if (p->kind != MSG_KIND_AGENT)
+	for (i = 0; i < m->nprocs; i++) {
+		const struct mproc *p = &m->procs[i];
+
+		if (!p->live)
 			continue;
-		mset_label(job, sizeof(job), p->job_id ? p->job_id : "");
-		mset_label(host, sizeof(host), p->host ? p->host : m->d->host);
-#define PL "job=\"%.60s\",rank=\"%lld\",pid=\"%d\",host=\"%.60s\""
-#define OWNED(x) if ((v = (x)) != NULL) v->owner = (int64_t)p->uid
-		OWNED(mset_add(s, MF_PROC_STEPS, (double)p->steps, PL, job, (long long)p->rank,
-		               (int)p->pid, host));
-		if (p->last_step_us > 0)
-			OWNED(mset_add(s, MF_PROC_LAST_STEP, (double)p->last_step_us / 1e6, PL, job,
-			               (long long)p->rank, (int)p->pid, host));
-		if (p->median_step_us > 0)
-			OWNED(mset_add(s, MF_PROC_MEDIAN_STEP, (double)p->median_step_us / 1e6, PL, job,
-			               (long long)p->rank, (int)p->pid, host));
-#undef OWNED
-#undef PL
+		if ((v = mset_add_labels(s, MF_PROC_STEPS, p->steps, p->labels)) != NULL)
+			v->owner = p->owner;
+		if (p->last_s > 0 && (v = mset_add_labels(s, MF_PROC_LAST_STEP, p->last_s,
+		                                          p->labels)) != NULL)
+			v->owner = p->owner;
+		if (p->median_s > 0 && (v = mset_add_labels(s, MF_PROC_MEDIAN_STEP, p->median_s,
+		                                            p->labels)) != NULL)
+			v->owner = p->owner;
 	}
 }
 
@@ -142,87 +186,113 @@ static void add_self(struct metrics *m, struct mset *s)
 		mset_add(s, MF_SELF_RSS, (double)rss * (double)sysconf(_SC_PAGESIZE), NULL);
 	mset_add(s, MF_SAMPLE_SECONDS, m->wall_s, NULL);
 	mset_add(s, MF_SAMPLE_CPU_SECONDS, m->cpu_s, NULL);
+	mset_add(s, MF_SAMPLE_SKIPPED, (double)m->skipped, NULL);
 }
 
 static void jsonl_write(struct metrics *m, const struct mset *s)
 {
-	const char *path = m->d->cfg.jsonl;
 	struct pbuf b;
 
 	if (m->jsonl == NULL)
 		return;
 	pbuf_init(&b, 0);
-	if (mset_json(s, m->d->host, &b) == 0 && fwrite(b.data, 1, b.len, m->jsonl) == b.len) {
+	if (mset_json(s, m->host, &b) == 0 && fwrite(b.data, 1, b.len, m->jsonl) == b.len) {
 		fflush(m->jsonl);
 		m->jsonl_bytes += b.len;
 	}
 	pbuf_deinit(&b);
-	if (m->jsonl != stdout && m->jsonl_bytes >= m->d->cfg.jsonl_max_bytes) {
+	if (m->jsonl != stdout && m->jsonl_bytes >= m->jsonl_max) {
 		char old[PATH_MAX + 4];
 
 		/* rotate: FILE -> FILE.1 (replacing the previous one), start afresh */
 		fclose(m->jsonl);
-		snprintf(old, sizeof(old), "%s.1", path);
-		if (rename(path, old) != 0)
-			log_warn("export.jsonl: cannot rotate %s: %s", path, strerror(errno));
-		m->jsonl = fopen(path, "ae");
+		snprintf(old, sizeof(old), "%s.1", m->jsonl_path);
+		if (rename(m->jsonl_path, old) != 0)
+			log_warn("export.jsonl: cannot rotate %s: %s", m->jsonl_path, strerror(errno));
+		m->jsonl = fopen(m->jsonl_path, "ae");
 		m->jsonl_bytes = 0;
 		if (m->jsonl == NULL)
-			log_err("export.jsonl: cannot reopen %s: %s; JSON lines stop", path,
+			log_err("export.jsonl: cannot reopen %s: %s; JSON lines stop", m->jsonl_path,
 			        strerror(errno));
 	}
 }
 
-static void sample_done(uv_work_t *req, int status)
+/* One cycle, on the sampler thread. */
+static void sample(struct metrics *m)
 {
-	struct metrics *m = req->data;
-	struct mset s = m->cur, *slot;
+	double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+	struct mset *s = &m->cur;
 
-	m->busy = false;
-	memset(&m->cur, 0, sizeof(m->cur));
-	if (status < 0 || m->closing) {
-		mset_free(&s);
-		maybe_free(m);
-		return;
-	}
-	if (!m->gpu_logged) {
-		m->gpu_logged = true;
-		if (m->gpu == NULL)
-			log_info("%s", m->gpu_why);
-		else
-			log_info("NVML loaded: GPU metrics on");
-	}
-	add_processes(m, &s);
-	add_self(m, &s);
+	mset_reset(s);
+	s->ts_us = (int64_t)(now_s(CLOCK_REALTIME) * 1e6);
+	mhost_sample(m->proc_root, s);
+	mgpu_sample(m->gpu, s);
 	pthread_mutex_lock(&m->lock);
-	m->have_latest = mset_copy(&m->latest, &s) == 0;
+	add_processes(m, s);
 	pthread_mutex_unlock(&m->lock);
-	jsonl_write(m, &s);
-	if (m->cap == 0) {
-		m->cur = s; /* no history: the next cycle reuses the buffers */
-		return;
+	/* the cost of the cycle: reading and building, not publishing */
+	m->wall_s = now_s(CLOCK_MONOTONIC) - w0;
+	m->cpu_s = now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	add_self(m, s);
+	jsonl_write(m, s);
+	pthread_mutex_lock(&m->lock);
+	m->have_latest = mset_copy(&m->latest, s) == 0;
+	if (m->cap > 0) {
+		struct mset evicted = { 0 };
+
+		if (m->n == m->cap) { /* the oldest goes; its buffers serve the next cycle */
+			evicted = m->ring[m->head];
+			m->head = (m->head + 1) % m->cap;
+			m->n--;
+		}
+		m->ring[(m->head + m->n) % m->cap] = *s;
+		m->n++;
+		*s = evicted;
 	}
-	if (m->n == m->cap) { /* the oldest goes; its buffers serve the next cycle */
-		m->cur = m->ring[m->head];
-		m->head = (m->head + 1) % m->cap;
-		m->n--;
-	}
-	slot = &m->ring[(m->head + m->n) % m->cap];
-	*slot = s;
-	m->n++;
+	pthread_mutex_unlock(&m->lock);
 }
 
-static void on_tick(uv_timer_t *t)
+static void *sampler_main(void *arg)
 {
-	struct metrics *m = t->data;
+	struct metrics *m = arg;
+	struct timespec next;
+	bool stop;
 
-	if (m->busy) {
-		m->skipped++;
-		return;
+	pthread_setname_np(pthread_self(), "gprofd-sample");
+	/* NVML loads here, so nvmlInit never blocks the loop */
+	m->gpu = mgpu_open(m->nvml_library, m->gpu_why, sizeof(m->gpu_why));
+	log_info("%s", m->gpu ? "NVML loaded: GPU metrics on" : m->gpu_why);
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	for (;;) {
+		struct timespec now;
+		uint64_t late;
+
+		sample(m);
+		/* the next tick on the grid; ticks a slow cycle overran are skipped */
+		next.tv_nsec += (long)(m->interval_ns % 1000000000u);
+		next.tv_sec += (time_t)(m->interval_ns / 1000000000u) + next.tv_nsec / 1000000000;
+		next.tv_nsec %= 1000000000;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		late = (uint64_t)((now.tv_sec - next.tv_sec) * 1000000000LL + (now.tv_nsec - next.tv_nsec));
+		if ((int64_t)late >= 0) {
+			uint64_t k = late / m->interval_ns + 1;
+
+			m->skipped += k;
+			next.tv_nsec += (long)((k * m->interval_ns) % 1000000000u);
+			next.tv_sec += (time_t)((k * m->interval_ns) / 1000000000u) +
+			               next.tv_nsec / 1000000000;
+			next.tv_nsec %= 1000000000;
+		}
+		pthread_mutex_lock(&m->lock);
+		while (!m->stop && pthread_cond_timedwait(&m->wake, &m->lock, &next) == 0)
+			;
+		stop = m->stop;
+		pthread_mutex_unlock(&m->lock);
+		if (stop)
+			break;
 	}
-	m->work.data = m;
-	if (uv_queue_work(m->d->loop, &m->work, sample_work, sample_done) == 0)
-		m->busy = true;
+	mgpu_close(m->gpu);
+	return NULL;
 }
 
 /* ---- HTTP (libmicrohttpd's own thread) ---- */
@@ -331,14 +401,23 @@ static int http_start(struct metrics *m, struct perr *err)
 int metrics_start(struct daemon *d, struct perr *err)
 {
 	struct metrics *m = calloc(1, sizeof(*m));
+	pthread_condattr_t ca;
 	int r;
 
 	if (m == NULL)
 		return perr_set(err, -ENOMEM, "out of memory");
 	m->d = d;
+	m->interval_ns = (d->cfg.sample_ms ? d->cfg.sample_ms : 1000) * 1000000ull;
 	snprintf(m->proc_root, sizeof(m->proc_root), "%s", d->cfg.proc_root);
 	snprintf(m->nvml_library, sizeof(m->nvml_library), "%s", d->cfg.nvml_library);
+	snprintf(m->host, sizeof(m->host), "%s", d->host);
+	snprintf(m->jsonl_path, sizeof(m->jsonl_path), "%s", d->cfg.jsonl);
+	m->jsonl_max = d->cfg.jsonl_max_bytes;
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->wake, &ca);
+	pthread_condattr_destroy(&ca);
 	m->cap = d->cfg.history_s * 1000 / (d->cfg.sample_ms ? d->cfg.sample_ms : 1000);
 	if (m->cap > 0 && (m->ring = calloc(m->cap, sizeof(*m->ring))) == NULL)
 		m->cap = 0;
@@ -360,61 +439,54 @@ int metrics_start(struct daemon *d, struct perr *err)
 	}
 	if ((r = http_start(m, err)) < 0)
 		goto fail;
-	uv_timer_init(d->loop, &m->timer);
-	m->timer.data = m;
-	uv_timer_start(&m->timer, on_tick, 0, d->cfg.sample_ms);
 	d->metrics = m;
+	if ((r = -pthread_create(&m->thread, NULL, sampler_main, m)) < 0) {
+		d->metrics = NULL;
+		if (m->http != NULL)
+			MHD_stop_daemon(m->http);
+		perr_set(err, r, "cannot start the sampling thread: %s", strerror(-r));
+		goto fail;
+	}
+	m->thread_running = true;
 	return 0;
 fail:
 	if (m->jsonl != NULL && m->jsonl != stdout)
 		fclose(m->jsonl);
 	free(m->ring);
+	pthread_cond_destroy(&m->wake);
+	pthread_mutex_destroy(&m->lock);
 	free(m);
 	return r;
-}
-
-/* m goes when both its timer is closed and no cycle is in the pool. */
-static void maybe_free(struct metrics *m)
-{
-	size_t i;
-
-	if (!m->timer_closed || m->busy)
-		return;
-	for (i = 0; i < m->n; i++)
-		mset_free(&m->ring[(m->head + i) % m->cap]);
-	free(m->ring);
-	mset_free(&m->cur);
-	mset_free(&m->latest);
-	pthread_mutex_destroy(&m->lock);
-	mgpu_close(m->gpu);
-	free(m);
-}
-
-static void on_timer_closed(uv_handle_t *h)
-{
-	struct metrics *m = h->data;
-
-	m->timer_closed = true;
-	maybe_free(m);
 }
 
 void metrics_stop(struct daemon *d)
 {
 	struct metrics *m = d->metrics;
+	size_t i;
 
 	if (m == NULL)
 		return;
 	d->metrics = NULL;
-	m->closing = true;
 	if (m->http != NULL)
 		MHD_stop_daemon(m->http);
+	/* a cycle in progress finishes first (NVML calls are not interrupted) */
+	pthread_mutex_lock(&m->lock);
+	m->stop = true;
+	pthread_cond_signal(&m->wake);
+	pthread_mutex_unlock(&m->lock);
+	if (m->thread_running)
+		pthread_join(m->thread, NULL);
 	if (m->jsonl != NULL && m->jsonl != stdout)
 		fclose(m->jsonl);
-	m->jsonl = NULL;
-	uv_timer_stop(&m->timer);
-	/* a cycle still in the pool finishes first: its done callback runs
-	 * before the loop ends and frees m if the timer is closed by then */
-	uv_close((uv_handle_t *)&m->timer, on_timer_closed);
+	for (i = 0; i < m->n; i++)
+		mset_free(&m->ring[(m->head + i) % m->cap]);
+	free(m->ring);
+	free(m->procs);
+	mset_free(&m->cur);
+	mset_free(&m->latest);
+	pthread_cond_destroy(&m->wake);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
 }
 
 int metrics_http_port(struct daemon *d)
@@ -437,9 +509,14 @@ void metrics_query(struct conn *c, const struct msg *q)
 	struct msg r;
 	size_t want, first, oldest, i, j, cost = 0;
 
-	if (m == NULL || m->n == 0) {
-		conn_send_error(c, q->id, MSG_E_NOT_FOUND, m == NULL ?
-		                "metrics are off on this daemon" :
+	if (m == NULL) {
+		conn_send_error(c, q->id, MSG_E_NOT_FOUND, "metrics are off on this daemon");
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	if (m->n == 0) {
+		pthread_mutex_unlock(&m->lock);
+		conn_send_error(c, q->id, MSG_E_NOT_FOUND,
 		                "no sample yet: the first is taken within a second of start");
 		return;
 	}
@@ -451,6 +528,7 @@ void metrics_query(struct conn *c, const struct msg *q)
 		want = m->n;
 	first = m->n - want; /* ring position of the oldest wanted */
 	if ((samples = calloc(want, sizeof(*samples))) == NULL) {
+		pthread_mutex_unlock(&m->lock);
 		conn_send_error(c, q->id, MSG_E_INTERNAL, "out of memory");
 		return;
 	}
@@ -481,6 +559,7 @@ void metrics_query(struct conn *c, const struct msg *q)
 			break; /* this one does not fit the 1 MiB frame: send the newer */
 		oldest = i;
 	}
+	pthread_mutex_unlock(&m->lock);
 	msg_init(&r, MSG_METRICS_REPLY, q->id);
 	r.u.metrics_reply.host = d->host;
 	r.u.metrics_reply.interval_ms = (int64_t)d->cfg.sample_ms;

@@ -11,12 +11,18 @@
 
 struct daemon;
 struct conn;
+struct proc;
 
 /* Starts sampling (first sample at once) and the HTTP endpoint (unless
  * metrics: off). 0, or a negative code with err saying what to change. */
 int metrics_start(struct daemon *d, struct perr *err);
-/* Stops the HTTP thread and the timer; memory goes in the close callback. */
+/* Stops the HTTP and sampling threads (a cycle in progress ends first) and
+ * frees everything. */
 void metrics_stop(struct daemon *d);
+/* The loop tells the sampler an agent's step values (registration,
+ * heartbeat) and that it is gone; cheap, under a lock. */
+void metrics_proc_update(struct daemon *d, struct proc *p);
+void metrics_proc_gone(struct daemon *d, struct proc *p);
 /* The port /metrics is served on (0 when off). */
 int metrics_http_port(struct daemon *d);
 /* Answers a metrics_query on c. */

@@ -9,9 +9,12 @@
  * Threading: every NVML call happens in mgpu_sample, which metrics.c runs
  * on a worker thread, one sample at a time, or on the XID thread, which
  * waits on an NVML event set (200 ms at a time, so closing is prompt) and
- * counts XID errors under xid_lock; never on the loop thread.
+ * counts XID errors under xid_lock; never on the loop thread. Ownership: the
+ * caller owns the mgpu until mgpu_close, which hands it to the XID thread
+ * when there is one (it frees it after its last wait).
  */
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -52,6 +55,27 @@ static const struct { unsigned id; int fam; } gpm_metrics[GPM_N] = {
 	{ 10, MF_GPM_DRAM }, { 13, MF_GPM_FP16 }, { 12, MF_GPM_FP32 }, { 11, MF_GPM_FP64 },
 };
 
+/* nvmlDeviceGetFieldValues: many counters in one call */
+typedef struct {
+	unsigned int fieldId, scopeId;
+	long long timestamp, latencyUsec;
+	int valueType;  /* 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint, 6 ushort */
+	nvmlReturn_t nvmlReturn;
+	union { double d; unsigned int ui; unsigned long ul; unsigned long long ull;
+	        long long sll; int si; unsigned short us; } value;
+} nvmlFieldValue_t;
+#define FI_NVLINK_DATA_TX 138 /* KiB, all links with scopeId UINT_MAX */
+#define FI_NVLINK_DATA_RX 139
+#define FI_PCIE_TX_BYTES 197
+#define FI_PCIE_RX_BYTES 198
+/* what is read, in that order, with the family and the unit's bytes */
+static const struct { unsigned id, scope; int fam; double unit; } fields[] = {
+	{ FI_PCIE_TX_BYTES, 0, MF_GPU_PCIE_TX, 1 }, { FI_PCIE_RX_BYTES, 0, MF_GPU_PCIE_RX, 1 },
+	{ FI_NVLINK_DATA_TX, 0xffffffffu, MF_GPU_NVLINK_TX, 1024 },
+	{ FI_NVLINK_DATA_RX, 0xffffffffu, MF_GPU_NVLINK_RX, 1024 },
+};
+#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
 typedef struct {
 	nvmlDevice_t device;
@@ -60,6 +84,10 @@ typedef struct {
 } nvmlEventData_t;
 #define NVML_EVENT_XID 0x8ull
 #define XID_SLOTS 32
+/* An event ends the wait at once; the timeout only bounds how late a
+ * closed mgpu is released, so it is long: each wake-up costs CPU (at 200 ms
+ * the waits were most of the GPU sampling cost, docs/BENCHMARKS.md). */
+#define XID_WAIT_MS 10000
 
 #define NVML_SUCCESS 0
 #define NVML_INIT_FLAG_NO_GPUS 1u
@@ -88,6 +116,7 @@ struct mgpu {
 	nvmlReturn_t (*ecc)(nvmlDevice_t, int, int, unsigned long long *);
 	nvmlReturn_t (*remapped)(nvmlDevice_t, unsigned *, unsigned *, unsigned *, unsigned *);
 	nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
+	nvmlReturn_t (*fieldvals)(nvmlDevice_t, int, nvmlFieldValue_t *);
 	nvmlReturn_t (*gpm_support)(nvmlDevice_t, nvmlGpmSupport_t *);
 	nvmlReturn_t (*gpm_alloc)(nvmlGpmSample_t *);
 	nvmlReturn_t (*gpm_free)(nvmlGpmSample_t);
@@ -111,14 +140,15 @@ struct mgpu {
 	bool gpm_have_prev[GPUS_MAX];
 	char names[GPUS_MAX][96];
 	char uuids[GPUS_MAX][96];
-	/* nvmlDeviceGetTotalEnergyConsumption takes 2.4 ms a call on an H100
-	 * (every other call used here: 1-9 us), so the counter is read every
-	 * ENERGY_EVERY cycles and its last value exported in between. */
-	double energy_j[GPUS_MAX];
-	bool energy_ok[GPUS_MAX];
-	/* the other slow reads, kept between their cycles like the energy */
+	/* Slow reads: nvmlDeviceGetTotalEnergyConsumption takes 2.4 ms a call
+	 * on an H100 (most calls used here: 1-9 us), the byte counters, ECC,
+	 * remapped rows and the process list more than the rest together. Each
+	 * group is read on the first cycle and then once every SLOW_EVERY
+	 * cycles, the groups on different cycles so that no cycle pays for
+	 * all; the last values are exported every cycle. */
 	struct slow {
-		bool ecc_ok[2], remap_ok;
+		bool energy_ok, ecc_ok[2], remap_ok, field_ok[NFIELDS];
+		double energy_j, field[NFIELDS];
 		unsigned long long ecc[2];
 		unsigned remap[3];
 		unsigned nprocs;
@@ -126,21 +156,26 @@ struct mgpu {
 	} slow[GPUS_MAX];
 	unsigned cycle;
 };
-#define ENERGY_EVERY 10
+#define SLOW_EVERY 10
+enum { SLOW_ENERGY = 0, SLOW_FIELDS = 3, SLOW_ERRORS = 5, SLOW_PROCS = 7 }; /* offsets */
 
 #define SYM(m, f, n) (*(void **)&(m)->f = dlsym((m)->lib, n))
+
+static void release(struct mgpu *m);
 
 /* The XID thread: counts each critical error by GPU and XID number. */
 static void *xid_main(void *arg)
 {
 	struct mgpu *m = arg;
 
+	pthread_setname_np(pthread_self(), "gprofd-xid");
 	while (!atomic_load(&m->xid_stop)) {
 		nvmlEventData_t e;
 		unsigned i, k;
 
 		memset(&e, 0, sizeof(e));
-		if (m->ev_wait(m->evset, &e, 200) != NVML_SUCCESS || !(e.eventType & NVML_EVENT_XID))
+		if (m->ev_wait(m->evset, &e, XID_WAIT_MS) != NVML_SUCCESS ||
+		    !(e.eventType & NVML_EVENT_XID))
 			continue; /* timeout, mostly */
 		for (i = 0; i < m->nhandles && m->handles[i] != e.device; i++)
 			;
@@ -158,6 +193,7 @@ static void *xid_main(void *arg)
 			m->xids[k].n++;
 		pthread_mutex_unlock(&m->xid_lock);
 	}
+	release(m); /* mgpu_close handed m over */
 	return NULL;
 }
 
@@ -211,6 +247,7 @@ struct mgpu *mgpu_open(const char *library, char *why, size_t n)
 	SYM(m, ecc, "nvmlDeviceGetTotalEccErrors");
 	SYM(m, remapped, "nvmlDeviceGetRemappedRows");
 	SYM(m, procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+	SYM(m, fieldvals, "nvmlDeviceGetFieldValues");
 	SYM(m, ev_create, "nvmlEventSetCreate");
 	SYM(m, ev_register, "nvmlDeviceRegisterEvents");
 	SYM(m, ev_wait, "nvmlEventSetWait_v2");
@@ -240,16 +277,11 @@ fail:
 	return NULL;
 }
 
-void mgpu_close(struct mgpu *m)
+/* Everything NVML: after the last sample, and with no XID thread. */
+static void release(struct mgpu *m)
 {
 	int i, k;
 
-	if (m == NULL)
-		return;
-	if (m->xid_running) {
-		atomic_store(&m->xid_stop, true);
-		pthread_join(m->xid_thread, NULL);
-	}
 	if (m->evset && m->ev_free)
 		m->ev_free(m->evset);
 	pthread_mutex_destroy(&m->xid_lock);
@@ -263,6 +295,20 @@ void mgpu_close(struct mgpu *m)
 	free(m);
 }
 
+void mgpu_close(struct mgpu *m)
+{
+	if (m == NULL)
+		return;
+	if (m->xid_running) {
+		/* the XID thread may be waiting for up to XID_WAIT_MS: it releases
+		 * everything itself when it wakes (or the process ends first) */
+		pthread_detach(m->xid_thread);
+		atomic_store(&m->xid_stop, true);
+		return;
+	}
+	release(m);
+}
+
 /* NVML's clock event (throttle) reason bits, as documented. */
 static const struct { unsigned long long bit; const char *name; } reasons[] = {
 	{ 0x1ull, "gpu_idle" }, { 0x2ull, "applications_clocks_setting" },
@@ -271,24 +317,68 @@ static const struct { unsigned long long bit; const char *name; } reasons[] = {
 	{ 0x80ull, "hw_power_brake_slowdown" }, { 0x100ull, "display_clock_setting" },
 };
 
-/* Every ENERGY_EVERY cycles: ECC, remapped rows, per-process memory. */
+static bool due(const struct mgpu *m, unsigned offset)
+{
+	return m->cycle == 0 || m->cycle % SLOW_EVERY == offset;
+}
+
+static double field_value(const nvmlFieldValue_t *f)
+{
+	switch (f->valueType) {
+	case 0: return f->value.d;
+	case 1: return f->value.ui;
+	case 2: return (double)f->value.ul;
+	case 3: return (double)f->value.ull;
+	case 4: return (double)f->value.sll;
+	case 5: return f->value.si;
+	case 6: return f->value.us;
+	default: return NAN;
+	}
+}
+
 static void slow_read(struct mgpu *m, unsigned i, nvmlDevice_t d)
 {
 	struct slow *w = &m->slow[i];
 	unsigned f, n = 64, k;
-	nvmlProcessInfo_t pi[64];
 
-	for (k = 0; k < 2; k++)
-		w->ecc_ok[k] = m->ecc && m->ecc(d, (int)k, 1, &w->ecc[k]) == NVML_SUCCESS;
-	w->remap_ok = m->remapped &&
-	              m->remapped(d, &w->remap[0], &w->remap[1], &w->remap[2], &f) == NVML_SUCCESS;
-	w->nprocs = 0;
-	if (m->procs && m->procs(d, &n, pi) == NVML_SUCCESS)
-		for (k = 0; k < n && k < 64; k++) {
-			w->procs[k].pid = pi[k].pid;
-			w->procs[k].used = pi[k].used;
-			w->nprocs = k + 1;
+	if (due(m, SLOW_ENERGY) && m->energy) {
+		unsigned long long e;
+
+		w->energy_ok = m->energy(d, &e) == NVML_SUCCESS;
+		w->energy_j = (double)e / 1000.0;
+	}
+	if (due(m, SLOW_FIELDS) && m->fieldvals) {
+		nvmlFieldValue_t fv[NFIELDS];
+
+		memset(fv, 0, sizeof(fv));
+		for (k = 0; k < NFIELDS; k++) {
+			fv[k].fieldId = fields[k].id;
+			fv[k].scopeId = fields[k].scope;
 		}
+		f = m->fieldvals(d, (int)NFIELDS, fv) == NVML_SUCCESS;
+		for (k = 0; k < NFIELDS; k++) {
+			w->field_ok[k] = f && fv[k].nvmlReturn == NVML_SUCCESS &&
+			                 isfinite(field_value(&fv[k]));
+			w->field[k] = w->field_ok[k] ? field_value(&fv[k]) * fields[k].unit : 0;
+		}
+	}
+	if (due(m, SLOW_ERRORS)) {
+		for (k = 0; k < 2; k++)
+			w->ecc_ok[k] = m->ecc && m->ecc(d, (int)k, 1, &w->ecc[k]) == NVML_SUCCESS;
+		w->remap_ok = m->remapped && m->remapped(d, &w->remap[0], &w->remap[1],
+		                                         &w->remap[2], &f) == NVML_SUCCESS;
+	}
+	if (due(m, SLOW_PROCS)) {
+		nvmlProcessInfo_t pi[64];
+
+		w->nprocs = 0;
+		if (m->procs && m->procs(d, &n, pi) == NVML_SUCCESS)
+			for (k = 0; k < n && k < 64; k++) {
+				w->procs[k].pid = pi[k].pid;
+				w->procs[k].used = pi[k].used;
+				w->nprocs = k + 1;
+			}
+	}
 }
 
 /* ... and exported every cycle, from the last read. */
@@ -299,6 +389,11 @@ static void slow_export(struct mgpu *m, unsigned i, struct mset *s, const char *
 	const struct slow *w = &m->slow[i];
 	unsigned k;
 
+	if (w->energy_ok)
+		mset_add_labels(s, MF_GPU_ENERGY, w->energy_j, lbl);
+	for (k = 0; k < NFIELDS; k++)
+		if (w->field_ok[k])
+			mset_add_labels(s, fields[k].fam, w->field[k], lbl);
 	for (k = 0; k < 2; k++)
 		if (w->ecc_ok[k])
 			mset_add(s, MF_GPU_ECC, (double)w->ecc[k], "%s,type=\"%s\"", lbl, ecc[k]);
@@ -396,19 +491,13 @@ int mgpu_sample(struct mgpu *m, struct mset *s)
 		}
 		if (m->power && m->power(d, &u) == NVML_SUCCESS)
 			mset_add(s, MF_GPU_POWER, u / 1000.0, "%s", lbl);
-		if (m->energy && m->cycle % ENERGY_EVERY == 0)
-			m->energy_ok[i] = m->energy(d, &e) == NVML_SUCCESS &&
-			                  (m->energy_j[i] = (double)e / 1000.0, true);
-		if (m->energy_ok[i])
-			mset_add(s, MF_GPU_ENERGY, m->energy_j[i], "%s", lbl);
 		if (m->temp && m->temp(d, NVML_TEMPERATURE_GPU, &u) == NVML_SUCCESS)
 			mset_add(s, MF_GPU_TEMP, u, "%s", lbl);
 		if (m->clock && m->clock(d, NVML_CLOCK_SM, &u) == NVML_SUCCESS)
 			mset_add(s, MF_GPU_SM_CLOCK, u * 1e6, "%s", lbl);
 		if (m->clock && m->clock(d, NVML_CLOCK_MEM, &u) == NVML_SUCCESS)
 			mset_add(s, MF_GPU_MEM_CLOCK, u * 1e6, "%s", lbl);
-		if (m->cycle % ENERGY_EVERY == 0)
-			slow_read(m, i, d);
+		slow_read(m, i, d);
 		slow_export(m, i, s, lbl);
 		gpm(m, i, d, s, lbl);
 		if (m->events && m->events(d, &e) == NVML_SUCCESS)

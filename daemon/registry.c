@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "registry.h"
 #include "trace.h"
 
@@ -118,6 +119,7 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 void registry_remove(struct daemon *d, struct proc *p)
 {
 	trace_proc_gone(d, p);
+	metrics_proc_gone(d, p);
 	if (p->prev)
 		p->prev->next = p->next;
 	else

@@ -43,6 +43,7 @@ struct proc {
 	int64_t steps, last_step_us, median_step_us;
 	struct conn *conn;         /* agents: their connection */
 	struct trace *busy;        /* the trace capturing it now, if any */
+	size_t mslot;              /* metrics.c's slot for its step values, + 1 */
 	/* Kineto clients (kineto.c) */
 	int64_t last_seen_us;      /* its last poll */
 	char *pending;             /* on-demand config for its next free poll (owned) */

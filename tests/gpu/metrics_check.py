@@ -123,6 +123,33 @@ check(busy.pid in want and any('pid="%d"' % busy.pid in k and abs(v - want[busy.
                                for k, v in pm.items()),
       "per-process GPU memory of the matmul process agrees with nvidia-smi (64 MiB)")
 
+# 2b. PCIe byte counters (read every 10th cycle): host-to-device copies of
+# a known size show up as bytes the GPU received
+def pcie(m, r, d):
+    return g(m, "gprofd_gpu_pcie_%s_bytes_total" % d, r)
+
+
+before = scrape()
+copier = subprocess.run([sys.executable, "-c",
+                         "import torch,time\n"
+                         "h=torch.empty(256*2**20,dtype=torch.uint8).pin_memory()\n"
+                         "d=torch.empty_like(h,device='cuda')\n"
+                         "n=0; t=time.time()\n"
+                         "while time.time()-t<4:\n"
+                         "    d.copy_(h); n+=h.numel()\n"
+                         "torch.cuda.synchronize(); print(n)\n"], capture_output=True, text=True)
+copied = int(copier.stdout.split()[-1]) if copier.stdout.split() else 0
+time.sleep(11)  # past the next read of the counters
+after = scrape()
+rx0, rx1 = pcie(before, s[0], "receive"), pcie(after, s[0], "receive")
+tx0, tx1 = pcie(before, s[0], "transmit"), pcie(after, s[0], "transmit")
+nv = g(after, "gprofd_gpu_nvlink_transmit_bytes_total", s[0])
+print("  PCIe: %.2f GB copied host to device; gprofd receive counter +%.2f GB, transmit +%.2f GB; "
+      "NVLink transmit counter %s" % (copied / 1e9, ((rx1 or 0) - (rx0 or 0)) / 1e9,
+                                     ((tx1 or 0) - (tx0 or 0)) / 1e9, nv))
+check(rx0 is not None and rx1 is not None and copied > 0 and copied <= rx1 - rx0 <= copied * 1.6 + 2e9,
+      "PCIe receive byte counter grows by the bytes copied host to device (at most 1.6x + 2 GB)")
+
 # 3. step-time metrics of an agent-loaded PyTorch loop
 loop = ("import gprof_agent, torch, time, statistics, sys\n"
         "m=torch.nn.Sequential(torch.nn.Linear(4096,4096),torch.nn.ReLU(),torch.nn.Linear(4096,10)).cuda()\n"

@@ -114,6 +114,37 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
 	return 0;
 }
 
+/* Field values: the PCIe byte counters on both GPUs (one as an unsigned
+ * long long, one as a double, as NVML may type them), NVLink data counters
+ * (KiB, all links) on GPU 1 only; anything else is not supported. */
+typedef struct {
+	unsigned int fieldId, scopeId;
+	long long timestamp, latencyUsec;
+	int valueType;
+	nvmlReturn_t nvmlReturn;
+	union { double d; unsigned long long ull; } value;
+} field_t;
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, field_t *f)
+{
+	int k;
+
+	for (k = 0; k < n; k++) {
+		f[k].nvmlReturn = 0;
+		f[k].valueType = 3;
+		if (f[k].fieldId == 197)
+			f[k].value.ull = 5000000ull * (idx(d) + 1);
+		else if (f[k].fieldId == 198) {
+			f[k].valueType = 0;
+			f[k].value.d = 7000000.0 * (idx(d) + 1);
+		} else if ((f[k].fieldId == 138 || f[k].fieldId == 139) && idx(d) == 1 &&
+		           f[k].scopeId == 0xffffffffu)
+			f[k].value.ull = f[k].fieldId == 138 ? 3000 : 4000;
+		else
+			f[k].nvmlReturn = 3; /* NVML_ERROR_NOT_SUPPORTED */
+	}
+	return 0;
+}
+
 /* Events: with NVML_STUB=xid, one XID 79 on GPU 1, then timeouts. */
 typedef struct { nvmlDevice_t device; unsigned long long type, data; unsigned gi, ci; } ev_t;
 static int ev_sent;

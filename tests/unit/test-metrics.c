@@ -113,6 +113,11 @@ static void test_gpu_stub(void **state)
 	HAS("gprofd_gpu_memory_total_bytes{gpu=\"0\",uuid=\"GPU-stub-0\"} 80000000000");
 	HAS("gprofd_gpu_power_watts{gpu=\"1\",uuid=\"GPU-stub-1\"} 301");
 	HAS("gprofd_gpu_energy_joules_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000");
+	HAS("gprofd_gpu_pcie_transmit_bytes_total{gpu=\"0\",uuid=\"GPU-stub-0\"} 5000000");
+	HAS("gprofd_gpu_pcie_receive_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 14000000");
+	HAS("gprofd_gpu_nvlink_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 3072000");
+	HAS("gprofd_gpu_nvlink_receive_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 4096000");
+	LACKS("gprofd_gpu_nvlink_transmit_bytes_total{gpu=\"0\"");
 	HAS("gprofd_gpu_temperature_celsius{gpu=\"0\",uuid=\"GPU-stub-0\"} 60");
 	HAS("gprofd_gpu_sm_clock_hertz{gpu=\"0\",uuid=\"GPU-stub-0\"} 1980000000");
 	HAS("gprofd_gpu_memory_clock_hertz{gpu=\"0\",uuid=\"GPU-stub-0\"} 2619000000");
@@ -127,6 +132,7 @@ static void test_gpu_stub(void **state)
 	render(&s);
 	HAS("gprofd_gpu_energy_joules_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000");
 	HAS("gprofd_gpu_process_memory_bytes{gpu=\"0\",uuid=\"GPU-stub-0\",pid=\"4242\"} 123456789");
+	HAS("gprofd_gpu_pcie_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 10000000");
 	mset_free(&s);
 	mgpu_close(g);
 }
@@ -146,6 +152,7 @@ static void test_gpu_stub_minimal(void **state)
 	HAS("gprofd_gpu_memory_used_bytes{gpu=\"0\",uuid=\"unknown\"} 1000000000");
 	LACKS("gprofd_gpu_utilization_ratio");
 	LACKS("gprofd_gpu_power_watts");
+	LACKS("gprofd_gpu_pcie_transmit_bytes_total");
 	mset_free(&s);
 	mgpu_close(g);
 }
