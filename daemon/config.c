@@ -87,7 +87,7 @@ static const struct opt opts[] = {
 	  "a Kineto client silent this long is forgotten" },
 	{ "kineto.step_wait", OPT_SECONDS, U(kineto_step_wait_s), 1, 3600,
 	  "an iteration request waits this long for the process to report steps to Kineto, "
-	  "then falls back to a 500 ms capture by time" },
+	  "then falls back to a 500 ms capture by time (capped by the trace's timeout less 20 s)" },
 	{ "sampling.interval", OPT_MS, U(sample_ms), 100, 3600000,
 	  "how often host and GPU metrics are sampled" },
 	{ "sampling.history", OPT_SECONDS, U(history_s), 0, 86400,

@@ -570,10 +570,15 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	stop_offering(p);
 	p->offers = 0;
 	if (t->win.iterations > 0) {
-		int64_t wait_us = (int64_t)d->cfg.kineto_step_wait_s * 1000000;
+		/* the fallback needs Kineto's 5 s warm-up, the capture and the
+		 * writing: leave it 20 s of the trace's time, or at least half */
+		int64_t wait_us = (int64_t)d->cfg.kineto_step_wait_s * 1000000,
+		        room_us = (t->timeout_ms - 20000) * 1000;
 
-		if (wait_us > t->timeout_ms * 500)
-			wait_us = t->timeout_ms * 500; /* at most half the trace's time */
+		if (room_us < t->timeout_ms * 500)
+			room_us = t->timeout_ms * 500;
+		if (wait_us > room_us)
+			wait_us = room_us;
 		if (asprintf(&p->pending, "%s0", config) < 0)
 			p->pending = NULL;
 		if (asprintf(&p->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)

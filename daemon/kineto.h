@@ -21,7 +21,8 @@
  * offered again at every free poll (a copy Kineto already holds is ignored
  * by it) until the client reports itself busy (taken) or its file appears
  * (taken and done: Kineto renames the file into place before it reports
- * itself free). After kineto.step_wait (at most half the trace's timeout)
+ * itself free). After kineto.step_wait (at most the trace's timeout less
+ * 20 s, the time Kineto's fallback needs, but at least half the timeout)
  * the same config with Kineto's default 500 ms duration is handed over
  * once: a process that never steps gets a capture by time, and the status
  * says so. proc->pending, ->offer_again, ->fallback hold that state.

@@ -24,6 +24,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -81,6 +82,7 @@ struct metrics {
 	uint64_t jsonl_bytes, jsonl_max;
 	char jsonl_path[PATH_MAX];
 	char host[256];
+	int statm_fd;          /* /proc/self/statm, kept open */
 	char proc_root[PATH_MAX];
 	char nvml_library[256];
 };
@@ -170,13 +172,18 @@ static void add_processes(struct metrics *m, struct mset *s)
 static void add_self(struct metrics *m, struct mset *s)
 {
 	struct rusage ru;
-	long pages = 0, rss = 0;
-	FILE *f = fopen("/proc/self/statm", "re");
+	char buf[128];
+	long rss = 0;
+	ssize_t n;
 
-	if (f != NULL) {
-		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-			rss = 0;
-		fclose(f);
+	if (m->statm_fd < 0)
+		m->statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (m->statm_fd >= 0 && (n = pread(m->statm_fd, buf, sizeof(buf) - 1, 0)) > 0) {
+		char *p;
+
+		buf[n] = '\0';
+		strtol(buf, &p, 10);      /* size */
+		rss = strtol(p, NULL, 10); /* resident, in pages */
 	}
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		mset_add(s, MF_SELF_CPU_SECONDS,
@@ -407,6 +414,7 @@ int metrics_start(struct daemon *d, struct perr *err)
 	if (m == NULL)
 		return perr_set(err, -ENOMEM, "out of memory");
 	m->d = d;
+	m->statm_fd = -1;
 	m->interval_ns = (d->cfg.sample_ms ? d->cfg.sample_ms : 1000) * 1000000ull;
 	snprintf(m->proc_root, sizeof(m->proc_root), "%s", d->cfg.proc_root);
 	snprintf(m->nvml_library, sizeof(m->nvml_library), "%s", d->cfg.nvml_library);
@@ -478,6 +486,8 @@ void metrics_stop(struct daemon *d)
 		pthread_join(m->thread, NULL);
 	if (m->jsonl != NULL && m->jsonl != stdout)
 		fclose(m->jsonl);
+	if (m->statm_fd >= 0)
+		close(m->statm_fd);
 	for (i = 0; i < m->n; i++)
 		mset_free(&m->ring[(m->head + i) % m->cap]);
 	free(m->ring);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mgpu.h"
 
@@ -42,39 +43,25 @@ typedef struct {
 	double value;
 	struct { char *shortName, *longName, *unit; } info;
 } nvmlGpmMetric_t;
-#define GPM_N 7
+#define GPM_N 11
 typedef struct {
 	unsigned int version, numMetrics;
 	nvmlGpmSample_t sample1, sample2;
 	nvmlGpmMetric_t metrics[GPM_N];
 } nvmlGpmMetricsGet_t;
 typedef struct { unsigned int version, isSupportedDevice; } nvmlGpmSupport_t;
-/* NVML's nvmlGpmMetricId_t values for what is exported, with its family */
+/* NVML's nvmlGpmMetricId_t values for what is exported, with its family.
+ * Ratios come as percentages; the byte rates (MiB/s over the two samples'
+ * span) are summed into byte counters, bytes = rate x span: NVML's own
+ * PCIe byte counters are 32 bits and wrap in under 0.1 s at full speed
+ * (seen on the H100), and its throughput call blocks 20 ms. */
+#define GPM_RATE 4 /* the last GPM_RATE entries are byte rates */
 static const struct { unsigned id; int fam; } gpm_metrics[GPM_N] = {
 	{ 2, MF_GPM_SM_ACTIVE }, { 3, MF_GPM_SM_OCCUPANCY }, { 5, MF_GPM_TENSOR },
 	{ 10, MF_GPM_DRAM }, { 13, MF_GPM_FP16 }, { 12, MF_GPM_FP32 }, { 11, MF_GPM_FP64 },
+	{ 20, MF_GPU_PCIE_TX }, { 21, MF_GPU_PCIE_RX }, { 61, MF_GPU_NVLINK_TX },
+	{ 60, MF_GPU_NVLINK_RX },
 };
-
-/* nvmlDeviceGetFieldValues: many counters in one call */
-typedef struct {
-	unsigned int fieldId, scopeId;
-	long long timestamp, latencyUsec;
-	int valueType;  /* 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint, 6 ushort */
-	nvmlReturn_t nvmlReturn;
-	union { double d; unsigned int ui; unsigned long ul; unsigned long long ull;
-	        long long sll; int si; unsigned short us; } value;
-} nvmlFieldValue_t;
-#define FI_NVLINK_DATA_TX 138 /* KiB, all links with scopeId UINT_MAX */
-#define FI_NVLINK_DATA_RX 139
-#define FI_PCIE_TX_BYTES 197
-#define FI_PCIE_RX_BYTES 198
-/* what is read, in that order, with the family and the unit's bytes */
-static const struct { unsigned id, scope; int fam; double unit; } fields[] = {
-	{ FI_PCIE_TX_BYTES, 0, MF_GPU_PCIE_TX, 1 }, { FI_PCIE_RX_BYTES, 0, MF_GPU_PCIE_RX, 1 },
-	{ FI_NVLINK_DATA_TX, 0xffffffffu, MF_GPU_NVLINK_TX, 1024 },
-	{ FI_NVLINK_DATA_RX, 0xffffffffu, MF_GPU_NVLINK_RX, 1024 },
-};
-#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
 typedef struct nvmlEventSet_st *nvmlEventSet_t;
 typedef struct {
@@ -116,7 +103,6 @@ struct mgpu {
 	nvmlReturn_t (*ecc)(nvmlDevice_t, int, int, unsigned long long *);
 	nvmlReturn_t (*remapped)(nvmlDevice_t, unsigned *, unsigned *, unsigned *, unsigned *);
 	nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
-	nvmlReturn_t (*fieldvals)(nvmlDevice_t, int, nvmlFieldValue_t *);
 	nvmlReturn_t (*gpm_support)(nvmlDevice_t, nvmlGpmSupport_t *);
 	nvmlReturn_t (*gpm_alloc)(nvmlGpmSample_t *);
 	nvmlReturn_t (*gpm_free)(nvmlGpmSample_t);
@@ -137,18 +123,21 @@ struct mgpu {
 	unsigned nhandles;
 	int gpm_state[GPUS_MAX];          /* 0 unknown, 1 supported, -1 not */
 	nvmlGpmSample_t gpm[GPUS_MAX][2]; /* previous and current */
+	double gpm_t[GPUS_MAX][2];        /* when each was taken (CLOCK_MONOTONIC, s) */
 	bool gpm_have_prev[GPUS_MAX];
+	double bytes[GPUS_MAX][GPM_RATE]; /* summed from the GPM byte rates */
+	bool bytes_ok[GPUS_MAX][GPM_RATE];
 	char names[GPUS_MAX][96];
 	char uuids[GPUS_MAX][96];
 	/* Slow reads: nvmlDeviceGetTotalEnergyConsumption takes 2.4 ms a call
-	 * on an H100 (most calls used here: 1-9 us), the byte counters, ECC,
-	 * remapped rows and the process list more than the rest together. Each
-	 * group is read on the first cycle and then once every SLOW_EVERY
-	 * cycles, the groups on different cycles so that no cycle pays for
-	 * all; the last values are exported every cycle. */
+	 * on an H100 (most calls used here: 2-12 us warm, ~50 us cold),
+	 * ECC, remapped rows and the process list more than the rest
+	 * together. Each group is read on the first cycle and then on its own
+	 * cycles (slow_when), so that no cycle pays for all; the last values
+	 * are exported every cycle. */
 	struct slow {
-		bool energy_ok, ecc_ok[2], remap_ok, field_ok[NFIELDS];
-		double energy_j, field[NFIELDS];
+		bool energy_ok, ecc_ok[2], remap_ok;
+		double energy_j;
 		unsigned long long ecc[2];
 		unsigned remap[3];
 		unsigned nprocs;
@@ -156,8 +145,13 @@ struct mgpu {
 	} slow[GPUS_MAX];
 	unsigned cycle;
 };
-#define SLOW_EVERY 10
-enum { SLOW_ENERGY = 0, SLOW_FIELDS = 3, SLOW_ERRORS = 5, SLOW_PROCS = 7 }; /* offsets */
+/* group: read on the first cycle, then when cycle % every == offset */
+static const struct { unsigned every, offset; } slow_when[] = {
+	{ 60, 30 }, /* energy: 3 ms of CPU a call on an H100 */
+	{ 10, 3 },  /* ECC and remapped rows */
+	{ 10, 7 },  /* the process list */
+};
+enum { SLOW_ENERGY, SLOW_ERRORS, SLOW_PROCS };
 
 #define SYM(m, f, n) (*(void **)&(m)->f = dlsym((m)->lib, n))
 
@@ -247,7 +241,6 @@ struct mgpu *mgpu_open(const char *library, char *why, size_t n)
 	SYM(m, ecc, "nvmlDeviceGetTotalEccErrors");
 	SYM(m, remapped, "nvmlDeviceGetRemappedRows");
 	SYM(m, procs, "nvmlDeviceGetComputeRunningProcesses_v3");
-	SYM(m, fieldvals, "nvmlDeviceGetFieldValues");
 	SYM(m, ev_create, "nvmlEventSetCreate");
 	SYM(m, ev_register, "nvmlDeviceRegisterEvents");
 	SYM(m, ev_wait, "nvmlEventSetWait_v2");
@@ -317,23 +310,9 @@ static const struct { unsigned long long bit; const char *name; } reasons[] = {
 	{ 0x80ull, "hw_power_brake_slowdown" }, { 0x100ull, "display_clock_setting" },
 };
 
-static bool due(const struct mgpu *m, unsigned offset)
+static bool due(const struct mgpu *m, int group)
 {
-	return m->cycle == 0 || m->cycle % SLOW_EVERY == offset;
-}
-
-static double field_value(const nvmlFieldValue_t *f)
-{
-	switch (f->valueType) {
-	case 0: return f->value.d;
-	case 1: return f->value.ui;
-	case 2: return (double)f->value.ul;
-	case 3: return (double)f->value.ull;
-	case 4: return (double)f->value.sll;
-	case 5: return f->value.si;
-	case 6: return f->value.us;
-	default: return NAN;
-	}
+	return m->cycle == 0 || m->cycle % slow_when[group].every == slow_when[group].offset;
 }
 
 static void slow_read(struct mgpu *m, unsigned i, nvmlDevice_t d)
@@ -346,21 +325,6 @@ static void slow_read(struct mgpu *m, unsigned i, nvmlDevice_t d)
 
 		w->energy_ok = m->energy(d, &e) == NVML_SUCCESS;
 		w->energy_j = (double)e / 1000.0;
-	}
-	if (due(m, SLOW_FIELDS) && m->fieldvals) {
-		nvmlFieldValue_t fv[NFIELDS];
-
-		memset(fv, 0, sizeof(fv));
-		for (k = 0; k < NFIELDS; k++) {
-			fv[k].fieldId = fields[k].id;
-			fv[k].scopeId = fields[k].scope;
-		}
-		f = m->fieldvals(d, (int)NFIELDS, fv) == NVML_SUCCESS;
-		for (k = 0; k < NFIELDS; k++) {
-			w->field_ok[k] = f && fv[k].nvmlReturn == NVML_SUCCESS &&
-			                 isfinite(field_value(&fv[k]));
-			w->field[k] = w->field_ok[k] ? field_value(&fv[k]) * fields[k].unit : 0;
-		}
 	}
 	if (due(m, SLOW_ERRORS)) {
 		for (k = 0; k < 2; k++)
@@ -391,9 +355,6 @@ static void slow_export(struct mgpu *m, unsigned i, struct mset *s, const char *
 
 	if (w->energy_ok)
 		mset_add_labels(s, MF_GPU_ENERGY, w->energy_j, lbl);
-	for (k = 0; k < NFIELDS; k++)
-		if (w->field_ok[k])
-			mset_add_labels(s, fields[k].fam, w->field[k], lbl);
 	for (k = 0; k < 2; k++)
 		if (w->ecc_ok[k])
 			mset_add(s, MF_GPU_ECC, (double)w->ecc[k], "%s,type=\"%s\"", lbl, ecc[k]);
@@ -404,8 +365,16 @@ static void slow_export(struct mgpu *m, unsigned i, struct mset *s, const char *
 		         w->procs[k].pid);
 }
 
+static double mono_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* GPM: a sample per GPU per cycle; each pair (>= 100 ms apart at any
- * sampling interval allowed) gives the metrics. */
+ * sampling interval allowed) gives the metrics over their span. */
 static void gpm(struct mgpu *m, unsigned i, nvmlDevice_t d, struct mset *s, const char *lbl)
 {
 	nvmlGpmMetricsGet_t g;
@@ -420,25 +389,45 @@ static void gpm(struct mgpu *m, unsigned i, nvmlDevice_t d, struct mset *s, cons
 		                  m->gpm_alloc(&m->gpm[i][0]) == NVML_SUCCESS &&
 		                  m->gpm_alloc(&m->gpm[i][1]) == NVML_SUCCESS ? 1 : -1;
 	}
-	if (m->gpm_state[i] != 1 || m->gpm_get(d, m->gpm[i][1]) != NVML_SUCCESS)
+	if (m->gpm_state[i] != 1)
 		return;
-	if (m->gpm_have_prev[i]) {
-		memset(&g, 0, sizeof(g));
-		g.version = 1;
-		g.numMetrics = GPM_N;
-		g.sample1 = m->gpm[i][0];
-		g.sample2 = m->gpm[i][1];
-		for (k = 0; k < GPM_N; k++)
-			g.metrics[k].metricId = gpm_metrics[k].id;
-		if (m->gpm_metrics(&g) == NVML_SUCCESS)
+	if (m->gpm_get(d, m->gpm[i][1]) == NVML_SUCCESS) {
+		m->gpm_t[i][1] = mono_s();
+		if (m->gpm_have_prev[i]) {
+			double span = m->gpm_t[i][1] - m->gpm_t[i][0];
+
+			memset(&g, 0, sizeof(g));
+			g.version = 1;
+			g.numMetrics = GPM_N;
+			g.sample1 = m->gpm[i][0];
+			g.sample2 = m->gpm[i][1];
 			for (k = 0; k < GPM_N; k++)
-				if (g.metrics[k].nvmlReturn == NVML_SUCCESS)
-					mset_add(s, gpm_metrics[k].fam, g.metrics[k].value / 100.0, "%s", lbl);
+				g.metrics[k].metricId = gpm_metrics[k].id;
+			if (m->gpm_metrics(&g) == NVML_SUCCESS)
+				for (k = 0; k < GPM_N; k++) {
+					if (g.metrics[k].nvmlReturn != NVML_SUCCESS ||
+					    !isfinite(g.metrics[k].value))
+						continue;
+					if (k < GPM_N - GPM_RATE) {
+						mset_add_labels(s, gpm_metrics[k].fam,
+						                g.metrics[k].value / 100.0, lbl);
+					} else {
+						unsigned r = k - (GPM_N - GPM_RATE);
+
+						m->bytes[i][r] += g.metrics[k].value * 1048576.0 * span;
+						m->bytes_ok[i][r] = true;
+					}
+				}
+		}
+		tmp = m->gpm[i][0]; /* current becomes previous */
+		m->gpm[i][0] = m->gpm[i][1];
+		m->gpm[i][1] = tmp;
+		m->gpm_t[i][0] = m->gpm_t[i][1];
+		m->gpm_have_prev[i] = true;
 	}
-	tmp = m->gpm[i][0]; /* current becomes previous */
-	m->gpm[i][0] = m->gpm[i][1];
-	m->gpm[i][1] = tmp;
-	m->gpm_have_prev[i] = true;
+	for (k = 0; k < GPM_RATE; k++)
+		if (m->bytes_ok[i][k])
+			mset_add_labels(s, gpm_metrics[GPM_N - GPM_RATE + k].fam, m->bytes[i][k], lbl);
 }
 
 int mgpu_sample(struct mgpu *m, struct mset *s)

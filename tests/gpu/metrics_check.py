@@ -123,8 +123,8 @@ check(busy.pid in want and any('pid="%d"' % busy.pid in k and abs(v - want[busy.
                                for k, v in pm.items()),
       "per-process GPU memory of the matmul process agrees with nvidia-smi (64 MiB)")
 
-# 2b. PCIe byte counters (read every 10th cycle): host-to-device copies of
-# a known size show up as bytes the GPU received
+# 2b. PCIe byte counters (summed from GPM byte rates every cycle): host-to-
+# device copies of a known size show up as bytes the GPU received
 def pcie(m, r, d):
     return g(m, "gprofd_gpu_pcie_%s_bytes_total" % d, r)
 
@@ -139,7 +139,7 @@ copier = subprocess.run([sys.executable, "-c",
                          "    d.copy_(h); n+=h.numel()\n"
                          "torch.cuda.synchronize(); print(n)\n"], capture_output=True, text=True)
 copied = int(copier.stdout.split()[-1]) if copier.stdout.split() else 0
-time.sleep(11)  # past the next read of the counters
+time.sleep(2.5)  # two more cycles
 after = scrape()
 rx0, rx1 = pcie(before, s[0], "receive"), pcie(after, s[0], "receive")
 tx0, tx1 = pcie(before, s[0], "transmit"), pcie(after, s[0], "transmit")
@@ -147,8 +147,9 @@ nv = g(after, "gprofd_gpu_nvlink_transmit_bytes_total", s[0])
 print("  PCIe: %.2f GB copied host to device; gprofd receive counter +%.2f GB, transmit +%.2f GB; "
       "NVLink transmit counter %s" % (copied / 1e9, ((rx1 or 0) - (rx0 or 0)) / 1e9,
                                      ((tx1 or 0) - (tx0 or 0)) / 1e9, nv))
-check(rx0 is not None and rx1 is not None and copied > 0 and copied <= rx1 - rx0 <= copied * 1.6 + 2e9,
-      "PCIe receive byte counter grows by the bytes copied host to device (at most 1.6x + 2 GB)")
+check(rx0 is not None and rx1 is not None and copied > 0 and
+      copied * 0.9 <= rx1 - rx0 <= copied * 1.6 + 2e9,
+      "PCIe receive byte counter grows by the bytes copied host to device (0.9x to 1.6x + 2 GB)")
 
 # 3. step-time metrics of an agent-loaded PyTorch loop
 loop = ("import gprof_agent, torch, time, statistics, sys\n"

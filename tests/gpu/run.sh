@@ -233,10 +233,11 @@ kineto_checks() {
 	kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
 
 	# A process that never steps (inference): the iteration config waits
-	# min(kineto.step_wait, timeout/2) = 10 s, then Kineto's 500 ms fallback.
-	start_loop 4444 infer.log --seconds 60 --forward-only
+	# min(kineto.step_wait 30 s, max(timeout - 20 s, timeout / 2)) = 20 s,
+	# then Kineto's 500 ms fallback.
+	start_loop 4444 infer.log --seconds 90 --forward-only
 	grep -q "training started" "$OUT/infer.log" || sleep 5
-	ask 4444 never-steps --iterations 5 --timeout 20
+	ask 4444 never-steps --iterations 5 --timeout 40
 	kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
 
 	# dyno-format request over TCP, exactly as the dyno client frames it

@@ -114,33 +114,53 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
 	return 0;
 }
 
-/* Field values: the PCIe byte counters on both GPUs (one as an unsigned
- * long long, one as a double, as NVML may type them), NVLink data counters
- * (KiB, all links) on GPU 1 only; anything else is not supported. */
+/* GPM on GPU 1 only: SM activity 50 %, tensor 25 %, PCIe 100 MiB/s out
+ * and 200 in, NVLink 300 MiB/s out and 400 in; anything else unsupported. */
+typedef struct { unsigned int version, isSupportedDevice; } gpm_support_t;
 typedef struct {
-	unsigned int fieldId, scopeId;
-	long long timestamp, latencyUsec;
-	int valueType;
+	unsigned int metricId;
 	nvmlReturn_t nvmlReturn;
-	union { double d; unsigned long long ull; } value;
-} field_t;
-nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int n, field_t *f)
+	double value;
+	struct { char *shortName, *longName, *unit; } info;
+} gpm_metric_t;
+typedef struct {
+	unsigned int version, numMetrics;
+	void *sample1, *sample2;
+	gpm_metric_t metrics[];
+} gpm_get_t;
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t d, gpm_support_t *s)
 {
-	int k;
+	s->isSupportedDevice = idx(d) == 1;
+	return 0;
+}
+nvmlReturn_t nvmlGpmSampleAlloc(void **s)
+{
+	*s = malloc(16);
+	return *s ? 0 : 2;
+}
+nvmlReturn_t nvmlGpmSampleFree(void *s)
+{
+	free(s);
+	return 0;
+}
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t d, void *s)
+{
+	(void)d;
+	(void)s;
+	return 0;
+}
+nvmlReturn_t nvmlGpmMetricsGet(gpm_get_t *g)
+{
+	unsigned k;
 
-	for (k = 0; k < n; k++) {
-		f[k].nvmlReturn = 0;
-		f[k].valueType = 3;
-		if (f[k].fieldId == 197)
-			f[k].value.ull = 5000000ull * (idx(d) + 1);
-		else if (f[k].fieldId == 198) {
-			f[k].valueType = 0;
-			f[k].value.d = 7000000.0 * (idx(d) + 1);
-		} else if ((f[k].fieldId == 138 || f[k].fieldId == 139) && idx(d) == 1 &&
-		           f[k].scopeId == 0xffffffffu)
-			f[k].value.ull = f[k].fieldId == 138 ? 3000 : 4000;
-		else
-			f[k].nvmlReturn = 3; /* NVML_ERROR_NOT_SUPPORTED */
+	for (k = 0; k < g->numMetrics; k++) {
+		unsigned id = g->metrics[k].metricId;
+
+		g->metrics[k].nvmlReturn = 0;
+		g->metrics[k].value = id == 2 ? 50 : id == 5 ? 25 : id == 20 ? 100 : id == 21 ? 200 :
+		                      id == 61 ? 300 : id == 60 ? 400 : -1;
+		if (g->metrics[k].value < 0)
+			g->metrics[k].nvmlReturn = 3; /* NVML_ERROR_NOT_SUPPORTED */
 	}
 	return 0;
 }

@@ -6,6 +6,7 @@
  * init, failing count, absent. Checked on the Prometheus text, which is
  * what users see.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -113,11 +115,9 @@ static void test_gpu_stub(void **state)
 	HAS("gprofd_gpu_memory_total_bytes{gpu=\"0\",uuid=\"GPU-stub-0\"} 80000000000");
 	HAS("gprofd_gpu_power_watts{gpu=\"1\",uuid=\"GPU-stub-1\"} 301");
 	HAS("gprofd_gpu_energy_joules_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000");
-	HAS("gprofd_gpu_pcie_transmit_bytes_total{gpu=\"0\",uuid=\"GPU-stub-0\"} 5000000");
-	HAS("gprofd_gpu_pcie_receive_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 14000000");
-	HAS("gprofd_gpu_nvlink_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 3072000");
-	HAS("gprofd_gpu_nvlink_receive_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 4096000");
-	LACKS("gprofd_gpu_nvlink_transmit_bytes_total{gpu=\"0\"");
+	/* GPM needs two samples: none yet */
+	LACKS("gprofd_gpu_sm_active_ratio");
+	LACKS("gprofd_gpu_pcie_transmit_bytes_total");
 	HAS("gprofd_gpu_temperature_celsius{gpu=\"0\",uuid=\"GPU-stub-0\"} 60");
 	HAS("gprofd_gpu_sm_clock_hertz{gpu=\"0\",uuid=\"GPU-stub-0\"} 1980000000");
 	HAS("gprofd_gpu_memory_clock_hertz{gpu=\"0\",uuid=\"GPU-stub-0\"} 2619000000");
@@ -132,7 +132,65 @@ static void test_gpu_stub(void **state)
 	render(&s);
 	HAS("gprofd_gpu_energy_joules_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 2000");
 	HAS("gprofd_gpu_process_memory_bytes{gpu=\"0\",uuid=\"GPU-stub-0\",pid=\"4242\"} 123456789");
-	HAS("gprofd_gpu_pcie_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} 10000000");
+	mset_free(&s);
+	mgpu_close(g);
+}
+
+static double mono(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The value of a series in the last render, or -1. */
+static double value_of(const char *series)
+{
+	const char *p = strstr(text, series);
+
+	return p ? strtod(p + strlen(series), NULL) : -1;
+}
+
+/* GPM (GPU 1 of the stand-in): ratios from a pair of samples, and byte
+ * counters summed from the byte rates over the samples' span. The span is
+ * the daemon's own clock; the test brackets it with its own readings. */
+static void test_gpu_gpm(void **state)
+{
+	char why[256];
+	struct mgpu *g;
+	struct mset s = { 0 };
+	double t0, t1, t2, t3, tx, rx, nvtx, nvrx;
+
+	(void)state;
+	g = mgpu_open(NVML_STUB_FULL, why, sizeof(why));
+	assert_non_null(g);
+	t0 = mono();
+	assert_int_equal(mgpu_sample(g, &s), 0);
+	t1 = mono();
+	mset_reset(&s);
+	t2 = mono();
+	assert_int_equal(mgpu_sample(g, &s), 0);
+	t3 = mono();
+	render(&s);
+	HAS("gprofd_gpu_sm_active_ratio{gpu=\"1\",uuid=\"GPU-stub-1\"} 0.5");
+	HAS("gprofd_gpu_tensor_active_ratio{gpu=\"1\",uuid=\"GPU-stub-1\"} 0.25");
+	LACKS("gprofd_gpu_sm_active_ratio{gpu=\"0\"");  /* no GPM there */
+	LACKS("gprofd_gpu_fp64_active_ratio");           /* not supported */
+	tx = value_of("gprofd_gpu_pcie_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} ");
+	rx = value_of("gprofd_gpu_pcie_receive_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} ");
+	nvtx = value_of("gprofd_gpu_nvlink_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} ");
+	nvrx = value_of("gprofd_gpu_nvlink_receive_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} ");
+	/* rate (MiB/s) x span, the span between (t2 - t1) and (t3 - t0) */
+	assert_true(tx >= 100 * 1048576.0 * (t2 - t1) && tx <= 100 * 1048576.0 * (t3 - t0));
+	assert_true(rx >= 200 * 1048576.0 * (t2 - t1) && rx <= 200 * 1048576.0 * (t3 - t0));
+	assert_true(nvtx > 0 && fabs(nvtx / tx - 3) < 1e-9);
+	assert_true(nvrx > 0 && fabs(nvrx / tx - 4) < 1e-9);
+	/* counters only grow */
+	mset_reset(&s);
+	assert_int_equal(mgpu_sample(g, &s), 0);
+	render(&s);
+	assert_true(value_of("gprofd_gpu_pcie_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} ") > tx);
 	mset_free(&s);
 	mgpu_close(g);
 }
@@ -240,6 +298,7 @@ int main(void)
 		cmocka_unit_test(test_host_fixture),
 		cmocka_unit_test(test_host_missing_root),
 		cmocka_unit_test(test_gpu_stub),
+		cmocka_unit_test(test_gpu_gpm),
 		cmocka_unit_test(test_gpu_stub_minimal),
 		cmocka_unit_test(test_gpu_failures),
 		cmocka_unit_test(test_gpu_xid),
