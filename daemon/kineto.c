@@ -37,6 +37,7 @@ struct kwatch {
 	bool ingesting;
 	bool closing;
 	bool fell_back;        /* Kineto was handed the duration fallback */
+	int64_t wait_s;        /* how long the iteration config was offered */
 };
 
 struct ingest {
@@ -421,6 +422,7 @@ static void ingest_done(uv_work_t *req, int status)
 	struct trace *t = trace_find(w->d, w->trace_id);
 	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
 	bool fell_back = w->fell_back;
+	int64_t wait_s = w->wait_s;
 
 	(void)status;
 	if (in->result == 1) {
@@ -440,11 +442,10 @@ static void ingest_done(uv_work_t *req, int status)
 		if (t->win.iterations > 0 && in->steps != t->win.iterations && fell_back)
 			snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
 			         "iterations: the process reported no optimizer step to Kineto "
-			         "within kineto.step_wait (%llu s), so Kineto's 500 ms fallback ran; "
-			         "the trace holds %lld optimizer steps (is it training yet? Kineto "
-			         "counts optimizer.step() calls)",
-			         (unsigned long long)w->d->cfg.kineto_step_wait_s,
-			         (long long)in->steps);
+			         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
+			         "Kineto's 500 ms fallback ran; the trace holds %lld optimizer steps "
+			         "(is it training yet? Kineto counts optimizer.step() calls)",
+			         (long long)wait_s, (long long)in->steps);
 		else if (t->win.iterations > 0 && in->steps != t->win.iterations)
 			snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
 			         "iterations: the trace holds %lld optimizer steps, %lld were asked "
@@ -584,6 +585,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 		if (asprintf(&p->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
 			p->fallback = NULL;
 		p->fallback_at_us = daemon_now_us() + wait_us;
+		w->wait_s = wait_us / 1000000;
 		p->offer_again = true;
 	} else
 		p->pending = strdup(config);

@@ -83,6 +83,23 @@ typedef struct {
 #define NVML_CLOCK_MEM 2
 #define GPUS_MAX 64
 
+/* One GPU's last values (ok: the last read succeeded). */
+struct gstate {
+	bool util_ok, power_ok, mem_ok, temp_ok, clock_ok[2], events_ok, energy_ok, ecc_ok[2],
+	     remap_ok;
+	double util[2], power_w, mem[2], energy_j;
+	unsigned temp, clock[2], remap[3];
+	unsigned long long events, ecc[2];
+	unsigned nprocs;
+	struct { unsigned pid; unsigned long long used; } procs[64];
+	int gpm_state;                /* 0 unknown, 1 supported, -1 not */
+	nvmlGpmSample_t sample[2];    /* previous and current */
+	double sample_t[2];           /* when each was taken (CLOCK_MONOTONIC, s) */
+	bool have_prev;
+	double gpm[GPM_N];            /* ratios; for the byte rates, bytes summed */
+	bool gpm_ok[GPM_N];
+};
+
 struct mgpu {
 	void *lib;
 	nvmlReturn_t (*init_flags)(unsigned int);
@@ -119,39 +136,38 @@ struct mgpu {
 	pthread_mutex_t xid_lock;
 	struct { unsigned gpu; unsigned long long xid, n; } xids[XID_SLOTS];
 	unsigned nxids;
-	nvmlDevice_t handles[GPUS_MAX];
+	nvmlDevice_t handles[GPUS_MAX];   /* the XID thread's */
 	unsigned nhandles;
-	int gpm_state[GPUS_MAX];          /* 0 unknown, 1 supported, -1 not */
-	nvmlGpmSample_t gpm[GPUS_MAX][2]; /* previous and current */
-	double gpm_t[GPUS_MAX][2];        /* when each was taken (CLOCK_MONOTONIC, s) */
-	bool gpm_have_prev[GPUS_MAX];
-	double bytes[GPUS_MAX][GPM_RATE]; /* summed from the GPM byte rates */
-	bool bytes_ok[GPUS_MAX][GPM_RATE];
+	unsigned ngpus;                   /* the sampler's, refreshed with G_DEVICES */
+	nvmlDevice_t devs[GPUS_MAX];
+	bool dev_ok[GPUS_MAX];
 	char names[GPUS_MAX][96];
 	char uuids[GPUS_MAX][96];
-	/* Slow reads: nvmlDeviceGetTotalEnergyConsumption takes 2.4 ms a call
-	 * on an H100 (most calls used here: 2-12 us warm, ~50 us cold),
-	 * ECC, remapped rows and the process list more than the rest
-	 * together. Each group is read on the first cycle and then on its own
-	 * cycles (slow_when), so that no cycle pays for all; the last values
-	 * are exported every cycle. */
-	struct slow {
-		bool energy_ok, ecc_ok[2], remap_ok;
-		double energy_j;
-		unsigned long long ecc[2];
-		unsigned remap[3];
-		unsigned nprocs;
-		struct { unsigned pid; unsigned long long used; } procs[64];
-	} slow[GPUS_MAX];
+	char labels[GPUS_MAX][256];       /* gpu="i",uuid="..." */
+	struct gstate state[GPUS_MAX];
 	unsigned cycle;
 };
-/* group: read on the first cycle, then when cycle % every == offset */
-static const struct { unsigned every, offset; } slow_when[] = {
-	{ 60, 30 }, /* energy: 3 ms of CPU a call on an H100 */
-	{ 10, 3 },  /* ECC and remapped rows */
-	{ 10, 7 },  /* the process list */
+
+/*
+ * What is read when. An NVML query costs 35-260 us of CPU when it really
+ * asks the driver (it answers repeats within milliseconds from a cache at
+ * 1-12 us: tests/gpu/nvml_timing.py), so at a 1 s interval reading
+ * everything every cycle cost 0.07 % of a core on the H100 host alone.
+ * Each group is read on the first cycle and then on the cycles where
+ * cycle % every == offset (offsets spread the groups out); every value is
+ * exported every cycle from its last read.
+ */
+enum { G_DEVICES, G_UTIL, G_MEMORY, G_GPM, G_THERMAL, G_ERRORS, G_PROCS, G_ENERGY, G_N };
+static const struct { unsigned every, offset; } when[G_N] = {
+	[G_DEVICES] = { 60, 0 },   /* count, handles: fixed while the driver is loaded */
+	[G_UTIL] = { 1, 0 },       /* utilization and power */
+	[G_MEMORY] = { 2, 1 },
+	[G_GPM] = { 2, 0 },        /* so a pair of GPM samples spans two intervals */
+	[G_THERMAL] = { 5, 2 },    /* temperature, clocks, clock-event reasons */
+	[G_ERRORS] = { 10, 3 },    /* ECC, remapped rows */
+	[G_PROCS] = { 10, 7 },     /* per-process memory */
+	[G_ENERGY] = { 120, 61 },  /* 3-5 ms of CPU a call on an H100 */
 };
-enum { SLOW_ENERGY, SLOW_ERRORS, SLOW_PROCS };
 
 #define SYM(m, f, n) (*(void **)&(m)->f = dlsym((m)->lib, n))
 
@@ -280,8 +296,8 @@ static void release(struct mgpu *m)
 	pthread_mutex_destroy(&m->xid_lock);
 	for (i = 0; i < GPUS_MAX; i++)
 		for (k = 0; k < 2; k++)
-			if (m->gpm[i][k] && m->gpm_free)
-				m->gpm_free(m->gpm[i][k]);
+			if (m->state[i].sample[k] && m->gpm_free)
+				m->gpm_free(m->state[i].sample[k]);
 	if (m->shutdown)
 		m->shutdown();
 	dlclose(m->lib);
@@ -310,29 +326,119 @@ static const struct { unsigned long long bit; const char *name; } reasons[] = {
 	{ 0x80ull, "hw_power_brake_slowdown" }, { 0x100ull, "display_clock_setting" },
 };
 
-static bool due(const struct mgpu *m, int group)
+static double mono_s(void)
 {
-	return m->cycle == 0 || m->cycle % slow_when[group].every == slow_when[group].offset;
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void slow_read(struct mgpu *m, unsigned i, nvmlDevice_t d)
+/* GPM: a sample per GPU every G_GPM cycles; each pair (>= 100 ms apart at
+ * any sampling interval allowed) gives the metrics over its span. */
+static void gpm(struct mgpu *m, unsigned i, nvmlDevice_t d, struct gstate *w)
 {
-	struct slow *w = &m->slow[i];
+	nvmlGpmMetricsGet_t g;
+	nvmlGpmSample_t tmp;
+	double span;
+	unsigned k;
+
+	(void)i;
+	if (w->gpm_state == 0) {
+		nvmlGpmSupport_t sup = { 1, 0 };
+
+		w->gpm_state = m->gpm_support && m->gpm_alloc && m->gpm_get && m->gpm_metrics &&
+		               m->gpm_support(d, &sup) == NVML_SUCCESS && sup.isSupportedDevice &&
+		               m->gpm_alloc(&w->sample[0]) == NVML_SUCCESS &&
+		               m->gpm_alloc(&w->sample[1]) == NVML_SUCCESS ? 1 : -1;
+	}
+	if (w->gpm_state != 1 || m->gpm_get(d, w->sample[1]) != NVML_SUCCESS)
+		return;
+	w->sample_t[1] = mono_s();
+	span = w->sample_t[1] - w->sample_t[0];
+	if (w->have_prev) {
+		memset(&g, 0, sizeof(g));
+		g.version = 1;
+		g.numMetrics = GPM_N;
+		g.sample1 = w->sample[0];
+		g.sample2 = w->sample[1];
+		for (k = 0; k < GPM_N; k++)
+			g.metrics[k].metricId = gpm_metrics[k].id;
+		if (m->gpm_metrics(&g) == NVML_SUCCESS)
+			for (k = 0; k < GPM_N; k++) {
+				double v = g.metrics[k].value;
+
+				if (g.metrics[k].nvmlReturn != NVML_SUCCESS || !isfinite(v))
+					continue;
+				if (k < GPM_N - GPM_RATE)
+					w->gpm[k] = v / 100.0;
+				else
+					w->gpm[k] += v * 1048576.0 * span; /* MiB/s over the span */
+				w->gpm_ok[k] = true;
+			}
+	}
+	tmp = w->sample[0]; /* current becomes previous */
+	w->sample[0] = w->sample[1];
+	w->sample[1] = tmp;
+	w->sample_t[0] = w->sample_t[1];
+	w->have_prev = true;
+}
+
+static bool due(const struct mgpu *m, int group)
+{
+	return m->cycle == 0 || m->cycle % when[group].every == when[group].offset;
+}
+
+/* The calls of the groups due this cycle, into w. */
+static void read_due(struct mgpu *m, unsigned i, nvmlDevice_t d, struct gstate *w)
+{
 	unsigned f, n = 64, k;
 
-	if (due(m, SLOW_ENERGY) && m->energy) {
+	if (due(m, G_UTIL)) {
+		nvmlUtilization_t ut;
+
+		w->util_ok = m->util && m->util(d, &ut) == NVML_SUCCESS;
+		w->util[0] = w->util_ok ? ut.gpu / 100.0 : 0;
+		w->util[1] = w->util_ok ? ut.memory / 100.0 : 0;
+		w->power_ok = m->power && m->power(d, &f) == NVML_SUCCESS;
+		w->power_w = w->power_ok ? f / 1000.0 : 0;
+	}
+	if (due(m, G_MEMORY)) {
+		nvmlMemory_v2_t mem2 = { .version = NVML_MEMORY_V2 };
+		nvmlMemory_t mem;
+
+		if (m->mem2 && m->mem2(d, &mem2) == NVML_SUCCESS) {
+			w->mem_ok = true;
+			w->mem[0] = (double)mem2.used;
+			w->mem[1] = (double)mem2.total;
+		} else if (m->mem && m->mem(d, &mem) == NVML_SUCCESS) {
+			w->mem_ok = true;
+			w->mem[0] = (double)mem.used;
+			w->mem[1] = (double)mem.total;
+		} else
+			w->mem_ok = false;
+	}
+	if (due(m, G_THERMAL)) {
+		w->temp_ok = m->temp && m->temp(d, NVML_TEMPERATURE_GPU, &w->temp) == NVML_SUCCESS;
+		w->clock_ok[0] = m->clock && m->clock(d, NVML_CLOCK_SM, &w->clock[0]) == NVML_SUCCESS;
+		w->clock_ok[1] = m->clock && m->clock(d, NVML_CLOCK_MEM, &w->clock[1]) == NVML_SUCCESS;
+		w->events_ok = m->events && m->events(d, &w->events) == NVML_SUCCESS;
+	}
+	if (due(m, G_GPM))
+		gpm(m, i, d, w);
+	if (due(m, G_ENERGY) && m->energy) {
 		unsigned long long e;
 
 		w->energy_ok = m->energy(d, &e) == NVML_SUCCESS;
 		w->energy_j = (double)e / 1000.0;
 	}
-	if (due(m, SLOW_ERRORS)) {
+	if (due(m, G_ERRORS)) {
 		for (k = 0; k < 2; k++)
 			w->ecc_ok[k] = m->ecc && m->ecc(d, (int)k, 1, &w->ecc[k]) == NVML_SUCCESS;
 		w->remap_ok = m->remapped && m->remapped(d, &w->remap[0], &w->remap[1],
 		                                         &w->remap[2], &f) == NVML_SUCCESS;
 	}
-	if (due(m, SLOW_PROCS)) {
+	if (due(m, G_PROCS)) {
 		nvmlProcessInfo_t pi[64];
 
 		w->nprocs = 0;
@@ -345,16 +451,37 @@ static void slow_read(struct mgpu *m, unsigned i, nvmlDevice_t d)
 	}
 }
 
-/* ... and exported every cycle, from the last read. */
-static void slow_export(struct mgpu *m, unsigned i, struct mset *s, const char *lbl)
+/* Every value of one GPU, from the last reads. */
+static void export(const struct gstate *w, struct mset *s, const char *lbl)
 {
 	static const char *const ecc[2] = { "corrected", "uncorrected" };
 	static const char *const cause[3] = { "correctable", "uncorrectable", "pending" };
-	const struct slow *w = &m->slow[i];
 	unsigned k;
 
+	if (w->util_ok) {
+		mset_add_labels(s, MF_GPU_UTIL, w->util[0], lbl);
+		mset_add_labels(s, MF_GPU_MEM_UTIL, w->util[1], lbl);
+	}
+	if (w->mem_ok) {
+		mset_add_labels(s, MF_GPU_MEM_USED, w->mem[0], lbl);
+		mset_add_labels(s, MF_GPU_MEM_TOTAL, w->mem[1], lbl);
+	}
+	if (w->power_ok)
+		mset_add_labels(s, MF_GPU_POWER, w->power_w, lbl);
 	if (w->energy_ok)
 		mset_add_labels(s, MF_GPU_ENERGY, w->energy_j, lbl);
+	if (w->temp_ok)
+		mset_add_labels(s, MF_GPU_TEMP, w->temp, lbl);
+	if (w->clock_ok[0])
+		mset_add_labels(s, MF_GPU_SM_CLOCK, w->clock[0] * 1e6, lbl);
+	if (w->clock_ok[1])
+		mset_add_labels(s, MF_GPU_MEM_CLOCK, w->clock[1] * 1e6, lbl);
+	for (k = 0; w->events_ok && k < sizeof(reasons) / sizeof(reasons[0]); k++)
+		mset_add(s, MF_GPU_CLOCK_EVENTS, (w->events & reasons[k].bit) ? 1 : 0,
+		         "%s,reason=\"%s\"", lbl, reasons[k].name);
+	for (k = 0; k < GPM_N; k++)
+		if (w->gpm_ok[k])
+			mset_add_labels(s, gpm_metrics[k].fam, w->gpm[k], lbl);
 	for (k = 0; k < 2; k++)
 		if (w->ecc_ok[k])
 			mset_add(s, MF_GPU_ECC, (double)w->ecc[k], "%s,type=\"%s\"", lbl, ecc[k]);
@@ -365,138 +492,55 @@ static void slow_export(struct mgpu *m, unsigned i, struct mset *s, const char *
 		         w->procs[k].pid);
 }
 
-static double mono_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* GPM: a sample per GPU per cycle; each pair (>= 100 ms apart at any
- * sampling interval allowed) gives the metrics over their span. */
-static void gpm(struct mgpu *m, unsigned i, nvmlDevice_t d, struct mset *s, const char *lbl)
-{
-	nvmlGpmMetricsGet_t g;
-	nvmlGpmSample_t tmp;
-	unsigned k;
-
-	if (m->gpm_state[i] == 0) {
-		nvmlGpmSupport_t sup = { 1, 0 };
-
-		m->gpm_state[i] = m->gpm_support && m->gpm_alloc && m->gpm_get && m->gpm_metrics &&
-		                  m->gpm_support(d, &sup) == NVML_SUCCESS && sup.isSupportedDevice &&
-		                  m->gpm_alloc(&m->gpm[i][0]) == NVML_SUCCESS &&
-		                  m->gpm_alloc(&m->gpm[i][1]) == NVML_SUCCESS ? 1 : -1;
-	}
-	if (m->gpm_state[i] != 1)
-		return;
-	if (m->gpm_get(d, m->gpm[i][1]) == NVML_SUCCESS) {
-		m->gpm_t[i][1] = mono_s();
-		if (m->gpm_have_prev[i]) {
-			double span = m->gpm_t[i][1] - m->gpm_t[i][0];
-
-			memset(&g, 0, sizeof(g));
-			g.version = 1;
-			g.numMetrics = GPM_N;
-			g.sample1 = m->gpm[i][0];
-			g.sample2 = m->gpm[i][1];
-			for (k = 0; k < GPM_N; k++)
-				g.metrics[k].metricId = gpm_metrics[k].id;
-			if (m->gpm_metrics(&g) == NVML_SUCCESS)
-				for (k = 0; k < GPM_N; k++) {
-					if (g.metrics[k].nvmlReturn != NVML_SUCCESS ||
-					    !isfinite(g.metrics[k].value))
-						continue;
-					if (k < GPM_N - GPM_RATE) {
-						mset_add_labels(s, gpm_metrics[k].fam,
-						                g.metrics[k].value / 100.0, lbl);
-					} else {
-						unsigned r = k - (GPM_N - GPM_RATE);
-
-						m->bytes[i][r] += g.metrics[k].value * 1048576.0 * span;
-						m->bytes_ok[i][r] = true;
-					}
-				}
-		}
-		tmp = m->gpm[i][0]; /* current becomes previous */
-		m->gpm[i][0] = m->gpm[i][1];
-		m->gpm[i][1] = tmp;
-		m->gpm_t[i][0] = m->gpm_t[i][1];
-		m->gpm_have_prev[i] = true;
-	}
-	for (k = 0; k < GPM_RATE; k++)
-		if (m->bytes_ok[i][k])
-			mset_add_labels(s, gpm_metrics[GPM_N - GPM_RATE + k].fam, m->bytes[i][k], lbl);
-}
-
 int mgpu_sample(struct mgpu *m, struct mset *s)
 {
-	unsigned int count = 0, i, u;
-	char lbl[256];
+	unsigned int i;
 
 	if (m == NULL) {
 		mset_add(s, MF_NVML_UP, 0, NULL);
 		return 0;
 	}
-	if (m->count(&count) != NVML_SUCCESS) {
-		mset_add(s, MF_NVML_UP, 0, NULL);
-		return -1;
-	}
-	mset_add(s, MF_NVML_UP, 1, NULL);
-	mset_add(s, MF_GPUS, count, NULL);
-	for (i = 0; i < count && i < GPUS_MAX; i++) {
-		nvmlDevice_t d;
-		nvmlUtilization_t ut;
-		nvmlMemory_t mem;
-		nvmlMemory_v2_t mem2;
-		unsigned long long e;
-		char esc[200], escn[200];
-		size_t k;
+	/* the GPUs and their handles do not change while the driver is loaded */
+	if (due(m, G_DEVICES)) {
+		unsigned int count = 0;
 
-		if (m->handle(i, &d) != NVML_SUCCESS)
-			continue;
-		if (m->uuids[i][0] == '\0') { /* names and UUIDs do not change */
-			if (!m->uuid || m->uuid(d, m->uuids[i], sizeof(m->uuids[i])) != NVML_SUCCESS)
+		if (m->count(&count) != NVML_SUCCESS) {
+			m->ngpus = 0;
+			mset_add(s, MF_NVML_UP, 0, NULL);
+			m->cycle++;
+			return -1;
+		}
+		m->ngpus = count < GPUS_MAX ? count : GPUS_MAX;
+		for (i = 0; i < m->ngpus; i++) {
+			char esc[200];
+
+			m->dev_ok[i] = m->handle(i, &m->devs[i]) == NVML_SUCCESS;
+			if (!m->dev_ok[i] || m->uuids[i][0])
+				continue;
+			if (!m->uuid || m->uuid(m->devs[i], m->uuids[i], sizeof(m->uuids[i])) != NVML_SUCCESS)
 				snprintf(m->uuids[i], sizeof(m->uuids[i]), "unknown");
-			if (!m->name || m->name(d, m->names[i], sizeof(m->names[i])) != NVML_SUCCESS)
+			if (!m->name || m->name(m->devs[i], m->names[i], sizeof(m->names[i])) != NVML_SUCCESS)
 				snprintf(m->names[i], sizeof(m->names[i]), "unknown");
 			m->uuids[i][sizeof(m->uuids[i]) - 1] = m->names[i][sizeof(m->names[i]) - 1] = 0;
+			snprintf(m->labels[i], sizeof(m->labels[i]), "gpu=\"%u\",uuid=\"%s\"", i,
+			         mset_label(esc, sizeof(esc), m->uuids[i]));
 		}
-		snprintf(lbl, sizeof(lbl), "gpu=\"%u\",uuid=\"%s\"", i,
-		         mset_label(esc, sizeof(esc), m->uuids[i]));
-		mset_add(s, MF_GPU_INFO, 1, "%s,name=\"%s\"", lbl,
+	}
+	mset_add(s, MF_NVML_UP, 1, NULL);
+	mset_add(s, MF_GPUS, m->ngpus, NULL);
+	for (i = 0; i < m->ngpus; i++) {
+		char escn[200];
+
+		if (!m->dev_ok[i])
+			continue;
+		mset_add(s, MF_GPU_INFO, 1, "%s,name=\"%s\"", m->labels[i],
 		         mset_label(escn, sizeof(escn), m->names[i]));
-		if (m->util && m->util(d, &ut) == NVML_SUCCESS) {
-			mset_add(s, MF_GPU_UTIL, ut.gpu / 100.0, "%s", lbl);
-			mset_add(s, MF_GPU_MEM_UTIL, ut.memory / 100.0, "%s", lbl);
-		}
-		if (m->mem2 && (mem2.version = NVML_MEMORY_V2, m->mem2(d, &mem2) == NVML_SUCCESS)) {
-			mset_add(s, MF_GPU_MEM_USED, (double)mem2.used, "%s", lbl);
-			mset_add(s, MF_GPU_MEM_TOTAL, (double)mem2.total, "%s", lbl);
-		} else if (m->mem && m->mem(d, &mem) == NVML_SUCCESS) {
-			mset_add(s, MF_GPU_MEM_USED, (double)mem.used, "%s", lbl);
-			mset_add(s, MF_GPU_MEM_TOTAL, (double)mem.total, "%s", lbl);
-		}
-		if (m->power && m->power(d, &u) == NVML_SUCCESS)
-			mset_add(s, MF_GPU_POWER, u / 1000.0, "%s", lbl);
-		if (m->temp && m->temp(d, NVML_TEMPERATURE_GPU, &u) == NVML_SUCCESS)
-			mset_add(s, MF_GPU_TEMP, u, "%s", lbl);
-		if (m->clock && m->clock(d, NVML_CLOCK_SM, &u) == NVML_SUCCESS)
-			mset_add(s, MF_GPU_SM_CLOCK, u * 1e6, "%s", lbl);
-		if (m->clock && m->clock(d, NVML_CLOCK_MEM, &u) == NVML_SUCCESS)
-			mset_add(s, MF_GPU_MEM_CLOCK, u * 1e6, "%s", lbl);
-		slow_read(m, i, d);
-		slow_export(m, i, s, lbl);
-		gpm(m, i, d, s, lbl);
-		if (m->events && m->events(d, &e) == NVML_SUCCESS)
-			for (k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++)
-				mset_add(s, MF_GPU_CLOCK_EVENTS, (e & reasons[k].bit) ? 1 : 0,
-				         "%s,reason=\"%s\"", lbl, reasons[k].name);
+		read_due(m, i, m->devs[i], &m->state[i]);
+		export(&m->state[i], s, m->labels[i]);
 	}
 	pthread_mutex_lock(&m->xid_lock);
 	for (i = 0; i < m->nxids; i++)
-		if (m->xids[i].gpu < count && m->xids[i].gpu < GPUS_MAX)
+		if (m->xids[i].gpu < m->ngpus)
 			mset_add(s, MF_GPU_XID, (double)m->xids[i].n, "gpu=\"%u\",uuid=\"%s\",xid=\"%llu\"",
 			         m->xids[i].gpu, m->uuids[m->xids[i].gpu], m->xids[i].xid);
 	pthread_mutex_unlock(&m->xid_lock);

@@ -169,6 +169,10 @@ static void test_gpu_gpm(void **state)
 	assert_int_equal(mgpu_sample(g, &s), 0);
 	t1 = mono();
 	mset_reset(&s);
+	assert_int_equal(mgpu_sample(g, &s), 0); /* GPM is sampled every 2nd cycle */
+	render(&s);
+	LACKS("gprofd_gpu_sm_active_ratio");
+	mset_reset(&s);
 	t2 = mono();
 	assert_int_equal(mgpu_sample(g, &s), 0);
 	t3 = mono();
@@ -186,7 +190,12 @@ static void test_gpu_gpm(void **state)
 	assert_true(rx >= 200 * 1048576.0 * (t2 - t1) && rx <= 200 * 1048576.0 * (t3 - t0));
 	assert_true(nvtx > 0 && fabs(nvtx / tx - 3) < 1e-9);
 	assert_true(nvrx > 0 && fabs(nvrx / tx - 4) < 1e-9);
-	/* counters only grow */
+	/* exported every cycle from the last pair; counters only grow */
+	mset_reset(&s);
+	assert_int_equal(mgpu_sample(g, &s), 0);
+	render(&s);
+	HAS("gprofd_gpu_sm_active_ratio{gpu=\"1\",uuid=\"GPU-stub-1\"} 0.5");
+	assert_true(value_of("gprofd_gpu_pcie_transmit_bytes_total{gpu=\"1\",uuid=\"GPU-stub-1\"} ") == tx);
 	mset_reset(&s);
 	assert_int_equal(mgpu_sample(g, &s), 0);
 	render(&s);
