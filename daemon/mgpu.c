@@ -162,11 +162,11 @@ static const struct { unsigned every, offset; } when[G_N] = {
 	[G_DEVICES] = { 60, 0 },   /* count, handles: fixed while the driver is loaded */
 	[G_UTIL] = { 1, 0 },       /* utilization and power */
 	[G_MEMORY] = { 2, 1 },
-	[G_GPM] = { 2, 0 },        /* so a pair of GPM samples spans two intervals */
+	[G_GPM] = { 3, 0 },        /* so a pair of GPM samples spans three intervals */
 	[G_THERMAL] = { 5, 2 },    /* temperature, clocks, clock-event reasons */
 	[G_ERRORS] = { 10, 3 },    /* ECC, remapped rows */
 	[G_PROCS] = { 10, 7 },     /* per-process memory */
-	[G_ENERGY] = { 120, 61 },  /* 3-5 ms of CPU a call on an H100 */
+	[G_ENERGY] = { 300, 61 },  /* 3-5 ms of CPU a call on an H100: every 5 min */
 };
 
 #define SYM(m, f, n) (*(void **)&(m)->f = dlsym((m)->lib, n))
@@ -334,7 +334,7 @@ static double mono_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* GPM: a sample per GPU every G_GPM cycles; each pair (>= 100 ms apart at
+/* GPM: a sample per GPU every G_GPM cycles; each pair (>= 300 ms apart at
  * any sampling interval allowed) gives the metrics over its span. */
 static void gpm(struct mgpu *m, unsigned i, nvmlDevice_t d, struct gstate *w)
 {
