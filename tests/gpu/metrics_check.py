@@ -54,7 +54,13 @@ def check(ok, what):
     fails += not ok
 
 
-time.sleep(2.5)  # two samples taken after the previous section's GPU work
+# GPM values need two GPM samples (every 3rd cycle): wait for them, and for
+# a window that began after the previous section's GPU work
+for _ in range(100):
+    if any(k.startswith("gprofd_gpu_sm_active_ratio") for k in scrape()):
+        break
+    time.sleep(0.1)
+time.sleep(3.5)
 m, s = scrape(), smi()
 print("  gprofd: nvml_up %s, %s GPUs, sample cycle %.3f ms (cpu %.3f ms)" % (
     m.get("gprofd_nvml_up"), m.get("gprofd_gpus"), m["gprofd_sample_duration_seconds"] * 1e3,
@@ -88,11 +94,11 @@ busy = subprocess.Popen([sys.executable, "-c",
                          "a=torch.randn(8192,8192,device='cuda',dtype=torch.bfloat16)\n"
                          "b=a@a; torch.cuda.synchronize(); print('busy', flush=True)\n"
                          "t=time.time()\n"
-                         "while time.time()-t<18:\n"
+                         "while time.time()-t<20:\n"
                          "    b=a@a\n"
                          "    torch.cuda.synchronize()\n"], stdout=subprocess.PIPE, text=True)
 busy.stdout.readline()  # the loop runs from here
-time.sleep(4)           # several 1 s samples into it (NVML averages utilisation over a period)
+time.sleep(7)           # a whole GPM window (3 cycles) inside it, and NVML's utilisation period
 m = scrape()
 s0 = smi()[0]
 time.sleep(9)           # per-process memory is read every 10th cycle
