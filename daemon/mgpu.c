@@ -6,12 +6,17 @@
  * nvmlDeviceGetCount_v2 and nvmlDeviceGetHandleByIndex_v2; a call that is
  * missing or fails leaves its metric out of the sample.
  *
+ * Data flow: mgpu_sample reads, per GPU, the groups of calls due this cycle
+ * (the `when` table) into that GPU's struct gstate, then exports every value
+ * from there; so each value appears every cycle, refreshed at its group's
+ * period.
+ *
  * Threading: every NVML call happens in mgpu_sample, which metrics.c runs
- * on a worker thread, one sample at a time, or on the XID thread, which
- * waits on an NVML event set (200 ms at a time, so closing is prompt) and
- * counts XID errors under xid_lock; never on the loop thread. Ownership: the
- * caller owns the mgpu until mgpu_close, which hands it to the XID thread
- * when there is one (it frees it after its last wait).
+ * on its sampler thread, one sample at a time, or on the XID thread, which
+ * waits on an NVML event set (XID_WAIT_MS at a time) and counts XID errors
+ * under xid_lock; never on the loop thread. Ownership: the caller owns the
+ * mgpu until mgpu_close, which hands it to the XID thread when there is one
+ * (it frees it after its last wait).
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -336,14 +341,13 @@ static double mono_s(void)
 
 /* GPM: a sample per GPU every G_GPM cycles; each pair (>= 300 ms apart at
  * any sampling interval allowed) gives the metrics over its span. */
-static void gpm(struct mgpu *m, unsigned i, nvmlDevice_t d, struct gstate *w)
+static void gpm(struct mgpu *m, nvmlDevice_t d, struct gstate *w)
 {
 	nvmlGpmMetricsGet_t g;
 	nvmlGpmSample_t tmp;
 	double span;
 	unsigned k;
 
-	(void)i;
 	if (w->gpm_state == 0) {
 		nvmlGpmSupport_t sup = { 1, 0 };
 
@@ -390,7 +394,7 @@ static bool due(const struct mgpu *m, int group)
 }
 
 /* The calls of the groups due this cycle, into w. */
-static void read_due(struct mgpu *m, unsigned i, nvmlDevice_t d, struct gstate *w)
+static void read_due(struct mgpu *m, nvmlDevice_t d, struct gstate *w)
 {
 	unsigned f, n = 64, k;
 
@@ -425,7 +429,7 @@ static void read_due(struct mgpu *m, unsigned i, nvmlDevice_t d, struct gstate *
 		w->events_ok = m->events && m->events(d, &w->events) == NVML_SUCCESS;
 	}
 	if (due(m, G_GPM))
-		gpm(m, i, d, w);
+		gpm(m, d, w);
 	if (due(m, G_ENERGY) && m->energy) {
 		unsigned long long e;
 
@@ -535,7 +539,7 @@ int mgpu_sample(struct mgpu *m, struct mset *s)
 			continue;
 		mset_add(s, MF_GPU_INFO, 1, "%s,name=\"%s\"", m->labels[i],
 		         mset_label(escn, sizeof(escn), m->names[i]));
-		read_due(m, i, m->devs[i], &m->state[i]);
+		read_due(m, m->devs[i], &m->state[i]);
 		export(&m->state[i], s, m->labels[i]);
 	}
 	pthread_mutex_lock(&m->xid_lock);
