@@ -3,7 +3,7 @@
 # (prepare with tests/gpu/prepare.sh here, carry .devlibs). Results and
 # logs go to $OUT; docs/gpu-validation.md records what a run showed.
 #
-# Sections (SECTIONS="agent kineto" by default):
+# Sections (all by default; SECTIONS="metrics kineto" picks):
 #   agent   libgprof_agent injected: the CUDA C workload (exact events per
 #           iteration, flows, latency), a PyTorch loop (kernels per iteration
 #           vs torch.profiler, overhead idle/capture/after, torch.profiler
@@ -14,6 +14,8 @@
 #   metrics NVML values against nvidia-smi, idle and under a matmul loop;
 #           an agent-loaded loop's step time as gprofd exports it; the
 #           sampling cost with NVML (bench/bench-metrics.py).
+#   kineto5 the same loop with Kineto's default 5 s poll interval: first and
+#           second iteration requests and a duration request, timed.
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
 #           traces (a training loop, one still starting, one that never
 #           steps), a duration trace, a dyno-format request over TCP, each
@@ -159,6 +161,18 @@ metrics_checks() {
 }
 
 # ---- stock PyTorch through Kineto's IPC fabric (issue 7) ----
+steps_of() { # a trace file: kernels, training steps, ProfilerStep#, kernel span
+	python3 - "$1" <<-'PY' | tee -a "$OUT/summary.txt"
+import collections, gzip, json, sys
+ev = json.load(gzip.open(sys.argv[1], "rt"))["traceEvents"]
+ua = collections.Counter(e["name"] for e in ev if e.get("cat") == "user_annotation")
+k = [e for e in ev if e.get("cat") == "kernel"]
+span = (max(e["ts"] + e["dur"] for e in k) - min(e["ts"] for e in k)) / 1000 if k else 0
+print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.1f ms" % (
+    len(k), ua.get("Optimizer.step#SGD.step", 0),
+    sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
+PY
+}
 kineto_checks() {
 	# PyTorch with Kineto's daemon client, polling every second
 	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
@@ -173,18 +187,6 @@ kineto_checks() {
 	log "PyTorch registered as a Kineto client after $(awk "BEGIN{print $(now) - $t0}") s: $(ctl list --job 4242 | tail -n +2)"
 	grep -q "training started" "$OUT/train.log" || sleep 5
 
-	steps_of() { # a trace file: kernels, training steps, ProfilerStep#, kernel span
-		python3 - "$1" <<-'PY' | tee -a "$OUT/summary.txt"
-	import collections, gzip, json, sys
-	ev = json.load(gzip.open(sys.argv[1], "rt"))["traceEvents"]
-	ua = collections.Counter(e["name"] for e in ev if e.get("cat") == "user_annotation")
-	k = [e for e in ev if e.get("cat") == "kernel"]
-	span = (max(e["ts"] + e["dur"] for e in k) - min(e["ts"] for e in k)) / 1000 if k else 0
-	print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.1f ms" % (
-	    len(k), ua.get("Optimizer.step#SGD.step", 0),
-	    sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
-	PY
-	}
 
 	run_trace() { # name, gprofctl trace arguments...
 		local name=$1; shift
@@ -268,7 +270,27 @@ kineto_checks() {
 	tail -3 "$OUT/train.log" | tee -a "$OUT/summary.txt"
 }
 
-for section in ${SECTIONS:-agent held metrics kineto}; do
+# ---- the same with Kineto's default poll interval (5 s): what a stock job sees ----
+kineto5_checks() {
+	KINETO_USE_DAEMON=1 SLURM_JOB_ID=4545 PYTHONUNBUFFERED=1 \
+		python3 "$root/tests/gpu/train.py" --seconds 120 >"$OUT/train5.log" 2>&1 &
+	local p5=$! s i
+	for i in $(seq 300); do grep -q "training started" "$OUT/train5.log" && break; sleep 0.1; done
+	for name in first second; do
+		s=$(now)
+		ctl --json trace --job 4545 --iterations 5 --iteration-roundup 1 --output-dir "$work/out5-$name" \
+			--timeout 90 >"$OUT/kineto5-$name.json" 2>&1
+		log "default 5 s poll, $name iteration request: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
+		for f in $(find "$work/out5-$name" -name '*.gz'); do steps_of "$f"; done
+	done
+	s=$(now)
+	ctl --json trace --job 4545 --duration-ms 500 --output-dir "$work/out5-duration" --timeout 90 \
+		>"$OUT/kineto5-duration.json" 2>&1
+	log "default 5 s poll, duration request: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
+	kill $p5 2>/dev/null; wait $p5 2>/dev/null
+}
+
+for section in ${SECTIONS:-agent held metrics kineto kineto5}; do
 	log "---- $section"
 	${section}_checks
 done
