@@ -284,6 +284,48 @@ static void test_gpu_xid(void **state)
 	unsetenv("NVML_STUB");
 }
 
+/* The label arena: values keep their labels across growth, a label list is
+ * cut at MSET_LABELS_MAX, a copy is equal, a reset keeps the buffers. */
+static void test_set_arena(void **state)
+{
+	struct mset s = { 0 }, c = { 0 };
+	char long_label[600], key[MSET_LABELS_MAX + 100];
+	struct mval *v;
+	void *vbuf, *tbuf;
+	int i;
+
+	(void)state;
+	memset(long_label, 'x', sizeof(long_label) - 1);
+	long_label[sizeof(long_label) - 1] = 0;
+	for (i = 0; i < 3000; i++) /* several reallocations of both buffers */
+		assert_non_null(mset_add(&s, MF_LOAD1, i, "n=\"%d\"", i));
+	v = mset_add_labels(&s, MF_LOAD5, 1, long_label);
+	assert_non_null(v);
+	assert_int_equal(strlen(mset_labels(&s, v)), MSET_LABELS_MAX);
+	assert_null(mset_add_labels(&s, MF_LOAD5, NAN, "a=\"b\""));  /* not finite: dropped */
+	assert_non_null(mset_add(&s, MF_LOAD15, 2, NULL));
+	assert_string_equal(mset_labels(&s, &s.v[s.n - 1]), "");
+	mset_key(&s, &s.v[1234], key, sizeof(key));
+	assert_string_equal(key, "gprofd_load1{n=\"1234\"}");
+	assert_int_equal(mset_copy(&c, &s), 0);
+	assert_int_equal(c.n, s.n);
+	for (i = 0; i < (int)s.n; i++) {
+		assert_int_equal(c.v[i].fam, s.v[i].fam);
+		assert_true(c.v[i].v == s.v[i].v);
+		assert_string_equal(mset_labels(&c, &c.v[i]), mset_labels(&s, &s.v[i]));
+	}
+	vbuf = s.v;
+	tbuf = s.text;
+	mset_reset(&s);
+	assert_int_equal(s.n, 0);
+	assert_non_null(mset_add(&s, MF_LOAD1, 7, "n=\"new\""));
+	assert_ptr_equal(s.v, vbuf);
+	assert_ptr_equal(s.text, tbuf);
+	assert_string_equal(mset_labels(&s, &s.v[0]), "n=\"new\"");
+	mset_free(&s);
+	mset_free(&c);
+}
+
 static void test_json_line(void **state)
 {
 	struct mset s = { 0 };
@@ -315,6 +357,7 @@ int main(void)
 		cmocka_unit_test(test_gpu_stub_minimal),
 		cmocka_unit_test(test_gpu_failures),
 		cmocka_unit_test(test_gpu_xid),
+		cmocka_unit_test(test_set_arena),
 		cmocka_unit_test(test_json_line),
 	};
 
