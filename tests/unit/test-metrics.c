@@ -84,6 +84,31 @@ static void test_host_fixture(void **state)
 	mset_free(&s);
 }
 
+/* Malformed lines are skipped; the good ones around them still count. */
+static void test_host_malformed(void **state)
+{
+	struct mset s = { 0 };
+
+	(void)state;
+	mhost_sample(FIXTURES "/host-bad", &s);
+	render(&s);
+	HAS("gprofd_cpu_seconds_total{cpu=\"all\",mode=\"user\"} 10");
+	HAS("gprofd_cpu_seconds_total{cpu=\"1\",mode=\"idle\"} 5");  /* 4 fields: enough */
+	LACKS("cpu=\"0\"");                                           /* 1 field: skipped */
+	LACKS("cpu=\"x\"");
+	HAS("gprofd_memory_total_bytes 1024000");
+	HAS("gprofd_memory_cached_bytes 20480");
+	LACKS("gprofd_memory_available_bytes");
+	LACKS("gprofd_memory_used_bytes");
+	LACKS("gprofd_load1");
+	LACKS("device=\"eth0\"");                                      /* 3 of 16 numbers */
+	HAS("gprofd_network_transmit_errors_total{device=\"eth1\"} 70");
+	LACKS("nocolon");
+	LACKS("device=\"sda\"");
+	HAS("gprofd_disk_writes_total{device=\"sdb\"} 2000");
+	mset_free(&s);
+}
+
 static void test_host_missing_root(void **state)
 {
 	struct mset s = { 0 };
@@ -351,6 +376,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_host_fixture),
+		cmocka_unit_test(test_host_malformed),
 		cmocka_unit_test(test_host_missing_root),
 		cmocka_unit_test(test_gpu_stub),
 		cmocka_unit_test(test_gpu_gpm),
