@@ -118,40 +118,36 @@ static bool watch_has_file(const struct kwatch *w)
 	return found;
 }
 
-static void stop_offering(struct proc *p)
+void kineto_withdraw(struct proc *p)
 {
 	free(p->pending);
 	free(p->fallback);
 	p->pending = p->fallback = NULL;
-	p->offer_again = false;
 }
 
-/* What to hand p at a poll that says whether its activity profiler is free;
- * NULL: nothing. The returned string stays owned by p until *handed is
- * acted on (see on_req). */
-static const char *choose_config(struct daemon *d, struct proc *p, bool free_,
+/* What to hand p at a poll that says whether its activity profiler is free
+ * (NULL: nothing); w is the watch of p's trace. A config with a fallback is
+ * an iteration config, offered until taken (kineto.h). */
+static const char *choose_config(struct proc *p, const struct kwatch *w, bool free_,
                                  bool *one_shot, bool *fell_back)
 {
-	struct kwatch *w;
-
 	*one_shot = true;
 	*fell_back = false;
 	if (p->pending == NULL)
 		return NULL;
-	if (!p->offer_again)
+	if (p->fallback == NULL)
 		return free_ ? p->pending : NULL;
-	/* an iteration config offered before and now busy: Kineto took it */
+	/* offered before and now busy: Kineto took it */
 	if (!free_) {
 		if (p->offers > 0)
-			stop_offering(p);
+			kineto_withdraw(p);
 		return NULL;
 	}
-	w = watch_of(d, p);
 	if (p->offers > 0 && (w == NULL || watch_has_file(w))) {
-		stop_offering(p); /* taken, and already done */
+		kineto_withdraw(p); /* taken, and already done */
 		return NULL;
 	}
-	if (daemon_now_us() >= p->fallback_at_us && p->fallback != NULL) {
+	if (daemon_now_us() >= p->fallback_at_us) {
 		*fell_back = true;
 		return p->fallback;
 	}
@@ -176,6 +172,7 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 	const char *config = NULL;
 	struct proc *p = registry_find(d, cred->pid);
 	bool one_shot = true, fell_back = false;
+	struct kwatch *w = NULL;
 	int n;
 
 	if (p == NULL) {
@@ -190,8 +187,9 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 	}
 	if (p->kind == MSG_KIND_KINETO) {
 		p->last_seen_us = daemon_now_us();
+		w = watch_of(d, p);
 		/* the activities bit clear: busy (or a bare heartbeat) */
-		config = choose_config(d, p, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
+		config = choose_config(p, w, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
 		                       &fell_back);
 	}
 	n = kipc_encode_config_reply(out, sizeof(out), config ? config : "",
@@ -200,7 +198,6 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 	if (config != NULL) {
 		struct trace *t = p->busy;
 		struct tproc *tp = t ? trace_tproc(t, p->pid) : NULL;
-		struct kwatch *w = watch_of(d, p);
 
 		d->cnt.kineto_configs++;
 		if (p->offers++ == 0 && tp != NULL)
@@ -210,7 +207,7 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		log_debug("kineto: %s delivered to pid %d (offer %d)", fell_back ?
 		          "duration fallback" : "config", (int)p->pid, p->offers);
 		if (one_shot)
-			stop_offering(p);
+			kineto_withdraw(p);
 	}
 }
 
@@ -568,7 +565,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 		snprintf(config + n, sizeof(config) - (size_t)n,
 		         "PROFILE_START_TIME=%lld\nACTIVITIES_DURATION_MSECS=%lld\nREQUEST_TRACE_ID=%s",
 		         (long long)(t->win.start_at_us / 1000), (long long)t->win.duration_ms, t->id);
-	stop_offering(p);
+	kineto_withdraw(p);
 	p->offers = 0;
 	if (t->win.iterations > 0) {
 		/* the fallback needs Kineto's 5 s warm-up, the capture and the
@@ -586,11 +583,11 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 			p->fallback = NULL;
 		p->fallback_at_us = daemon_now_us() + wait_us;
 		w->wait_s = wait_us / 1000000;
-		p->offer_again = true;
+		if (p->fallback == NULL)
+			kineto_withdraw(p);
 	} else
 		p->pending = strdup(config);
 	if (p->pending == NULL) {
-		stop_offering(p);
 		trace_set_state(t, tp, MSG_TS_FAILED, "out of memory");
 		return;
 	}

@@ -25,7 +25,8 @@
  * 20 s, the time Kineto's fallback needs, but at least half the timeout)
  * the same config with Kineto's default 500 ms duration is handed over
  * once: a process that never steps gets a capture by time, and the status
- * says so. proc->pending, ->offer_again, ->fallback hold that state.
+ * says so. proc->pending, ->fallback (set only while an iteration config
+ * is being offered), ->fallback_at_us and ->offers hold that state.
  *
  * Every pending datagram is drained on each wake-up (Dynolog handles one
  * per 10 ms, and 8 ranks polling at once time out). Clients silent for
@@ -41,6 +42,7 @@
 #include "daemon.h"
 #include "perr.h"
 
+struct proc;
 struct trace;
 struct tproc;
 
@@ -50,5 +52,8 @@ void kineto_stop(struct daemon *d);
 /* Leaves t's on-demand config for tp's Kineto client, to be handed over at
  * its next poll, and watches for the file it will write. */
 void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp);
+
+/* Withdraws p's config not yet handed over (and stops offering it). */
+void kineto_withdraw(struct proc *p);
 
 #endif

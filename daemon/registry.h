@@ -47,9 +47,9 @@ struct proc {
 	/* Kineto clients (kineto.c) */
 	int64_t last_seen_us;      /* its last poll */
 	char *pending;             /* on-demand config for its next free poll (owned) */
-	bool offer_again;          /* iteration config: offered at every free poll until taken */
 	int offers;                /* times pending was handed over */
-	char *fallback;            /* its duration fallback, from fallback_at_us on (owned) */
+	char *fallback;            /* an iteration config's duration fallback, from
+	                              fallback_at_us on; set while it is offered (owned) */
 	int64_t fallback_at_us;
 };
 

@@ -188,12 +188,8 @@ static void withdraw_pending(struct tproc *tp)
 {
 	struct proc *p = tp->proc;
 
-	if (p == NULL || p->kind != MSG_KIND_KINETO)
-		return;
-	free(p->pending);
-	free(p->fallback);
-	p->pending = p->fallback = NULL;
-	p->offer_again = false;
+	if (p != NULL && p->kind == MSG_KIND_KINETO)
+		kineto_withdraw(p);
 }
 
 static void on_timeout(uv_timer_t *timer)
