@@ -101,32 +101,33 @@ static int kc_poll(struct kc *k, int type, int64_t job, char *config, size_t cap
 	return (int)plen;
 }
 
-static int expiry_s = 60;
-
-static int setup_dir(void **state)
+/* A daemon serving Kineto in directory mode, with more kineto: options
+ * (YAML lines, indented). The socket lives in the daemon's own test
+ * directory (made by td_start), known only after mkdtemp: start with a
+ * placeholder, then restart. */
+static int setup_dir_with(const char *more)
 {
-	char yaml[600], tdir[300];
+	char yaml[700], tdir[300];
 
-	(void)state;
-	/* the socket lives in the daemon's own test directory (made by td_start),
-	 * known only after mkdtemp: start with a placeholder, then restart */
 	if (td_start(&D, "kineto:\n  enabled: false\n", NULL) < 0)
 		return -1;
 	td_stop(&D);
 	snprintf(tdir, sizeof(tdir), "%s/ktrace", D.dir);
-	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_dir: %s\n  trace_dir: %s\n"
-	         "  expiry: %ds\n", D.dir, tdir, expiry_s);
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_dir: %s\n  trace_dir: %s\n%s", D.dir,
+	         tdir, more);
 	return td_restart(&D, yaml, NULL);
+}
+
+static int setup_dir(void **state)
+{
+	(void)state;
+	return setup_dir_with("");
 }
 
 static int setup_dir_expiring(void **state)
 {
-	int r;
-
-	expiry_s = 1;
-	r = setup_dir(state);
-	expiry_s = 60;
-	return r;
+	(void)state;
+	return setup_dir_with("  expiry: 1s\n");
 }
 
 static int setup_abstract(void **state)
@@ -404,16 +405,8 @@ static void test_delivery_and_collection(void **state)
 
 static int setup_dir_short_wait(void **state)
 {
-	char yaml[700], tdir[300];
-
 	(void)state;
-	if (td_start(&D, "kineto:\n  enabled: false\n", NULL) < 0)
-		return -1;
-	td_stop(&D);
-	snprintf(tdir, sizeof(tdir), "%s/ktrace", D.dir);
-	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_dir: %s\n  trace_dir: %s\n"
-	         "  step_wait: 1s\n", D.dir, tdir);
-	return td_restart(&D, yaml, NULL);
+	return setup_dir_with("  step_wait: 1s\n");
 }
 
 static int64_t mono_ms(void)
