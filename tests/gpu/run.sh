@@ -173,6 +173,14 @@ print("  kernels %d, steps (Optimizer.step) %d, ProfilerStep# %d, kernel span %.
     sum(1 for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), span))
 PY
 }
+ask() { # job, name, gprofctl trace arguments...: one timed request, its note and steps
+	local job=$1 name=$2 s; shift 2
+	s=$(now)
+	ctl --json trace --job "$job" "$@" --output-dir "$work/out-$name" >"$OUT/$name.json" 2>&1
+	log "$name: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s (asked at $s)"
+	grep -o '"note":[^}]*' "$OUT/$name.json" | head -2 | sed 's/^/  /' | tee -a "$OUT/summary.txt"
+	for f in $(find "$work/out-$name" -name '*.gz'); do steps_of "$f"; cp "$f" "$OUT/$name.pt.trace.json.gz"; done
+}
 kineto_checks() {
 	# PyTorch with Kineto's daemon client, polling every second
 	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
@@ -220,14 +228,6 @@ kineto_checks() {
 			sleep 0.1
 		done
 	}
-	ask() { # job, name, gprofctl trace arguments...
-		local job=$1 name=$2; shift 2
-		s=$(now)
-		ctl --json trace --job "$job" "$@" --output-dir "$work/out-$name" >"$OUT/$name.json" 2>&1
-		log "$name: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s (asked at $s)"
-		grep -o '"note":[^}]*' "$OUT/$name.json" | head -2 | sed 's/^/  /' | tee -a "$OUT/summary.txt"
-		for f in $(find "$work/out-$name" -name '*.gz'); do steps_of "$f"; cp "$f" "$OUT/$name.pt.trace.json.gz"; done
-	}
 	start_loop 4343 train2.log --seconds 60 --import-profiler
 	ask 4343 starting-1 --iterations 5 --iteration-roundup 1 --timeout 90
 	grep "training started" "$OUT/train2.log" | sed 's/^/  /' | tee -a "$OUT/summary.txt"
@@ -274,19 +274,11 @@ kineto_checks() {
 kineto5_checks() {
 	KINETO_USE_DAEMON=1 SLURM_JOB_ID=4545 PYTHONUNBUFFERED=1 \
 		python3 "$root/tests/gpu/train.py" --seconds 120 >"$OUT/train5.log" 2>&1 &
-	local p5=$! s i
+	local p5=$! i
 	for i in $(seq 300); do grep -q "training started" "$OUT/train5.log" && break; sleep 0.1; done
-	for name in first second; do
-		s=$(now)
-		ctl --json trace --job 4545 --iterations 5 --iteration-roundup 1 --output-dir "$work/out5-$name" \
-			--timeout 90 >"$OUT/kineto5-$name.json" 2>&1
-		log "default 5 s poll, $name iteration request: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
-		for f in $(find "$work/out5-$name" -name '*.gz'); do steps_of "$f"; done
-	done
-	s=$(now)
-	ctl --json trace --job 4545 --duration-ms 500 --output-dir "$work/out5-duration" --timeout 90 \
-		>"$OUT/kineto5-duration.json" 2>&1
-	log "default 5 s poll, duration request: gprofctl exit $? after $(awk "BEGIN{print $(now) - $s}") s"
+	ask 4545 kineto5-first --iterations 5 --iteration-roundup 1 --timeout 90
+	ask 4545 kineto5-second --iterations 5 --iteration-roundup 1 --timeout 90
+	ask 4545 kineto5-duration --duration-ms 500 --timeout 90
 	kill $p5 2>/dev/null; wait $p5 2>/dev/null
 }
 
