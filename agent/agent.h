@@ -125,6 +125,7 @@ struct agent {
 
 	int wake_fd;            /* eventfd: application threads -> agent thread */
 	pthread_t thread;
+	int agent_tid;          /* the agent thread's gettid(), once it runs */
 	bool thread_started;
 	bool disabled;
 };
@@ -154,13 +155,16 @@ AGENT_HIDDEN void rec_end(enum end_reason why);
 /* Next External id (ranges and their GPU projections). */
 AGENT_HIDDEN uint64_t rec_next_id(void);
 
-/* capture.c: the agent thread's side of a burst */
+/* capture.c: the agent thread's side of a burst. Commands from the daemon
+ * are queued (strings copied) and taken by capture_tick, in order, one
+ * burst at a time. */
 struct link;
-AGENT_HIDDEN int capture_begin(struct link *l, const struct msg_capture_start *cs);
-AGENT_HIDDEN void capture_cancel(struct link *l, const char *trace_id, const char *why);
+AGENT_HIDDEN void capture_queue_start(struct link *l, const struct msg_capture_start *cs);
+AGENT_HIDDEN void capture_queue_cancel(const char *trace_id, const char *why);
 /* ms until the agent thread must call capture_tick, or -1 */
 AGENT_HIDDEN int capture_timeout_ms(void);
 AGENT_HIDDEN void capture_tick(struct link *l);
+/* a burst is running or a command waits */
 AGENT_HIDDEN bool capture_busy(void);
 
 /* link.c: the daemon connection (agent thread) */
@@ -177,7 +181,11 @@ AGENT_HIDDEN const char *nvtx_domain_name(uint32_t domain);
 /* gpu.c (or gpu_none.c): CUPTI, loaded at the first burst */
 struct tw;
 AGENT_HIDDEN bool gpu_usable(char *why, size_t n);
+/* Takes CUPTI (settling an earlier burst's release) and enables the kinds;
+ * 0, or a negative code with why filled in. */
 AGENT_HIDDEN int gpu_start(int64_t activities, uint64_t max_bytes, char *why, size_t n);
+/* Disables, flushes, copies out what the writer needs, and gives CUPTI
+ * back; from here to the next gpu_start the agent makes no CUPTI call. */
 AGENT_HIDDEN void gpu_stop(void);
 AGENT_HIDDEN uint64_t gpu_dropped(void);
 AGENT_HIDDEN bool gpu_cut(void);

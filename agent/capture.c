@@ -1,8 +1,16 @@
 /*
- * capture.c: one burst, driven by the agent thread: from capture_start to
- * the uploaded file.
+ * capture.c: one burst at a time, driven by the agent thread: from
+ * capture_start to the uploaded file.
  *
- * States (a burst at a time; `phase` is touched only by the agent thread):
+ * Commands from the daemon (capture_start, capture_cancel) are queued by
+ * link.c as they arrive and taken here, in order, by capture_tick on the
+ * agent thread's main loop, never from inside another command: they can
+ * arrive while this thread is in the middle of a burst's end (waiting for
+ * the upload's reply, say), and the next request of a back-to-back series
+ * routinely does. The queue is bounded (CMDQ_MAX); a start past it is
+ * refused with the reason.
+ *
+ * A burst's phases (`phase`, touched only by the agent thread):
  *   IDLE -> begin: window fixed, CUPTI enabled if the request wants GPU
  *           activities (enabling ahead of an iteration boundary keeps the
  *           expensive first enable off the captured iterations), then
@@ -10,8 +18,11 @@
  *           the window on an application thread at the boundary) or
  *   OPEN    (recording; ends by rec_end: the N-th boundary, the duration
  *           timer here, the byte limit, or a cancel), then
- *   finish: CUPTI disabled and flushed, the trace written (writer.c),
- *           uploaded (link.c), the local file removed; back to IDLE.
+ *   finish: CUPTI drained, harvested and released (gpu.c), the trace
+ *           written (writer.c), uploaded (link.c), the local file
+ *           removed; back to IDLE, and the next queued command.
+ * Every accepted start ends in exactly one final status: uploaded (the
+ * daemon then says done), failed with a reason, or cancelled.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,9 +38,22 @@ static enum phase phase;
 static bool gpu_on;
 static char note[256]; /* said with the writing status: CPU-only, cut, ... */
 
+/* A command as queued: its strings copied out of the decoded message. */
+struct cmd {
+	bool cancel;
+	char trace_id[MSG_TRACE_ID_MAX + 1];
+	struct msg_window win;       /* iteration_range points at range below */
+	char range[AGENT_NAME_MAX + 1];
+	int64_t max_bytes;
+	char reason[128];            /* cancel */
+};
+#define CMDQ_MAX 8
+static struct cmd cmdq[CMDQ_MAX];
+static unsigned cmdq_head, cmdq_len;
+
 bool capture_busy(void)
 {
-	return phase != P_IDLE;
+	return phase != P_IDLE || cmdq_len > 0;
 }
 
 static void open_now(uint64_t now)
@@ -38,28 +62,21 @@ static void open_now(uint64_t now)
 	atomic_store(&A.rec_on, 1);
 }
 
-int capture_begin(struct link *l, const struct msg_capture_start *cs)
+/* IDLE -> WAIT_TIME | ARMED | OPEN, or a failed status. */
+static void begin(struct link *l, const struct cmd *c)
 {
-	const struct msg_window *w = &cs->win;
+	const struct msg_window *w = &c->win;
 	char why[300];
 	int64_t want_gpu = w->activities & ~(int64_t)MSG_ACT_NVTX;
 
-	if (phase != P_IDLE) {
-		snprintf(why, sizeof(why), "busy: this process is already capturing trace %s",
-		         A.win.trace_id);
-		link_status(l, cs->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
-		return -EBUSY;
-	}
 	memset(&A.win, 0, sizeof(A.win));
-	snprintf(A.win.trace_id, sizeof(A.win.trace_id), "%s", cs->trace_id);
+	snprintf(A.win.trace_id, sizeof(A.win.trace_id), "%s", c->trace_id);
 	A.win.iterations = w->iterations;
 	A.win.duration_ms = w->duration_ms;
 	A.win.roundup = w->iteration_roundup;
 	A.win.activities = w->activities;
 	A.win.start_at_ns = (uint64_t)w->start_at_us * 1000u;
-	if (w->iteration_range)
-		snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", w->iteration_range);
-	A.win.max_bytes = cs->max_bytes > 0 ? (uint64_t)cs->max_bytes : AGENT_DEFAULT_MAX_BYTES;
+	A.win.max_bytes = c->max_bytes > 0 ? (uint64_t)c->max_bytes : AGENT_DEFAULT_MAX_BYTES;
 	atomic_fetch_add(&A.gen, 1);
 	atomic_store(&A.bytes, 0);
 	atomic_store(&A.t_start, 0);
@@ -73,48 +90,90 @@ int capture_begin(struct link *l, const struct msg_capture_start *cs)
 	if (want_gpu) {
 		if (gpu_usable(why, sizeof(why))) {
 			if (gpu_start(want_gpu, A.win.max_bytes, why, sizeof(why)) < 0) {
-				agent_log("trace %s refused: %s", cs->trace_id, why);
-				link_status(l, cs->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
-				A.win.iter_range[0] = '\0';
-				return -EBUSY;
+				agent_log("trace %s refused: %s", c->trace_id, why);
+				link_status(l, c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+				return;
 			}
 			gpu_on = true;
 		} else {
 			snprintf(note, sizeof(note), "CPU only (%s): NVTX ranges and iterations", why);
 		}
 	}
+	/* The range name is published last: rec.c reads it once armed. */
+	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
 	if (w->iterations > 0) {
 		phase = P_ARMED;
 		atomic_store(&A.armed, 1);
-		link_status(l, cs->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+		link_status(l, c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
 	} else if (A.win.start_at_ns > agent_now_ns()) {
 		phase = P_WAIT_TIME;
-		link_status(l, cs->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+		link_status(l, c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
 	} else {
 		phase = P_OPEN;
 		open_now(agent_now_ns());
-		link_status(l, cs->trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+		link_status(l, c->trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
-	agent_log("trace %s: %s %lld, gpu %s", cs->trace_id,
+	agent_log("trace %s: %s %lld, gpu %s", c->trace_id,
 	          w->iterations > 0 ? "iterations" : "duration ms",
 	          (long long)(w->iterations > 0 ? w->iterations : w->duration_ms),
 	          gpu_on ? "on" : "off");
-	return 0;
 }
 
-void capture_cancel(struct link *l, const char *trace_id, const char *why)
+void capture_queue_start(struct link *l, const struct msg_capture_start *cs)
 {
-	if (phase == P_IDLE || strcmp(trace_id, A.win.trace_id) != 0)
+	struct cmd *c;
+
+	if (cmdq_len == CMDQ_MAX) {
+		link_status(l, cs->trace_id, MSG_TS_FAILED, "busy: this process already has "
+		            "8 trace requests waiting; ask again when they are done", 0, 0, 0);
 		return;
-	agent_log("trace %s cancelled: %s", trace_id, why ? why : "");
-	rec_end(END_CANCEL);
-	capture_tick(l);
+	}
+	c = &cmdq[(cmdq_head + cmdq_len++) % CMDQ_MAX];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->trace_id, sizeof(c->trace_id), "%s", cs->trace_id);
+	c->win = cs->win;
+	c->win.iteration_range = NULL;
+	if (cs->win.iteration_range)
+		snprintf(c->range, sizeof(c->range), "%s", cs->win.iteration_range);
+	c->max_bytes = cs->max_bytes;
+	if (phase != P_IDLE) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "queued behind trace %s in this process", A.win.trace_id);
+		link_status(l, c->trace_id, MSG_TS_WAITING, why, 0, 0, 0);
+	}
+	agent_wake();
+}
+
+void capture_queue_cancel(const char *trace_id, const char *why)
+{
+	unsigned i, j;
+
+	/* a queued start that has not begun just goes (the daemon has already
+	 * given it its final state) */
+	for (i = 0; i < cmdq_len; i++) {
+		struct cmd *c = &cmdq[(cmdq_head + i) % CMDQ_MAX];
+
+		if (c->cancel || strcmp(c->trace_id, trace_id) != 0)
+			continue;
+		for (j = i; j + 1 < cmdq_len; j++)
+			cmdq[(cmdq_head + j) % CMDQ_MAX] = cmdq[(cmdq_head + j + 1) % CMDQ_MAX];
+		cmdq_len--;
+		agent_log("trace %s cancelled before it began: %s", trace_id, why ? why : "");
+		return;
+	}
+	if (phase != P_IDLE && strcmp(trace_id, A.win.trace_id) == 0) {
+		agent_log("trace %s cancelled: %s", trace_id, why ? why : "");
+		rec_end(END_CANCEL); /* capture_tick finishes it */
+	}
 }
 
 int capture_timeout_ms(void)
 {
 	uint64_t now = agent_now_ns(), due;
 
+	if (phase == P_IDLE && cmdq_len > 0)
+		return 0;
 	if (phase == P_WAIT_TIME)
 		due = A.win.start_at_ns;
 	else if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE)
@@ -142,6 +201,7 @@ static int trace_path(char *path, size_t n)
 	return 0;
 }
 
+/* OPEN (ended) | ARMED | WAIT_TIME (cancelled) -> IDLE */
 static void finish(struct link *l)
 {
 	int why_end = atomic_load(&A.end_reason);
@@ -152,6 +212,8 @@ static void finish(struct link *l)
 
 	atomic_store(&A.rec_on, 0);
 	atomic_store(&A.armed, 0);
+	/* from here on nothing in the process records for this burst */
+	phase = P_IDLE;
 	if (gpu_on)
 		gpu_stop();
 	if (why_end == END_CANCEL || why_end == END_EXIT) {
@@ -187,7 +249,6 @@ static void finish(struct link *l)
 		agent_log("trace %s kept at %s: the daemon is unreachable", A.win.trace_id, path);
 	}
 out:
-	phase = P_IDLE;
 	A.win.iter_range[0] = '\0';
 }
 
@@ -195,7 +256,8 @@ void capture_tick(struct link *l)
 {
 	uint64_t now = agent_now_ns();
 
-	if (phase == P_WAIT_TIME && now >= A.win.start_at_ns) {
+	if (phase == P_WAIT_TIME && now >= A.win.start_at_ns &&
+	    atomic_load(&A.end_reason) == END_NONE) {
 		phase = P_OPEN;
 		open_now(now);
 		link_status(l, A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
@@ -216,4 +278,12 @@ void capture_tick(struct link *l)
 	}
 	if (phase != P_IDLE && atomic_load(&A.end_reason) != END_NONE)
 		finish(l);
+	/* the next request, once this one is over */
+	while (phase == P_IDLE && cmdq_len > 0) {
+		struct cmd c = cmdq[cmdq_head];
+
+		cmdq_head = (cmdq_head + 1) % CMDQ_MAX;
+		cmdq_len--;
+		begin(l, &c);
+	}
 }

@@ -3,19 +3,37 @@
  * has the facts this relies on); gpu_events.c turns its records into the
  * trace's events.
  *
- * Life cycle: nothing is loaded, subscribed or enabled while idle.
- * gpu_start (agent thread) loads libcupti (a copy already in the process
- * first, so PyTorch's wheel copy is reused), subscribes (failing with the
- * holder's name when another tool owns CUPTI), and enables the requested
- * kinds. CUPTI asks for buffers on application threads (buf_request:
- * calloc, bounded by the burst's byte limit; past it CUPTI drops records
- * and counts them) and returns them from its own threads (buf_complete:
- * appends to `done` under a mutex and reads the dropped count). gpu_stop
- * waits until flushes bring no more completed records (GPU work launched
- * inside the window finishing), disables every kind, forces the last
- * flush and unsubscribes, so torch.profiler can take CUPTI after us.
- * gpu_events.c walks the buffers (gpu_each_record, under
- * gpu_records_lock); gpu_reset frees them.
+ * CUPTI's state in this process is one atomic, `cs`, moved along named
+ * transitions:
+ *
+ *   UNLOADED --load--> FREE --subscribe--> HELD --enable--> TRACING
+ *   TRACING --drain (disable, flush, harvest)--> HELD
+ *   HELD --release--> RELEASING              (default: finalize)
+ *   RELEASING --an application thread's next runtime-API exit-->
+ *             FINALIZING (it calls cuptiFinalize there) --> FREE
+ *   RELEASING --reclaim (a new burst before that call came)--> HELD
+ *   HELD --release (GPROF_CUPTI_RELEASE=unsubscribe)--> FREE
+ *
+ * The agent thread makes every transition except the two an application
+ * thread makes inside on_callback. The rule that keeps the host program
+ * alive: once a burst is released the agent thread makes no CUPTI call and
+ * reads nothing CUPTI owns, until the next gpu_start. A CUPTI call
+ * concurrent with cuptiFinalize can crash (pytorch/kineto#686), any call
+ * after it re-initializes CUPTI while the application launches work, and
+ * finalize frees the kernel-name strings that kernel records point to.
+ * So `drain` harvests the burst while CUPTI is still held: it indexes
+ * every record, copies kernel names into the agent's own arena (rewriting
+ * the record's pointer, the buffer being ours), clears the pointers it
+ * does not copy, resolves callback names and caches the versions; the
+ * writer then reads only the agent's memory.
+ *
+ * Buffers: CUPTI asks for them on application threads (buf_request: from a
+ * pool pre-faulted on the agent thread before the window, then calloc,
+ * bounded by the burst's byte limit; past it CUPTI drops records and
+ * counts them) and returns them from its own threads (buf_complete:
+ * appended to `done` under buf_lock). Buffers that arrive after the
+ * harvest (finalize's own flush: empty, the kinds being off) are freed
+ * unread at gpu_reset.
  *
  * libcuda's handful of calls (device properties) are resolved from the
  * copy the process already has; no CUDA library is linked.
@@ -25,7 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cupti.h>
@@ -59,13 +77,18 @@ CUPTI_FN(cuDeviceTotalMem_v2);
 CUPTI_FN(cuDeviceGetAttribute);
 CUPTI_FN(cuDriverGetVersion);
 
-struct done_buf { uint8_t *buf; size_t valid; };
-
+enum cupti_state { CS_UNLOADED, CS_FREE, CS_HELD, CS_TRACING, CS_RELEASING, CS_FINALIZING };
+static const char *const cs_names[] = { "unloaded", "free", "held", "tracing", "releasing",
+                                        "finalizing" };
+static atomic_int cs = CS_UNLOADED;
+static bool forked;
 static void *cupti_lib;
-static bool loaded, callbacks_set, forked;
 static CUpti_SubscriberHandle sub;
 static int64_t enabled_kinds[16];
 static size_t n_enabled;
+static atomic_uint_fast64_t finalizes, reclaims; /* for the log and the tests */
+
+struct done_buf { uint8_t *buf; size_t valid; };
 static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct done_buf *done;
 static size_t n_done, cap_done;
@@ -74,7 +97,24 @@ static atomic_bool cut;
 static uint64_t max_bytes = AGENT_DEFAULT_MAX_BYTES;
 static uint64_t incomplete;
 
-/* per device: what the kernel args need */
+/* The harvest: every record of the burst, in order, and the kernel names
+ * they point to, copied (a name's pointer is the key: CUPTI shares one
+ * string per kernel within a session). Reset with the buffers. */
+static CUpti_Activity **recs;
+static size_t n_recs, cap_recs;
+struct iname { const char *key; const char *copy; };
+static struct iname *inames;
+static size_t inames_mask, n_inames;
+struct arena_blk { struct arena_blk *next; size_t used, cap; char data[]; };
+static struct arena_blk *arena;
+
+/* Callback names by domain and id, copied once for the process. */
+#define CBID_MAX 4096
+static char *cb_names[2][CBID_MAX];
+
+/* Versions and devices, read while CUPTI is held. */
+static uint32_t cupti_version;
+static int rt_version = -1, drv_version = -1;
 #define DEV_MAX 64
 static int n_dev = -1, dev_sms[DEV_MAX];
 
@@ -164,27 +204,29 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
  * Giving CUPTI back after a burst (measured on an H100, docs/gpu-validation.md):
  * disabling the kinds and unsubscribing leaves CUPTI's instrumentation in
  * place (steps stayed slower) and, with the toolkit's libcupti, stopped
- * correlation ids from advancing in the next burst (every record carried
- * the same id). So by default the agent finalizes CUPTI, which tears all
- * of it down; cuptiFinalize must run inside an API exit callback, so the
- * agent enables the runtime-API domain and lets the application's next
- * CUDA call do it. GPROF_CUPTI_RELEASE=unsubscribe keeps the old policy.
+ * correlation ids from advancing in the next burst. So by default the
+ * agent finalizes CUPTI, which tears all of it down; cuptiFinalize must
+ * run inside an API exit callback, so `release` enables the runtime-API
+ * domain and the application's next CUDA call does it, here.
  */
-enum { FIN_NONE, FIN_PENDING, FIN_RUNNING, FIN_DONE };
-static atomic_int fin_state;
-
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
 {
 	const CUpti_CallbackData *cb = data;
-	int pending = FIN_PENDING;
+	int releasing = CS_RELEASING;
 
 	(void)ud;
 	(void)id;
-	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cb && cb->callbackSite == CUPTI_API_EXIT &&
-	    atomic_compare_exchange_strong(&fin_state, &pending, FIN_RUNNING)) {
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cb == NULL || cb->callbackSite != CUPTI_API_EXIT)
+		return;
+	/* never on the agent thread: it makes no CUDA call, but if it ever
+	 * did, finalizing there would race its own harvest */
+	if ((int)syscall(SYS_gettid) == A.agent_tid)
+		return;
+	if (atomic_compare_exchange_strong(&cs, &releasing, CS_FINALIZING)) {
 		p_cuptiFinalize();
-		atomic_store(&fin_state, FIN_DONE);
+		atomic_fetch_add(&finalizes, 1);
+		atomic_store(&cs, CS_FREE);
 	}
 }
 
@@ -228,15 +270,15 @@ bool gpu_usable(char *why, size_t n)
 
 #define LOAD(lib, f) ((p_##f = (__typeof__(p_##f))dlsym((lib), #f)) != NULL)
 
+/* UNLOADED -> FREE */
 static int load(char *why, size_t n)
 {
 	static const char *const paths[] = { "libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so.13",
 	                                     "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13", NULL };
 	const char *env = getenv("GPROF_CUPTI_PATH");
-	uint32_t version = 0;
 	size_t i;
 
-	if (loaded)
+	if (atomic_load(&cs) != CS_UNLOADED)
 		return 0;
 	/* A copy already in the process (PyTorch's wheel) must be the one used:
 	 * two copies of libcupti in one process break both. */
@@ -261,8 +303,8 @@ static int load(char *why, size_t n)
 		snprintf(why, n, "the libcupti found lacks CUDA 13 functions (set GPROF_CUPTI_PATH)");
 		return -ENOSYS;
 	}
-	if (p_cuptiGetVersion(&version) != CUPTI_SUCCESS || version < 130000) {
-		snprintf(why, n, "libcupti API version %u is older than CUDA 13's", version);
+	if (p_cuptiGetVersion(&cupti_version) != CUPTI_SUCCESS || cupti_version < 130000) {
+		snprintf(why, n, "libcupti API version %u is older than CUDA 13's", cupti_version);
 		return -ENOSYS;
 	}
 	p_cuDeviceGetCount = cuda_sym("cuDeviceGetCount");
@@ -270,7 +312,7 @@ static int load(char *why, size_t n)
 	p_cuDeviceTotalMem_v2 = cuda_sym("cuDeviceTotalMem_v2");
 	p_cuDeviceGetAttribute = cuda_sym("cuDeviceGetAttribute");
 	p_cuDriverGetVersion = cuda_sym("cuDriverGetVersion");
-	loaded = true;
+	atomic_store(&cs, CS_FREE);
 	return 0;
 }
 
@@ -329,29 +371,37 @@ static const CUpti_CallbackId quiet_calls[] = {
 	CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
 };
 
-int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
+/* RELEASING -> HELD, or wait out FINALIZING -> FREE. 0, or -EBUSY when an
+ * application thread has been finalizing for longer than we wait. */
+static int settle(char *why, size_t n)
+{
+	struct timespec one_ms = { 0, 1000 * 1000 };
+	int releasing = CS_RELEASING, i;
+
+	if (atomic_compare_exchange_strong(&cs, &releasing, CS_HELD)) {
+		/* the application made no CUDA call since the last burst: keep
+		 * the subscription and use it again */
+		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		atomic_fetch_add(&reclaims, 1);
+		return 0;
+	}
+	for (i = 0; i < 5000 && atomic_load(&cs) == CS_FINALIZING; i++)
+		nanosleep(&one_ms, NULL);
+	if (atomic_load(&cs) == CS_FINALIZING) {
+		snprintf(why, n, "CUPTI is still being finalized after the last burst (an application "
+		         "thread waits on the GPU inside cuptiFinalize); ask again");
+		return -EBUSY;
+	}
+	return 0;
+}
+
+/* FREE -> HELD */
+static int subscribe(char *why, size_t n)
 {
 	CUpti_SubscriberParams params;
 	char holder[128] = "";
-	const CUpti_ActivityKind *k;
-	size_t nk, i, one = 1, sz = sizeof(one);
 	CUptiResult r;
-	int err;
 
-	if ((err = load(why, n)) < 0)
-		return err;
-	if (atomic_load(&fin_state) == FIN_PENDING) {
-		int pending = FIN_PENDING;
-
-		/* the application made no CUDA call since the last burst */
-		if (atomic_compare_exchange_strong(&fin_state, &pending, FIN_NONE)) {
-			p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-			p_cuptiUnsubscribe(sub);
-		}
-	}
-	while (atomic_load(&fin_state) == FIN_RUNNING)
-		sched_yield();
-	atomic_store(&fin_state, FIN_NONE);
 	/* Thread ids as gettid() gives them, so API calls sit on the same rows
 	 * as NVTX ranges; set before any kind is enabled (again after a
 	 * finalize, which forgets it). */
@@ -378,6 +428,29 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 		snprintf(why, n, "cuptiSubscribe failed: %s", cupti_err(r));
 		return -EIO;
 	}
+	atomic_store(&cs, CS_HELD);
+	return 0;
+}
+
+/* HELD -> FREE, by unsubscribing (a failed start, or the unsubscribe policy) */
+static void unsubscribe(void)
+{
+	p_cuptiUnsubscribe(sub);
+	atomic_store(&cs, CS_FREE);
+}
+
+int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
+{
+	const CUpti_ActivityKind *k;
+	size_t nk, i, one = 1, sz = sizeof(one);
+	CUptiResult r;
+	int err;
+
+	if ((err = load(why, n)) < 0 || (err = settle(why, n)) < 0)
+		return err;
+	if (atomic_load(&cs) == CS_FREE && (err = subscribe(why, n)) < 0)
+		return err;
+	/* HELD */
 	max_bytes = limit;
 	atomic_store(&buf_bytes, 0);
 	atomic_store(&cut, false);
@@ -387,11 +460,10 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
 	r = p_cuptiActivityRegisterCallbacks(buf_request, buf_complete);
 	if (r != CUPTI_SUCCESS) {
-		p_cuptiUnsubscribe(sub);
+		unsubscribe();
 		snprintf(why, n, "cuptiActivityRegisterCallbacks failed: %s", cupti_err(r));
 		return -EIO;
 	}
-	callbacks_set = true;
 	/* Count only what this burst drops. */
 	p_cuptiActivityFlushAll(0);
 	gpu_reset();
@@ -414,10 +486,11 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 		}
 	}
 	if (n_enabled == 0) {
-		p_cuptiUnsubscribe(sub);
+		unsubscribe();
 		snprintf(why, n, "CUPTI enabled no activity kind (see GPROF_AGENT_LOG)");
 		return -EIO;
 	}
+	atomic_store(&cs, CS_TRACING);
 	return 0;
 }
 
@@ -431,11 +504,150 @@ static size_t count_done(void)
 	return n;
 }
 
+/* ---- the harvest: what the writer needs, copied out of CUPTI ---- */
+
+static const char *arena_copy(const char *s)
+{
+	size_t len = strlen(s) + 1;
+	struct arena_blk *b = arena;
+
+	if (b == NULL || b->cap - b->used < len) {
+		size_t cap = len > 65536 ? len : 65536;
+
+		if ((b = malloc(sizeof(*b) + cap)) == NULL)
+			return NULL;
+		b->next = arena;
+		b->used = 0;
+		b->cap = cap;
+		arena = b;
+	}
+	memcpy(b->data + b->used, s, len);
+	b->used += len;
+	return b->data + b->used - len;
+}
+
+/* The agent's copy of a kernel name CUPTI owns (NULL if out of memory). */
+static const char *intern(const char *name)
+{
+	size_t i;
+
+	if (n_inames * 2 >= inames_mask) {
+		size_t cap = inames_mask ? (inames_mask + 1) * 2 : 1024, j;
+		struct iname *v = calloc(cap, sizeof(*v));
+
+		if (v == NULL)
+			return NULL;
+		for (j = 0; inames && j <= inames_mask; j++) {
+			if (inames[j].key == NULL)
+				continue;
+			for (i = ((uintptr_t)inames[j].key >> 3) & (cap - 1); v[i].key;
+			     i = (i + 1) & (cap - 1))
+				;
+			v[i] = inames[j];
+		}
+		free(inames);
+		inames = v;
+		inames_mask = cap - 1;
+	}
+	for (i = ((uintptr_t)name >> 3) & inames_mask; inames[i].key; i = (i + 1) & inames_mask)
+		if (inames[i].key == name)
+			return inames[i].copy;
+	if ((inames[i].copy = arena_copy(name)) != NULL) {
+		inames[i].key = name;
+		n_inames++;
+	}
+	return inames[i].copy;
+}
+
+static void cache_cb_name(CUpti_ActivityKind kind, uint32_t cbid)
+{
+	int d = kind == CUPTI_ACTIVITY_KIND_DRIVER;
+	const char *s = NULL;
+
+	if (cbid >= CBID_MAX || cb_names[d][cbid] != NULL)
+		return;
+	if (p_cuptiGetCallbackName(d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
+	                           cbid, &s) != CUPTI_SUCCESS || s == NULL)
+		s = "unknown";
+	cb_names[d][cbid] = strdup(s);
+}
+
+static void devices_probe(void);
+
+/* Indexes every record of the burst and copies out what points into
+ * CUPTI. Lock held; CUPTI still held. */
+static void harvest(void)
+{
+	size_t i;
+
+	n_recs = 0;
+	for (i = 0; i < n_done; i++) {
+		CUpti_Activity *rec = NULL;
+
+		while (p_cuptiActivityGetNextRecord(done[i].buf, done[i].valid, &rec) ==
+		       CUPTI_SUCCESS) {
+			if (n_recs == cap_recs) {
+				size_t cap = cap_recs ? cap_recs * 2 : 4096;
+				CUpti_Activity **v = realloc(recs, cap * sizeof(*v));
+
+				if (v == NULL)
+					return; /* the trace holds what was indexed */
+				recs = v;
+				cap_recs = cap;
+			}
+			recs[n_recs++] = rec;
+			switch (rec->kind) {
+			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+			case CUPTI_ACTIVITY_KIND_KERNEL: {
+				CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
+
+				k->name = k->name ? intern(k->name) : NULL;
+				break;
+			}
+			case CUPTI_ACTIVITY_KIND_MEMORY2: {
+				CUpti_ActivityMemory4 *m = (CUpti_ActivityMemory4 *)rec;
+
+				m->name = NULL; /* not written; CUPTI's */
+				m->source = NULL;
+				break;
+			}
+			case CUPTI_ACTIVITY_KIND_RUNTIME:
+			case CUPTI_ACTIVITY_KIND_DRIVER:
+				cache_cb_name(rec->kind, ((CUpti_ActivityAPI *)rec)->cbid);
+				break;
+			default:
+				break;
+			}
+		}
+	}
+}
+
+/* HELD -> RELEASING (finalize) or FREE (unsubscribe) */
+static void release(void)
+{
+	if (!release_by_finalize()) {
+		unsubscribe();
+		return;
+	}
+	atomic_store(&cs, CS_RELEASING);
+	if (p_cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
+		int releasing = CS_RELEASING;
+
+		/* no callback will come: give it back the plain way */
+		if (atomic_compare_exchange_strong(&cs, &releasing, CS_HELD))
+			unsubscribe();
+	}
+}
+
+/* TRACING -> HELD (drain and harvest) -> release */
 void gpu_stop(void)
 {
 	struct timespec ten_ms = { 0, 10 * 1000 * 1000 };
+	int (*rt)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
 	size_t before, quiet = 0, i;
 
+	if (atomic_load(&cs) != CS_TRACING)
+		return;
 	/* No new records from here on; GPU work launched inside the window may
 	 * still be running: flush (without forcing) until two rounds in a row
 	 * bring nothing, at most 0.5 s, then force out the rest. */
@@ -450,26 +662,21 @@ void gpu_stop(void)
 			nanosleep(&ten_ms, NULL);
 	}
 	p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	if (!release_by_finalize()) {
-		p_cuptiUnsubscribe(sub);
-		return;
-	}
-	/* The application's next CUDA runtime call finalizes CUPTI; wait for
-	 * it a little (a training loop makes one within microseconds), then
-	 * let it happen whenever it comes. */
-	atomic_store(&fin_state, FIN_PENDING);
-	if (p_cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API) != CUPTI_SUCCESS) {
-		atomic_store(&fin_state, FIN_NONE);
-		p_cuptiUnsubscribe(sub);
-		return;
-	}
-	for (i = 0; i < 200 && atomic_load(&fin_state) != FIN_DONE; i++) {
-		struct timespec one_ms = { 0, 1000 * 1000 };
-
-		nanosleep(&one_ms, NULL);
-	}
-	agent_log("CUPTI %s", atomic_load(&fin_state) == FIN_DONE ? "finalized after the burst"
-	                                                          : "finalize pending (no CUDA call)");
+	atomic_store(&cs, CS_HELD);
+	pthread_mutex_lock(&buf_lock);
+	harvest();
+	pthread_mutex_unlock(&buf_lock);
+	/* read once, while nothing of ours can finalize under them */
+	devices_probe();
+	if (rt_version < 0 && (rt == NULL || rt(&rt_version) != 0))
+		rt_version = 0;
+	if (drv_version < 0 && (p_cuDriverGetVersion == NULL ||
+	                        p_cuDriverGetVersion(&drv_version) != CUDA_SUCCESS))
+		drv_version = 0;
+	release();
+	agent_log("CUPTI %s after the burst (%llu finalized, %llu reclaimed so far)",
+	          cs_names[atomic_load(&cs)], (unsigned long long)atomic_load(&finalizes),
+	          (unsigned long long)atomic_load(&reclaims));
 }
 
 uint64_t gpu_dropped(void)
@@ -482,24 +689,32 @@ bool gpu_cut(void)
 	return atomic_load(&cut);
 }
 
+/* Frees the burst's buffers, index and name copies; touches no CUPTI. */
 void gpu_reset(void)
 {
 	size_t i;
 
 	pthread_mutex_lock(&buf_lock);
-	for (i = 0; i < n_done; i++) {
-		CUpti_Activity *rec = NULL;
-
-		/* overhead records own a malloc'ed overheadData */
-		while (p_cuptiActivityGetNextRecord(done[i].buf, done[i].valid, &rec) == CUPTI_SUCCESS)
-			if (rec->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
-				free(((CUpti_ActivityOverhead3 *)rec)->overheadData);
+	/* overhead records own a malloc'ed overheadData */
+	for (i = 0; i < n_recs; i++)
+		if (recs[i]->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
+			free(((CUpti_ActivityOverhead3 *)recs[i])->overheadData);
+	n_recs = 0;
+	for (i = 0; i < n_done; i++)
 		free(done[i].buf);
-	}
 	n_done = 0;
 	while (n_pool > 0)
 		free(pool[--n_pool]);
 	pthread_mutex_unlock(&buf_lock);
+	while (arena != NULL) {
+		struct arena_blk *b = arena;
+
+		arena = b->next;
+		free(b);
+	}
+	free(inames);
+	inames = NULL;
+	inames_mask = n_inames = 0;
 	atomic_store(&buf_bytes, 0);
 }
 
@@ -509,9 +724,12 @@ void gpu_atfork_child(void)
 	n_done = 0;
 	done = NULL;
 	cap_done = 0;
+	n_recs = 0;
+	recs = NULL;
+	cap_recs = 0;
 }
 
-/* ---- metadata ---- */
+/* ---- metadata (read while CUPTI is held, written from the copies) ---- */
 
 static int dev_attr(CUdevice d, CUdevice_attribute a)
 {
@@ -545,15 +763,16 @@ static void prop(struct tw *w, const char *key, int64_t v)
 	tw_int(w, v);
 }
 
+/* Device properties are the CUDA driver's, not CUPTI's: reading them while
+ * CUPTI is released is safe (the driver API's callbacks are not enabled). */
 void gpu_write_devices(struct tw *w)
 {
 	char name[256];
 	size_t mem = 0;
 	int i;
 
-	if (!loaded)
+	if (atomic_load(&cs) == CS_UNLOADED || n_dev < 0)
 		return;
-	devices_probe();
 	for (i = 0; i < n_dev; i++) {
 		name[0] = '\0';
 		if (p_cuDeviceGetName)
@@ -589,23 +808,17 @@ void gpu_write_devices(struct tw *w)
 
 void gpu_write_meta(struct tw *w)
 {
-	uint32_t v = 0;
-	int d = 0;
-	int (*rt_version)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
-
-	if (!loaded)
+	if (atomic_load(&cs) == CS_UNLOADED)
 		return;
-	if (p_cuptiGetVersion(&v) == CUPTI_SUCCESS) {
-		tw_lit(w, ",\n  \"cupti_version\": ");
-		tw_int(w, v);
-	}
-	if (rt_version && rt_version(&d) == 0) {
+	tw_lit(w, ",\n  \"cupti_version\": ");
+	tw_int(w, cupti_version);
+	if (rt_version > 0) {
 		tw_lit(w, ",\n  \"cuda_runtime_version\": ");
-		tw_int(w, d);
+		tw_int(w, rt_version);
 	}
-	if (p_cuDriverGetVersion && p_cuDriverGetVersion(&d) == CUDA_SUCCESS) {
+	if (drv_version > 0) {
 		tw_lit(w, ",\n  \"cuda_driver_version\": ");
-		tw_int(w, d);
+		tw_int(w, drv_version);
 	}
 }
 
@@ -625,40 +838,29 @@ size_t gpu_each_record(struct tw *w, gpu_rec_fn fn, void *ud)
 {
 	size_t i;
 
-	for (i = 0; i < n_done; i++) {
-		CUpti_Activity *rec = NULL;
-
-		while (p_cuptiActivityGetNextRecord(done[i].buf, done[i].valid, &rec) == CUPTI_SUCCESS)
-			fn(w, rec, ud);
-	}
+	for (i = 0; i < n_recs; i++)
+		fn(w, recs[i], ud);
 	return n_done;
 }
 
 const char *gpu_api_name(CUpti_ActivityKind kind, uint32_t cbid, size_t *len)
 {
-	const char *s = NULL;
+	const char *s = cbid < CBID_MAX ? cb_names[kind == CUPTI_ACTIVITY_KIND_DRIVER][cbid] : NULL;
+	const char *v;
 
-	if (p_cuptiGetCallbackName(kind == CUPTI_ACTIVITY_KIND_DRIVER ? CUPTI_CB_DOMAIN_DRIVER_API
-	                                                               : CUPTI_CB_DOMAIN_RUNTIME_API,
-	                           cbid, &s) != CUPTI_SUCCESS || s == NULL)
+	if (s == NULL)
 		s = "unknown";
 	*len = strlen(s);
 	/* cudaLaunchKernel_v7000 -> cudaLaunchKernel */
-	{
-		const char *v = strstr(s, "_v");
-
-		if (v && v[2] >= '0' && v[2] <= '9')
-			*len = (size_t)(v - s);
-	}
+	v = strstr(s, "_v");
+	if (v && v[2] >= '0' && v[2] <= '9')
+		*len = (size_t)(v - s);
 	return s;
 }
 
-
 bool gpu_loaded(void)
 {
-	if (loaded)
-		devices_probe();
-	return loaded;
+	return atomic_load(&cs) != CS_UNLOADED && n_dev >= 0;
 }
 
 int gpu_sm_count(uint32_t dev)

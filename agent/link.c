@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -107,10 +108,11 @@ static void dispatch(struct link *l, struct msg *m)
 		}
 		return;
 	}
+	/* queued, never run from here: this may be a reply wait inside a burst */
 	if (m->type == MSG_CAPTURE_START)
-		capture_begin(l, &m->u.capture_start);
+		capture_queue_start(l, &m->u.capture_start);
 	else if (m->type == MSG_CAPTURE_CANCEL)
-		capture_cancel(l, m->u.capture_cancel.trace_id, m->u.capture_cancel.reason);
+		capture_queue_cancel(m->u.capture_cancel.trace_id, m->u.capture_cancel.reason);
 	else if (m->type == MSG_ERROR)
 		agent_log("daemon: %s", m->u.error.message ? m->u.error.message : "error");
 }
@@ -389,6 +391,7 @@ void *link_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the host's signals are not ours */
 	prctl(PR_SET_NAME, "gprof-agent", 0, 0, 0);
+	A.agent_tid = (int)syscall(SYS_gettid);
 	for (;;) {
 		uint64_t now = agent_now_ns() / 1000000u;
 		int timeout = -1;

@@ -185,6 +185,11 @@ static void trigger(uint64_t now, uint64_t n)
 	atomic_store(&A.t_start, now);
 	atomic_store(&A.prev_step_ns, now);
 	atomic_store(&A.rec_on, 1);
+	/* A cancel that came between the CAS above and here has already
+	 * cleared rec_on (before we set it) and set end_reason first: seeing
+	 * it, clear rec_on again, or the window would stay open after its end. */
+	if (atomic_load(&A.end_reason) != END_NONE)
+		atomic_store(&A.rec_on, 0);
 	agent_wake();
 }
 
