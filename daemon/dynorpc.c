@@ -62,7 +62,7 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 	} else
 		req.win.duration_ms = k.duration_ms > 0 ? k.duration_ms : KCONFIG_DURATION_DEFAULT_MS;
 	req.win.start_at_us = k.start_time_ms * 1000;
-	t = trace_create(c->d, conn_peer(c), &req, &code, &err);
+	t = trace_create(c->d, conn_peer(c), &req, false, &code, &err);
 	if (t == NULL && code != MSG_E_NOT_FOUND) {
 		reply_failed(c, err.msg);
 		return;

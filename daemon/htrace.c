@@ -22,7 +22,7 @@ void htrace_start(struct conn *c, const struct msg *m)
 	struct msg r;
 	int code = 0;
 
-	t = trace_create(c->d, conn_peer(c), &m->u.trace_start, &code, &err);
+	t = trace_create(c->d, conn_peer(c), &m->u.trace_start, true, &code, &err);
 	msg_init(&r, MSG_TRACE_START_REPLY, m->id);
 	if (t == NULL && code != MSG_E_NOT_FOUND) {
 		conn_send_error(c, m->id, code, "%s", err.msg);

@@ -136,6 +136,8 @@ static void forget_old(struct daemon *d)
 		trace_free(d, last);
 }
 
+static void proc_next(struct daemon *d, struct proc *p);
+
 static void finish(struct trace *t)
 {
 	struct daemon *d = t->d;
@@ -164,6 +166,7 @@ static void finish(struct trace *t)
 
 void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *reason)
 {
+	struct proc *freed = NULL;
 	size_t i;
 
 	if (t->finished || final_state(tp->state))
@@ -173,6 +176,14 @@ void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *r
 		snprintf(tp->reason, sizeof(tp->reason), "%s", reason);
 	if (state == MSG_TS_FAILED)
 		log_info("trace %s: pid %d failed: %s", t->id, (int)tp->pid, tp->reason);
+	if (final_state(state)) {
+		tp->queued = false;
+		/* its part here is over: the process may take its next trace */
+		if (tp->proc != NULL && tp->proc->busy == t) {
+			tp->proc->busy = NULL;
+			freed = tp->proc;
+		}
+	}
 	for (i = 0; i < t->n; i++)
 		if (!final_state(t->tp[i].state))
 			break;
@@ -180,6 +191,8 @@ void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *r
 		finish(t);
 	else
 		notify(t);
+	if (freed != NULL)
+		proc_next(t->d, freed);
 }
 
 /* A Kineto client's config not yet handed over is withdrawn when its part
@@ -227,6 +240,40 @@ static void on_timeout(uv_timer_t *timer)
 	}
 }
 
+static void send_start(struct trace *t, struct tproc *tp);
+
+/* Starts t's part on tp's process, which is free. */
+static void begin_on(struct trace *t, struct tproc *tp)
+{
+	tp->queued = false;
+	tp->reason[0] = '\0';
+	tp->proc->busy = t;
+	if (tp->kind == MSG_KIND_KINETO)
+		kineto_capture(t->d, t, tp);
+	else
+		send_start(t, tp);
+}
+
+/* p is free: the oldest trace queued on it begins there. */
+static void proc_next(struct daemon *d, struct proc *p)
+{
+	struct trace *t, *oldest = NULL;
+	struct tproc *tp, *first = NULL;
+
+	for (t = d->traces; t != NULL; t = t->next) {
+		if (t->finished || (tp = trace_tproc(t, p->pid)) == NULL || tp->proc != p ||
+		    !tp->queued)
+			continue;
+		oldest = t; /* d->traces is newest first */
+		first = tp;
+	}
+	if (oldest != NULL && p->busy == NULL) {
+		log_debug("trace %s: pid %d was waiting for its previous trace; starting",
+		          oldest->id, (int)p->pid);
+		begin_on(oldest, first);
+	}
+}
+
 static void send_start(struct trace *t, struct tproc *tp)
 {
 	struct msg m;
@@ -240,7 +287,8 @@ static void send_start(struct trace *t, struct tproc *tp)
 }
 
 struct trace *trace_create(struct daemon *d, const struct peer *peer,
-                           const struct msg_trace_start *req, int *code, struct perr *err)
+                           const struct msg_trace_start *req, bool queue_busy, int *code,
+                           struct perr *err)
 {
 	const char *job = req->all ? NULL : req->job_id;
 	struct trace *t;
@@ -328,16 +376,18 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 		if (tp->proc->busy != NULL) {
 			char why[160];
 
-			snprintf(why, sizeof(why), "busy: already capturing trace %s",
+			snprintf(why, sizeof(why), "%s trace %s", queue_busy ?
+			         "queued: the process is capturing" : "busy: already capturing",
 			         tp->proc->busy->id);
-			trace_set_state(t, tp, MSG_TS_FAILED, why);
+			if (queue_busy) {
+				tp->queued = true;
+				snprintf(tp->reason, sizeof(tp->reason), "%s", why);
+			} else {
+				trace_set_state(t, tp, MSG_TS_FAILED, why);
+			}
 			continue;
 		}
-		tp->proc->busy = t;
-		if (tp->kind == MSG_KIND_KINETO)
-			kineto_capture(d, t, tp);
-		else
-			send_start(t, tp);
+		begin_on(t, tp);
 	}
 	return t;
 }
@@ -357,7 +407,8 @@ void trace_capture_status(struct daemon *d, struct proc *p, const struct msg_cap
 	/* done comes from the daemon (the upload is stored), not from the agent */
 	if (s->state == MSG_TS_DONE)
 		return;
-	trace_set_state(t, tp, s->state, s->reason);
+	/* the agent's word replaces an older one (a "queued" note, say) */
+	trace_set_state(t, tp, s->state, s->reason ? s->reason : "");
 }
 
 int trace_cancel(struct daemon *d, struct trace *t, const char *why)

@@ -44,6 +44,7 @@ struct tproc {
 	char host[64];
 	char job_id[MSG_JOB_ID_MAX + 1];
 	int64_t rank;
+	bool queued;               /* waits for the process's current trace */
 	struct proc *proc;         /* weak; NULL once the process is gone */
 };
 
@@ -73,13 +74,17 @@ struct trace {
 /*
  * Creates a trace for a validated trace_start on behalf of peer (who
  * decides which processes may be traced) and sends capture_start to every
- * matched agent. Returns the trace, possibly already finished (every
- * process busy); or NULL with *code set and err saying why: MSG_E_LIMIT,
- * MSG_E_INTERNAL, or MSG_E_NOT_FOUND when nothing matched (err is then a
- * hint naming what is registered).
+ * matched agent. A process busy with another trace either waits its turn
+ * (queue_busy: the trace's part there starts when the process's current
+ * one ends, within the timeout) or fails at once as busy (Dynolog's rule,
+ * for dyno requests). Returns the trace, possibly already finished; or
+ * NULL with *code set and err saying why: MSG_E_LIMIT, MSG_E_INTERNAL, or
+ * MSG_E_NOT_FOUND when nothing matched (err is then a hint naming what is
+ * registered).
  */
 struct trace *trace_create(struct daemon *d, const struct peer *peer,
-                           const struct msg_trace_start *req, int *code, struct perr *err);
+                           const struct msg_trace_start *req, bool queue_busy, int *code,
+                           struct perr *err);
 
 struct trace *trace_find(struct daemon *d, const char *id);
 
