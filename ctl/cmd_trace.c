@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,7 +31,7 @@ struct vproc {
 };
 
 struct thost {
-	bool replied, ended;
+	bool sent, replied, ended;
 	char hint[1024];
 	size_t n;
 	struct vproc *procs;
@@ -45,6 +46,8 @@ static struct {
 	bool tty, json;
 	uv_timer_t progress;
 	bool progress_on;
+	uv_signal_t sigint, sigterm;
+	bool cancelling;
 	struct client *cl;
 } T;
 
@@ -124,11 +127,45 @@ static void maybe_done(struct host *h)
 
 static void ready(struct host *h)
 {
+	struct thost *t = h->ud;
 	struct msg m;
 
+	if (T.cancelling) {
+		host_done(h); /* interrupted before this host was asked */
+		return;
+	}
 	msg_init(&m, MSG_TRACE_START, 0);
 	m.u.trace_start = T.req;
-	host_send(h, &m);
+	if (host_send(h, &m) == 0)
+		t->sent = true;
+}
+
+/* Ctrl-C (or SIGTERM): cancel the trace everywhere it was asked for, and
+ * keep following until every host says it ended; a second one quits. */
+static void on_signal(uv_signal_t *sig, int signum)
+{
+	size_t i;
+
+	(void)sig;
+	if (T.cancelling) {
+		fprintf(stderr, "\ngprofctl trace: interrupted again; trace %s is left to its "
+		        "timeout (gprofctl cancel %s ends it)\n", T.trace_id, T.trace_id);
+		_exit(128 + signum);
+	}
+	T.cancelling = true;
+	fprintf(stderr, "\ngprofctl trace: cancelling trace %s on every host (interrupt again to "
+	        "quit at once)\n", T.trace_id);
+	for (i = 0; i < T.cl->n; i++) {
+		struct host *h = &T.cl->hosts[i];
+		struct thost *t = h->ud;
+		struct msg m;
+
+		if (h->done || !t->sent)
+			continue;
+		msg_init(&m, MSG_TRACE_CANCEL, 0);
+		m.u.trace_ref.trace_id = T.trace_id;
+		host_send(h, &m);
+	}
 }
 
 static void update(struct host *h, const struct msg_trace_info *info)
@@ -223,6 +260,8 @@ static void failed(struct host *h, const char *why)
 static void finished(struct client *cl)
 {
 	(void)cl;
+	uv_close((uv_handle_t *)&T.sigint, NULL);
+	uv_close((uv_handle_t *)&T.sigterm, NULL);
 	if (T.progress_on) {
 		uv_timer_stop(&T.progress);
 		uv_close((uv_handle_t *)&T.progress, NULL);
@@ -525,6 +564,21 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 	T.req.trace_id = T.trace_id;
 	T.req.timeout_ms = (int64_t)(timeout * 1000);
 	T.req.follow = true;
+	{
+		/* the protocol's own limits (proto/schema.c), checked once here
+		 * rather than as one failure per host */
+		struct pbuf b;
+
+		msg_init(&tmp, MSG_TRACE_START, 1);
+		tmp.u.trace_start = T.req;
+		pbuf_init(&b, 0);
+		code = msg_encode(&b, &tmp, &err);
+		pbuf_deinit(&b);
+		if (code < 0) {
+			fprintf(stderr, "gprofctl trace: %s\n", err.msg);
+			return EXIT_USAGE;
+		}
+	}
 	if (o->timeout_s == 0)
 		o->timeout_s = timeout + 60; /* the daemons time out first; then downloads */
 	T.json = o->json;
@@ -537,6 +591,10 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 		hs[i].q.dir = T.outdir;
 		cl.hosts[i].ud = &hs[i];
 	}
+	uv_signal_init(&cl.loop, &T.sigint);
+	uv_signal_start(&T.sigint, on_signal, SIGINT);
+	uv_signal_init(&cl.loop, &T.sigterm);
+	uv_signal_start(&T.sigterm, on_signal, SIGTERM);
 	if (T.tty) {
 		uv_timer_init(&cl.loop, &T.progress);
 		uv_timer_start(&T.progress, on_progress, 0, 250);

@@ -142,6 +142,7 @@ int cmd_metrics(struct opts *o, int argc, char **argv);
 int cmd_list(struct opts *o, int argc, char **argv);
 int cmd_trace(struct opts *o, int argc, char **argv);
 int cmd_fetch(struct opts *o, int argc, char **argv);
+int cmd_cancel(struct opts *o, int argc, char **argv);
 int cmd_launch(struct opts *o, int argc, char **argv);
 
 /* A duration for humans: "2.5 s", "3 min". */

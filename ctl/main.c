@@ -30,6 +30,7 @@ static const struct command commands[] = {
 	{ "list", cmd_list, "traceable processes: host, pid, uid, job, rank, kind" },
 	{ "trace", cmd_trace, "capture a trace on every matching process and download it" },
 	{ "fetch", cmd_fetch, "download a stored trace again" },
+	{ "cancel", cmd_cancel, "end a running trace on every host" },
 	{ "launch", cmd_launch, "run a command with the agent injected" },
 	{ "help", cmd_help, "this help, or a command's: gprofctl help trace" },
 };
