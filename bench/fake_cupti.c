@@ -1,11 +1,31 @@
 /*
- * fake_cupti.c: a stand-in for libcupti, for the writer benchmark and its
- * CI check only (never shipped). The agent loads it through its normal
- * path (GPROF_CUPTI_PATH), so gpu.c and writer.c run exactly as on a GPU;
- * fake_cupti_emit() then plays the part of CUPTI and the GPU: it asks the
- * agent for buffers through the registered callbacks, fills them with
- * CUDA 13-shaped records (a runtime API call and the kernel, copy or set
- * it launched, with matching correlation ids) and hands them back.
+ * fake_cupti.c: a stand-in for libcupti, for the writer benchmark and the
+ * agent's CI checks only (never shipped). The agent loads it through its
+ * normal path (GPROF_CUPTI_PATH), so gpu.c and writer.c run as on a GPU.
+ *
+ * Two ways to drive it:
+ *  - fake_cupti_emit() plays CUPTI and the GPU in one call: it asks the
+ *    agent for buffers, fills them with CUDA 13-shaped records (a runtime
+ *    API call and the kernel, copy or set it launched, with matching
+ *    correlation ids) and hands them back (bench-writer, agent-writer.sh).
+ *  - fake_cuda_call() is one CUDA runtime call made by an application
+ *    thread (tests/integration/stress-app.c): it runs the subscriber's API
+ *    callbacks when their domain is enabled, and writes the API record and
+ *    the kernel record when those kinds are enabled, into buffers asked
+ *    for on that thread, as CUPTI does.
+ *
+ * It also holds the agent to the rules real CUPTI needs, and aborts the
+ * process (a test failure) when one is broken:
+ *  - no CUPTI call from another thread while cuptiFinalize runs;
+ *  - cuptiFinalize only inside an API callback;
+ *  - after a finalize, no call but the start of a session
+ *    (cuptiSetThreadIdType, cuptiSubscribe_v2, cuptiGetResultString):
+ *    anything else would re-initialize CUPTI behind the application;
+ *  - kernel names belong to the session: finalize poisons and frees them,
+ *    so a writer that reads them afterwards shows garbage (and ASan a
+ *    use-after-free).
+ * fake_cupti_stats() says how many sessions, finalizes and records there
+ * were.
  *
  * FAKE_CUPTI_HELD=NAME makes cuptiSubscribe_v2 fail as when NAME (another
  * tool) holds CUPTI.
@@ -14,9 +34,14 @@
  * cuptiActivityGetNextRecord walks them by their kind's struct size, which
  * is all the agent relies on.
  */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cupti.h>
 
@@ -25,6 +50,54 @@ static CUpti_BuffersCallbackCompleteFunc done_cb;
 static CUpti_CallbackFunc sub_cb;
 static void *sub_ud;
 static int subscribed;
+
+/* the session, for fake_cuda_call */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int finalizer_tid;        /* a thread inside cuptiFinalize */
+static _Thread_local int in_callback;
+static atomic_bool initialized;
+static bool runtime_domain, kind_on[64];
+static uint8_t *cur;                    /* the buffer being filled */
+static size_t cur_size, cur_off;
+static char *names[4];                  /* this session's kernel names */
+static uint32_t next_corr = 1;
+static atomic_ulong n_sessions, n_finalizes, n_records;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "fake CUPTI: rule broken: %s\n", what);
+	abort();
+}
+
+static int tid(void)
+{
+	return (int)syscall(SYS_gettid);
+}
+
+/* Every entry point: never beside a finalize; after one, only a new
+ * session's first calls. */
+static void enter(const char *fn, bool starts_session)
+{
+	int f = atomic_load(&finalizer_tid);
+
+	if (f != 0 && f != tid()) {
+		char m[160];
+
+		snprintf(m, sizeof(m), "%s called while another thread is in cuptiFinalize", fn);
+		die(m);
+	}
+	if (f == 0 && !initialized) {
+		char m[160];
+
+		if (!starts_session) {
+			snprintf(m, sizeof(m), "%s re-initializes CUPTI after a finalize, outside the "
+			         "start of a session", fn);
+			die(m);
+		}
+		initialized = true;
+		atomic_fetch_add(&n_sessions, 1);
+	}
+}
 
 static size_t rec_size(CUpti_ActivityKind k)
 {
@@ -44,6 +117,7 @@ CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_Activit
 {
 	size_t off = 0;
 
+	enter("cuptiActivityGetNextRecord", false);
 	if (*rec != NULL)
 		off = (size_t)((uint8_t *)*rec - buf) + ALIGN8(rec_size((*rec)->kind));
 	if (off >= valid)
@@ -55,6 +129,7 @@ CUptiResult cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, CUpti_Activit
 CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc r,
                                            CUpti_BuffersCallbackCompleteFunc c)
 {
+	enter("cuptiActivityRegisterCallbacks", false);
 	req_cb = r;
 	done_cb = c;
 	return CUPTI_SUCCESS;
@@ -65,14 +140,17 @@ CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, 
 {
 	const char *held = getenv("FAKE_CUPTI_HELD"); /* another tool holds CUPTI */
 
+	enter("cuptiSubscribe_v2", true);
 	if (subscribed || (held && *held)) {
 		if (held && p && p->oldSubscriberName && p->oldSubscriberSize)
 			snprintf(p->oldSubscriberName, p->oldSubscriberSize, "%s", held);
 		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 	}
+	pthread_mutex_lock(&lock);
 	subscribed = 1;
 	sub_cb = cb;
 	sub_ud = ud;
+	pthread_mutex_unlock(&lock);
 	*s = (CUpti_SubscriberHandle)&subscribed;
 	return CUPTI_SUCCESS;
 }
@@ -80,64 +158,258 @@ CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, 
 CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 {
 	(void)s;
+	enter("cuptiUnsubscribe", false);
+	pthread_mutex_lock(&lock);
 	subscribed = 0;
+	runtime_domain = false;
+	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
+}
+
+/* Hands the buffer being filled back to the agent. Lock held. */
+static void hand_back(void)
+{
+	if (cur != NULL && done_cb != NULL)
+		done_cb(NULL, 0, cur, cur_size, cur_off);
+	cur = NULL;
+	cur_size = cur_off = 0;
 }
 
 CUptiResult cuptiFinalize(void)
 {
+	size_t i;
+
+	if (!in_callback)
+		die("cuptiFinalize called outside an API callback");
+	atomic_store(&finalizer_tid, tid());
+	pthread_mutex_lock(&lock);
+	hand_back();
 	subscribed = 0;
+	runtime_domain = false;
+	memset(kind_on, 0, sizeof(kind_on));
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (names[i] != NULL)
+			memset(names[i], 'X', strlen(names[i])); /* as freed memory would read */
+		free(names[i]);
+		names[i] = NULL;
+	}
+	req_cb = NULL;
+	done_cb = NULL;
+	initialized = false;
+	pthread_mutex_unlock(&lock);
+	atomic_fetch_add(&n_finalizes, 1);
+	atomic_store(&finalizer_tid, 0);
 	return CUPTI_SUCCESS;
 }
 
-/* As a real application's next CUDA call would: the API exit callback. */
 CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s, CUpti_CallbackDomain d)
 {
-	CUpti_CallbackData data;
-
 	(void)s;
-	if (enable && sub_cb) {
-		memset(&data, 0, sizeof(data));
-		data.callbackSite = CUPTI_API_EXIT;
-		sub_cb(sub_ud, d, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &data);
+	enter("cuptiEnableDomain", false);
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
+		pthread_mutex_lock(&lock);
+		runtime_domain = enable != 0;
+		pthread_mutex_unlock(&lock);
 	}
 	return CUPTI_SUCCESS;
 }
 
-CUptiResult cuptiActivityEnable(CUpti_ActivityKind k) { (void)k; return CUPTI_SUCCESS; }
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
+{
+	enter("cuptiActivityEnable", false);
+	pthread_mutex_lock(&lock);
+	if ((unsigned)k < 64)
+		kind_on[k] = true;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityDisable(CUpti_ActivityKind k)
+{
+	enter("cuptiActivityDisable", false);
+	pthread_mutex_lock(&lock);
+	if ((unsigned)k < 64)
+		kind_on[k] = false;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
 CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId c, uint8_t e)
 {
 	(void)c; (void)e;
+	enter("cuptiActivityEnableRuntimeApi", false);
 	return CUPTI_SUCCESS;
 }
-CUptiResult cuptiActivityDisable(CUpti_ActivityKind k) { (void)k; return CUPTI_SUCCESS; }
-CUptiResult cuptiActivityFlushAll(uint32_t f) { (void)f; return CUPTI_SUCCESS; }
-CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t) { (void)t; return CUPTI_SUCCESS; }
+
+CUptiResult cuptiActivityFlushAll(uint32_t f)
+{
+	(void)f;
+	enter("cuptiActivityFlushAll", false);
+	pthread_mutex_lock(&lock);
+	if (cur_off > 0)
+		hand_back();
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiSetThreadIdType(CUpti_ActivityThreadIdType t)
+{
+	(void)t;
+	enter("cuptiSetThreadIdType", true);
+	return CUPTI_SUCCESS;
+}
+
 CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *n, void *v)
 {
 	(void)a; (void)n; (void)v;
+	enter("cuptiActivitySetAttribute", false);
 	return CUPTI_SUCCESS;
 }
+
 CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext c, uint32_t s, size_t *d)
 {
 	(void)c; (void)s;
 	*d = 0;
+	return CUPTI_SUCCESS; /* called by the agent inside our own done_cb */
+}
+
+CUptiResult cuptiGetVersion(uint32_t *v)
+{
+	enter("cuptiGetVersion", true);
+	*v = CUPTI_API_VERSION;
 	return CUPTI_SUCCESS;
 }
-CUptiResult cuptiGetVersion(uint32_t *v) { *v = CUPTI_API_VERSION; return CUPTI_SUCCESS; }
+
 CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 {
 	(void)r;
 	*s = "fake CUPTI error";
 	return CUPTI_SUCCESS;
 }
+
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)
 {
 	(void)d;
+	enter("cuptiGetCallbackName", false);
 	*name = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ? "cudaLaunchKernel_v7000"
 	      : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 ? "cudaMemcpyAsync_v3020"
 	      : "cudaMemsetAsync_v3020";
 	return CUPTI_SUCCESS;
+}
+
+/* Room for n more bytes in the current buffer, asking the agent for a new
+ * one on this (the application's) thread. Lock held. */
+static uint8_t *room(size_t n)
+{
+	size_t max = 0;
+
+	if (cur != NULL && cur_off + n <= cur_size)
+		return cur + cur_off;
+	hand_back();
+	if (req_cb == NULL)
+		return NULL;
+	req_cb(&cur, &cur_size, &max);
+	cur_off = 0;
+	return cur != NULL && n <= cur_size ? cur : NULL; /* NULL: dropped */
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * One CUDA runtime call on the calling thread: cudaLaunchKernel of kernel
+ * k (0-3) when k >= 0, else a call that launches nothing (a stream sync).
+ */
+void fake_cuda_call(int k);
+void fake_cuda_call(int k)
+{
+	static const char *const kname[4] = { "_Z5scalePff", "_Z7add_onePf", "gemm_128x64",
+	                                       "elementwise" };
+	CUpti_CallbackData cb;
+	CUpti_CallbackFunc fn;
+	void *ud;
+	bool domain;
+	uint64_t t0 = now_ns(), t1;
+	uint32_t corr;
+	uint32_t cbid = k >= 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
+	                       : CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
+
+	pthread_mutex_lock(&lock);
+	corr = next_corr++;
+	domain = subscribed && runtime_domain;
+	fn = sub_cb;
+	ud = sub_ud;
+	pthread_mutex_unlock(&lock);
+	memset(&cb, 0, sizeof(cb));
+	cb.correlationId = corr;
+	cb.functionName = k >= 0 ? "cudaLaunchKernel" : "cudaStreamSynchronize";
+	if (domain && fn) {
+		cb.callbackSite = CUPTI_API_ENTER;
+		in_callback = 1;
+		fn(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
+		in_callback = 0;
+	}
+	t1 = now_ns();
+	pthread_mutex_lock(&lock);
+	if (kind_on[CUPTI_ACTIVITY_KIND_RUNTIME]) {
+		CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)room(ALIGN8(sizeof(*a)));
+
+		if (a != NULL) {
+			memset(a, 0, sizeof(*a));
+			a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+			a->cbid = cbid;
+			a->start = t0;
+			a->end = t1 > t0 ? t1 : t0 + 1;
+			a->processId = (uint32_t)getpid();
+			a->threadId = (uint32_t)tid();
+			a->correlationId = corr;
+			cur_off += ALIGN8(sizeof(*a));
+			atomic_fetch_add(&n_records, 1);
+		}
+	}
+	if (k >= 0 && kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) {
+		CUpti_ActivityKernel10 *r = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*r)));
+
+		if (r != NULL) {
+			if (names[k & 3] == NULL)
+				names[k & 3] = strdup(kname[k & 3]);
+			memset(r, 0, sizeof(*r));
+			r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+			r->start = t1;
+			r->end = t1 + 2000;
+			r->streamId = 7 + (uint32_t)(k & 1);
+			r->correlationId = corr;
+			r->gridX = r->gridY = r->gridZ = 1;
+			r->blockX = 256; r->blockY = r->blockZ = 1;
+			r->name = names[k & 3];
+			cur_off += ALIGN8(sizeof(*r));
+			atomic_fetch_add(&n_records, 1);
+		}
+	}
+	domain = subscribed && runtime_domain;
+	fn = sub_cb;
+	ud = sub_ud;
+	pthread_mutex_unlock(&lock);
+	if (domain && fn) {
+		cb.callbackSite = CUPTI_API_EXIT;
+		in_callback = 1;
+		fn(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb); /* may finalize */
+		in_callback = 0;
+	}
+}
+
+/* Sessions begun, finalizes done, records written by fake_cuda_call. */
+void fake_cupti_stats(unsigned long *sessions, unsigned long *finalizes, unsigned long *records);
+void fake_cupti_stats(unsigned long *sessions, unsigned long *finalizes, unsigned long *records)
+{
+	*sessions = atomic_load(&n_sessions);
+	*finalizes = atomic_load(&n_finalizes);
+	*records = atomic_load(&n_records);
 }
 
 /*

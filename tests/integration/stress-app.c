@@ -1,0 +1,113 @@
+/*
+ * stress-app: the traced program of the agent's stress test
+ * (test-stress.py), a loop much faster than a training step: each
+ * iteration (~20,000 a second on one core) is an NVTX range "it" holding
+ * four CUDA calls and some CPU work, then gprof_step(). So duration bursts, iteration bursts and
+ * NVTX-range iteration bursts all have something to count.
+ *
+ * With STRESS_FAKE_CUDA=1 it plays a CUDA program against the stand-in
+ * libcupti named by GPROF_CUPTI_PATH (bench/fake_cupti.c): it calls
+ * InitializeInjection() as the CUDA driver would, and each "CUDA call" is
+ * fake_cuda_call(), which runs CUPTI's callbacks and writes activity
+ * records on this thread. The stand-in aborts the process if the agent
+ * breaks one of CUPTI's rules, so a rule broken is a dead program.
+ * Without it the program is NVTX-only, as on a host with no GPU.
+ *
+ * Runs until stdin closes, then prints
+ *   "done ITERATIONS max_stall_us US sessions S finalizes F records R"
+ * (the longest time between two iteration starts, and the stand-in's
+ * counts) and exits 0.
+ */
+#include <dlfcn.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "gprof_agent.h"
+
+int InitializeInjection(void);
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t spin(uint64_t x, int us)
+{
+	for (int i = 0; i < us * 300; i++)
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+	return x;
+}
+
+static int stdin_closed(void)
+{
+	struct pollfd p = { .fd = 0, .events = POLLIN };
+	char c;
+
+	return poll(&p, 1, 0) > 0 && read(0, &c, 1) <= 0;
+}
+
+int main(void)
+{
+	void (*call)(int) = NULL;
+	void (*stats)(unsigned long *, unsigned long *, unsigned long *) = NULL;
+	unsigned long sessions = 0, finalizes = 0, records = 0;
+	uint64_t n, x = 1, prev = 0, stall = 0;
+	const char *fake = getenv("STRESS_FAKE_CUDA");
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (fake && *fake && strcmp(fake, "0") != 0) {
+		const char *path = getenv("GPROF_CUPTI_PATH");
+		void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+
+		if (h == NULL) {
+			fprintf(stderr, "stress-app: STRESS_FAKE_CUDA needs GPROF_CUPTI_PATH: %s\n",
+			        dlerror());
+			return 2;
+		}
+		call = (void (*)(int))dlsym(h, "fake_cuda_call");
+		stats = (void (*)(unsigned long *, unsigned long *, unsigned long *))
+		        dlsym(h, "fake_cupti_stats");
+		if (call == NULL || stats == NULL) {
+			fprintf(stderr, "stress-app: %s is not the stand-in libcupti\n", path);
+			return 2;
+		}
+		InitializeInjection(); /* as cuInit does with CUDA_INJECTION64_PATH */
+	}
+	printf("ready\n");
+	for (n = 1;; n++) {
+		uint64_t t = mono_us();
+
+		if (prev != 0 && t - prev > stall)
+			stall = t - prev;
+		prev = t;
+		nvtxRangePushA("it");
+		for (int k = 0; k < 3; k++) {
+			if (call)
+				call(k);
+			x = spin(x, 12);
+		}
+		if (call)
+			call(-1); /* a synchronisation: launches nothing */
+		x = spin(x, 12);
+		nvtxRangePop();
+		gprof_step();
+		if (n % 1000 == 0 && stdin_closed())
+			break;
+	}
+	if (stats)
+		stats(&sessions, &finalizes, &records);
+	printf("done %llu max_stall_us %llu sessions %lu finalizes %lu records %lu (%llu)\n",
+	       (unsigned long long)n, (unsigned long long)stall, sessions, finalizes, records,
+	       (unsigned long long)(x & 1));
+	return 0;
+}

@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""The agent's stress test (no GPU): hundreds of trace requests of random
+kinds with random gaps, to a fast loop (stress-app), through the real
+gprofd and gprofctl, and the dyno RPC.
+
+usage: test-stress.py GPROFD GPROFCTL STRESS_APP LIBGPROF_AGENT FAKE_CUPTI VALIDATE_TRACE
+                      [--bursts N] [--max-gap-ms MS] [--seed S] [--only nvtx|fake]
+
+Two programs, one after the other: NVTX-only (no CUDA, as on a host
+without a GPU) and a "CUDA" program driving the stand-in libcupti
+(bench/fake_cupti.c), which aborts the program when the agent breaks one
+of CUPTI's rules (a call during or after cuptiFinalize, kernel names read
+after it). Request kinds, drawn at random:
+  duration   --duration-ms 5..80
+  iterations --iterations 1..20 (gprof_step), roundup 1..3
+  range      --iterations 1..20 --iteration-range it (NVTX ranges)
+  cancel     an endless request, cancelled after 0..50 ms by gprofctl cancel
+  together   two or three requests at once (they queue per process)
+  dyno       a dyno setKinetOnDemandRequest at the same time as a gprofctl
+             request (Dynolog's rule: a busy process is reported busy)
+  restart    the daemon killed (SIGKILL or SIGTERM), during a request or
+             between two, and started again; the agent registers anew
+Gaps between requests: 0..MAX_GAP ms, zero a quarter of the time.
+
+What must hold, and is asserted: the program never dies (its exit status
+is read with waitpid after stdin closes: a zombie would still answer
+kill -0), every request delivers a valid trace or ends with the reason it
+was asked to end with (cancelled, busy for dyno, daemon restarted), and in
+the CUDA program every traced kernel has its real name. Printed: requests
+by kind and outcome, the program's longest stall between two iterations.
+"""
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("gprofd")
+ap.add_argument("gprofctl")
+ap.add_argument("app")
+ap.add_argument("agent")
+ap.add_argument("fake_cupti")
+ap.add_argument("validator")
+ap.add_argument("--bursts", type=int, default=150)
+ap.add_argument("--max-gap-ms", type=int, default=100)
+ap.add_argument("--seed", type=int, default=None)
+ap.add_argument("--only", choices=["nvtx", "fake"])
+ARGS = ap.parse_args()
+sys.path.insert(0, os.path.dirname(ARGS.validator))
+from validate_trace import validate  # noqa: E402
+import runner  # noqa: E402
+
+TIMEOUT = 30
+JOB = "4242"
+# demangled where the program has a C++ runtime, as CUPTI gives them otherwise
+KERNELS = {"scale(float*, float)", "add_one(float*)", "_Z5scalePff", "_Z7add_onePf",
+           "gemm_128x64", "elementwise"}
+
+
+class Daemon:
+    """gprofd on a private socket and a loopback TCP port; its log lines
+    are read by a thread, so tests wait on events, not on time."""
+
+    def __init__(self, d, n):
+        self.sock = os.path.join(d, "gprofd.sock")
+        self.lines = []
+        self.cv = threading.Condition()
+        self.p = subprocess.Popen(
+            [ARGS.gprofd, "--socket", self.sock, "--tcp", "127.0.0.1:0", "--metrics", "off",
+             "--state-dir", os.path.join(d, "state"), "-v"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self.wait(" running: "), "gprofd did not start:\n" + self.log()
+        line = next(l for l in self.lines if l and " running: " in l)
+        self.port = int(line.split("tcp port ")[1].split(",")[0])
+        self.n = n
+
+    def _read(self):
+        for line in self.p.stderr:
+            with self.cv:
+                self.lines.append(line.decode(errors="replace"))
+                self.cv.notify_all()
+        with self.cv:
+            self.lines.append(None)
+            self.cv.notify_all()
+
+    def wait(self, needle, timeout=TIMEOUT):
+        def found():
+            return any(l is None or needle in l for l in self.lines)
+        with self.cv:
+            self.cv.wait_for(found, timeout)
+            return any(l is not None and needle in l for l in self.lines)
+
+    def log(self):
+        return "".join(l for l in self.lines if l)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        self.p.wait(TIMEOUT)
+
+
+def ctl(dm, *args):
+    return subprocess.Popen([ARGS.gprofctl, "--socket", dm.sock, "--json"] + list(args),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Stress:
+    def __init__(self, d, fake):
+        self.d = d
+        self.fake = fake
+        self.rng = random.Random(ARGS.seed if ARGS.seed is not None else time.time_ns())
+        self.seed = self.rng.randrange(1 << 30)
+        self.rng.seed(self.seed)
+        self.outcomes = collections.Counter()
+        self.bad = []
+        self.traces = []
+        self.n = 0
+        self.daemons = 0
+        env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
+                   GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d)
+        if fake:
+            env.update(STRESS_FAKE_CUDA="1", GPROF_CUPTI_PATH=ARGS.fake_cupti)
+        self.dm = self.start_daemon()
+        env["GPROF_SOCKET"] = self.dm.sock
+        self.app = subprocess.Popen([ARGS.app], env=env, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert self.app.stdout.readline() == b"ready\n"
+        assert self.dm.wait("registered pid %d" % self.app.pid), self.dm.log()
+
+    def start_daemon(self):
+        self.daemons += 1
+        return Daemon(self.d, self.daemons)
+
+    def tid(self):
+        self.n += 1
+        return "s%d-%d" % (self.seed % 100000, self.n)
+
+    def out(self):
+        return os.path.join(self.d, "out")
+
+    def request(self):
+        kind = self.rng.choice(["duration", "iterations", "range"])
+        tid = self.tid()
+        args = ["trace", "--job", JOB, "--trace-id", tid, "--output-dir", self.out(),
+                "--timeout", str(TIMEOUT)]
+        if kind == "duration":
+            args += ["--duration-ms", str(self.rng.randint(5, 80))]
+        elif kind == "iterations":
+            args += ["--iterations", str(self.rng.randint(1, 20)),
+                     "--iteration-roundup", str(self.rng.randint(1, 3))]
+        else:
+            args += ["--iterations", str(self.rng.randint(1, 20)), "--iteration-range", "it",
+                     "--iteration-roundup", "1"]
+        return kind, tid, ctl(self.dm, *args)
+
+    def expect_delivered(self, kind, tid, p):
+        out, err = p.communicate(timeout=TIMEOUT + 10)
+        if p.returncode == 0:
+            files = glob.glob(os.path.join(self.out(), tid, "*.pt.trace.json.gz"))
+            if len(files) == 1:
+                self.traces.append((kind, files[0]))
+                self.outcomes[kind + " delivered"] += 1
+                return
+        self.outcomes[kind + " FAILED"] += 1
+        self.bad.append("%s %s: exit %d: %s %s" % (kind, tid, p.returncode, out[-600:], err[-300:]))
+
+    def op_single(self):
+        self.expect_delivered(*self.request())
+
+    def op_together(self):
+        reqs = [self.request() for _ in range(self.rng.randint(2, 3))]
+        for r in reqs:
+            self.expect_delivered(*r)
+
+    def op_cancel(self):
+        tid = self.tid()
+        p = ctl(self.dm, "trace", "--job", JOB, "--trace-id", tid, "--iterations", "1000000",
+                "--iteration-roundup", "1", "--output-dir", self.out(), "--timeout", str(TIMEOUT))
+        time.sleep(self.rng.uniform(0, 0.05))
+        c = subprocess.run([ARGS.gprofctl, "--socket", self.dm.sock, "cancel", tid],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        out, err = p.communicate(timeout=TIMEOUT + 10)
+        # the trace may not have reached the daemon yet when cancel ran:
+        # then cancel says so (exit 2) and the trace is cancelled again
+        if c.returncode == 2:
+            subprocess.run([ARGS.gprofctl, "--socket", self.dm.sock, "cancel", tid],
+                           capture_output=True, timeout=TIMEOUT)
+            if p.poll() is None:
+                out, err = p.communicate(timeout=TIMEOUT + 10)
+        if p.returncode == 1 and "cancelled" in out:
+            self.outcomes["cancel cancelled"] += 1
+        else:
+            self.outcomes["cancel FAILED"] += 1
+            self.bad.append("cancel %s: exit %d (cancel exit %d): %s %s" % (
+                tid, p.returncode, c.returncode, out[-400:], err[-300:]))
+
+    def dyno(self):
+        body = json.dumps({"fn": "setKinetOnDemandRequest", "job_id": int(JOB), "pids": [0],
+                           "process_limit": 3,
+                           "config": "ACTIVITIES_LOG_FILE=/tmp/x.json\nPROFILE_START_TIME=0\n"
+                                     "ACTIVITIES_DURATION_MSECS=30"}).encode()
+        s = socket.create_connection(("127.0.0.1", self.dm.port), timeout=TIMEOUT)
+        s.sendall(struct.pack("=i", len(body)) + body)
+        n = struct.unpack("=i", s.recv(4, socket.MSG_WAITALL))[0]
+        reply = json.loads(s.recv(n, socket.MSG_WAITALL))
+        s.close()
+        return reply
+
+    def op_dyno(self):
+        kind, tid, p = self.request()
+        reply = self.dyno()
+        self.expect_delivered(kind, tid, p)
+        if reply.get("activityProfilersTriggered") == [self.app.pid]:
+            t = reply["traceId"]
+            if self.dm.wait("trace %s done" % t):
+                self.outcomes["dyno delivered"] += 1
+            else:
+                self.outcomes["dyno FAILED"] += 1
+                self.bad.append("dyno %s: triggered but not delivered" % t)
+        elif reply.get("activityProfilersBusy") == 1:
+            self.outcomes["dyno busy"] += 1
+        else:
+            self.outcomes["dyno FAILED"] += 1
+            self.bad.append("dyno: reply %s" % reply)
+
+    def restart(self):
+        self.dm.stop(self.rng.choice([signal.SIGKILL, signal.SIGTERM]))
+        self.dm = self.start_daemon()
+        if not self.dm.wait("registered pid %d" % self.app.pid):
+            self.bad.append("the agent did not register again with daemon %d" % self.daemons)
+
+    def op_restart(self):
+        if self.rng.random() < 0.5:
+            self.restart()
+            self.outcomes["restart between"] += 1
+            return
+        tid = self.tid()
+        p = ctl(self.dm, "trace", "--job", JOB, "--trace-id", tid, "--duration-ms", "200",
+                "--output-dir", self.out(), "--timeout", str(TIMEOUT))
+        time.sleep(self.rng.uniform(0, 0.2))
+        self.restart()
+        out, err = p.communicate(timeout=TIMEOUT + 10)
+        # delivered before the kill, or failed saying the daemon went away
+        self.outcomes["restart during: " + ("delivered" if p.returncode == 0 else "failed")] += 1
+        if p.returncode not in (0, 1, 3):
+            self.bad.append("restart during %s: exit %d: %s %s" % (tid, p.returncode, out, err))
+
+    def run(self):
+        ops = [(self.op_single, 50), (self.op_together, 12), (self.op_cancel, 12),
+               (self.op_dyno, 8), (self.op_restart, 3)]
+        fns = [f for f, w in ops for _ in range(w)]
+        t0 = time.time()
+        for _ in range(ARGS.bursts):
+            self.rng.choice(fns)()
+            if self.app.poll() is not None:
+                break
+            gap = 0 if self.rng.random() < 0.25 else self.rng.uniform(0, ARGS.max_gap_ms / 1000)
+            time.sleep(gap)
+        self.elapsed = time.time() - t0
+
+    def finish(self):
+        out, err = self.app.communicate(b"", timeout=TIMEOUT)
+        self.dm.stop()
+        return self.app.returncode, out.decode(), err.decode()
+
+    def check_traces(self):
+        names = collections.Counter()
+        for i, (kind, path) in enumerate(self.traces):
+            # every trace read, every other one checked against every rule
+            # (the checker's cost would dominate the test's time)
+            summary, errs = validate(path) if i % 2 == 0 else (None, None)
+            if errs:
+                self.bad.append("%s trace %s invalid: %s" % (kind, path, errs[:3]))
+                continue
+            for e in json.load(gzip.open(path, "rt"))["traceEvents"]:
+                if e.get("cat") == "kernel":
+                    names[e["name"]] += 1
+        if self.fake:
+            if not names:
+                self.bad.append("no kernel in any trace of the CUDA program")
+            unknown = set(names) - KERNELS
+            if unknown:
+                self.bad.append("kernel names not the program's: %s" % sorted(unknown)[:5])
+        return names
+
+
+def stress(d, fake):
+    s = Stress(d, fake)
+    try:
+        s.run()
+    finally:
+        rc, out, err = s.finish()
+    names = s.check_traces()
+    print("  %s: seed %d, %d requests in %.1f s, daemons %d: %s" % (
+        "CUDA program (stand-in CUPTI)" if fake else "NVTX-only program", s.seed, s.n,
+        s.elapsed, s.daemons, dict(sorted(s.outcomes.items()))))
+    print("  program: exit %s, %s; kernels traced %d" % (rc, out.strip(), sum(names.values())))
+    assert rc == 0, "the traced program died (exit status %s): %s" % (rc, err[-2000:])
+    assert out.startswith("done "), out
+    assert not s.bad, "%d bad requests:\n  %s" % (len(s.bad), "\n  ".join(s.bad[:20]))
+    if fake:
+        f = dict(zip(out.split()[2::2], out.split()[3::2]))
+        assert int(f["finalizes"]) > 0, out  # CUPTI was given back, by finalize
+
+
+def test_stress_nvtx_only(d):
+    """Random requests to an NVTX-only program."""
+    stress(d, False)
+
+
+def test_stress_stand_in_cupti(d):
+    """Random requests to a CUDA program, CUPTI's rules enforced."""
+    stress(d, True)
+
+
+def agent_log(d):
+    log = os.path.join(d, "agent.log")
+    if os.path.exists(log):
+        print("agent log (last lines):\n" + "".join(open(log).readlines()[-40:]))
+
+
+def main():
+    tests = [test_stress_nvtx_only, test_stress_stand_in_cupti]
+    if ARGS.only:
+        tests = [tests[0] if ARGS.only == "nvtx" else tests[1]]
+    return runner.run(tests, "gprof-stress-", agent_log)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
