@@ -283,9 +283,17 @@ class Stress:
             if errs:
                 self.bad.append("%s trace %s invalid: %s" % (kind, path, errs[:3]))
                 continue
-            for e in json.load(gzip.open(path, "rt"))["traceEvents"]:
-                if e.get("cat") == "kernel":
-                    names[e["name"]] += 1
+            ev = json.load(gzip.open(path, "rt"))["traceEvents"]
+            kernels = [e for e in ev if e.get("cat") == "kernel"]
+            for e in kernels:
+                names[e["name"]] += 1
+            # every kernel is joined to the runtime call that launched it
+            ends = sum(1 for e in ev if e.get("ph") == "f")
+            launches = sum(1 for e in ev if e.get("cat") == "cuda_runtime" and
+                           e["name"] == "cudaLaunchKernel")
+            if self.fake and (ends != len(kernels) or launches < len(kernels)):
+                self.bad.append("%s trace %s: %d kernels, %d flow ends, %d launches" % (
+                    kind, path, len(kernels), ends, launches))
         if self.fake:
             if not names:
                 self.bad.append("no kernel in any trace of the CUDA program")
