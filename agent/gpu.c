@@ -52,8 +52,7 @@
 #include "gpu_int.h"
 #include "writer.h"
 
-/* CUPTI buffer size: 4 MB (NVIDIA advises 1-10 MB), GPROF_CUPTI_BUF_MB. */
-static size_t buf_size = 4u << 20;
+#define BUF_SIZE (4u << 20)
 
 #define CUPTI_FN(f) static __typeof__(f) *p_##f
 CUPTI_FN(cuptiActivityEnable);
@@ -70,7 +69,6 @@ CUPTI_FN(cuptiGetVersion);
 CUPTI_FN(cuptiGetResultString);
 CUPTI_FN(cuptiGetCallbackName);
 CUPTI_FN(cuptiEnableDomain);
-CUPTI_FN(cuptiEnableCallback);
 CUPTI_FN(cuptiActivityEnableRuntimeApi);
 CUPTI_FN(cuptiFinalize);
 CUPTI_FN(cuDeviceGetCount);
@@ -114,28 +112,6 @@ static struct arena_blk *arena;
 #define CBID_MAX 4096
 static char *cb_names[2][CBID_MAX];
 
-/*
- * How CUDA runtime calls are recorded (GPROF_CUPTI_API; measured in
- * docs/BENCHMARKS.md): "activity", CUPTI's RUNTIME activity kind, every
- * call but the cheap queries in quiet_calls; "activity-launch", the same
- * kind for only the calls that launch, copy, set, wait or allocate
- * (launch_call()); "callback" and "callback-launch", the same two sets
- * recorded by our own API callback into CUpti_ActivityAPI-shaped records
- * in per-thread chunks (harvested with CUPTI's records).
- */
-enum api_mode { API_ACTIVITY, API_ACTIVITY_LAUNCH, API_CALLBACK, API_CALLBACK_LAUNCH };
-static enum api_mode api_mode;
-static atomic_bool cb_on;        /* record API calls in on_callback */
-static atomic_int cb_writers;    /* callbacks writing a record now */
-static atomic_uint cb_gen;       /* bumped at each reset: threads drop their chunk */
-#define CCHUNK_SIZE (256u << 10)
-struct cchunk { struct cchunk *next; size_t used; uint8_t data[CCHUNK_SIZE]; };
-static pthread_mutex_t cchunk_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct cchunk *cchunks;
-static _Thread_local struct cchunk *my_chunk;
-static _Thread_local unsigned my_gen;
-static _Thread_local int my_tid;
-
 /* Versions and devices, read while CUPTI is held. */
 static uint32_t cupti_version;
 static int rt_version = -1, drv_version = -1;
@@ -152,13 +128,13 @@ static int n_pool;
 
 static void pool_fill(void)
 {
-	while (n_pool < POOL_MAX && atomic_load(&buf_bytes) + buf_size <= max_bytes) {
-		uint8_t *b = malloc(buf_size);
+	while (n_pool < POOL_MAX && atomic_load(&buf_bytes) + BUF_SIZE <= max_bytes) {
+		uint8_t *b = malloc(BUF_SIZE);
 
 		if (b == NULL)
 			break;
-		memset(b, 0, buf_size);
-		atomic_fetch_add(&buf_bytes, buf_size);
+		memset(b, 0, BUF_SIZE);
+		atomic_fetch_add(&buf_bytes, BUF_SIZE);
 		pthread_mutex_lock(&buf_lock);
 		pool[n_pool++] = b;
 		pthread_mutex_unlock(&buf_lock);
@@ -177,22 +153,22 @@ static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_rec
 		*buffer = pool[--n_pool];
 	pthread_mutex_unlock(&buf_lock);
 	if (*buffer != NULL) {
-		*size = buf_size;
+		*size = BUF_SIZE;
 		return;
 	}
-	used = atomic_fetch_add(&buf_bytes, buf_size) + buf_size;
+	used = atomic_fetch_add(&buf_bytes, BUF_SIZE) + BUF_SIZE;
 	if (used > max_bytes) {
-		atomic_fetch_sub(&buf_bytes, buf_size);
+		atomic_fetch_sub(&buf_bytes, BUF_SIZE);
 		atomic_store(&cut, true); /* CUPTI drops and counts what follows */
 		return;
 	}
 	/* 8-byte alignment is what CUPTI asks for; calloc's memory is zeroed,
 	 * as ZEROED_OUT_ACTIVITY_BUFFER promises CUPTI. */
-	if ((*buffer = calloc(1, buf_size)) == NULL) {
-		atomic_fetch_sub(&buf_bytes, buf_size);
+	if ((*buffer = calloc(1, BUF_SIZE)) == NULL) {
+		atomic_fetch_sub(&buf_bytes, BUF_SIZE);
 		return;
 	}
-	*size = buf_size;
+	*size = BUF_SIZE;
 }
 
 static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -233,8 +209,6 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
  * run inside an API exit callback, so `release` enables the runtime-API
  * domain and the application's next CUDA call does it, here.
  */
-static void cb_record(CUpti_CallbackId id, const CUpti_CallbackData *cb);
-
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
 {
@@ -242,13 +216,8 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	int releasing = CS_RELEASING;
 
 	(void)ud;
-	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cb == NULL)
-		return;
-	if (atomic_load_explicit(&cb_on, memory_order_acquire)) {
-		cb_record(id, cb);
-		return;
-	}
-	if (cb->callbackSite != CUPTI_API_EXIT)
+	(void)id;
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cb == NULL || cb->callbackSite != CUPTI_API_EXIT)
 		return;
 	/* never on the agent thread: it makes no CUDA call, but if it ever
 	 * did, finalizing there would race its own harvest */
@@ -259,86 +228,6 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 		atomic_fetch_add(&finalizes, 1);
 		atomic_store(&cs, CS_FREE);
 	}
-}
-
-/* A fresh chunk for the calling thread, charged to the burst's limit. */
-static struct cchunk *cb_chunk(void)
-{
-	struct cchunk *c;
-
-	if (atomic_fetch_add(&buf_bytes, sizeof(*c)) + sizeof(*c) > max_bytes) {
-		atomic_fetch_sub(&buf_bytes, sizeof(*c));
-		atomic_store(&cut, true);
-		return NULL;
-	}
-	if ((c = malloc(sizeof(*c))) == NULL)
-		return NULL;
-	c->used = 0;
-	pthread_mutex_lock(&cchunk_lock);
-	c->next = cchunks;
-	cchunks = c;
-	pthread_mutex_unlock(&cchunk_lock);
-	my_chunk = c;
-	my_gen = atomic_load(&cb_gen);
-	return c;
-}
-
-/* One runtime call, by callback: the entry's time waits in CUPTI's
- * per-call slot; the exit writes the record into this thread's chunk. */
-static void cb_record(CUpti_CallbackId id, const CUpti_CallbackData *cb)
-{
-	uint64_t now = agent_now_ns();
-	struct cchunk *c;
-	CUpti_ActivityAPI *a;
-	const size_t sz = (sizeof(*a) + 7) & ~(size_t)7;
-
-	if (cb->callbackSite == CUPTI_API_ENTER) {
-		*cb->correlationData = now;
-		return;
-	}
-	atomic_fetch_add(&cb_writers, 1);
-	if (!atomic_load(&cb_on) || *cb->correlationData == 0)
-		goto out;
-	c = my_chunk;
-	if (c == NULL || my_gen != atomic_load(&cb_gen) || c->used + sz > CCHUNK_SIZE)
-		c = cb_chunk();
-	if (c == NULL) {
-		atomic_fetch_add(&n_dropped, 1);
-		goto out;
-	}
-	if (my_tid == 0)
-		my_tid = (int)syscall(SYS_gettid);
-	a = (CUpti_ActivityAPI *)(c->data + c->used);
-	memset(a, 0, sizeof(*a));
-	a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-	a->cbid = id;
-	a->start = *cb->correlationData;
-	a->end = now;
-	a->processId = (uint32_t)A.pid;
-	a->threadId = (uint32_t)my_tid;
-	a->correlationId = cb->correlationId;
-	a->returnValue = cb->functionReturnValue ? *(const int *)cb->functionReturnValue : 0;
-	c->used += sz;
-out:
-	atomic_fetch_sub(&cb_writers, 1);
-}
-
-/* The runtime calls the "-launch" modes record: the ones that launch,
- * copy, set, wait for or allocate GPU work (by name, so new versions of a
- * call are covered). */
-static bool launch_call(const char *name)
-{
-	static const char *const prefixes[] = { "cudaLaunch", "cudaMemcpy", "cudaMemset",
-	                                        "cudaGraphLaunch", "cudaStreamWaitEvent",
-	                                        "cudaEventRecord", "cudaEventSynchronize",
-	                                        "cudaStreamSynchronize", "cudaDeviceSynchronize",
-	                                        "cudaMalloc", "cudaFree", NULL };
-	size_t i;
-
-	for (i = 0; prefixes[i]; i++)
-		if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
-			return true;
-	return false;
 }
 
 static bool release_by_finalize(void)
@@ -410,7 +299,6 @@ static int load(char *why, size_t n)
 	    !LOAD(cupti_lib, cuptiUnsubscribe) || !LOAD(cupti_lib, cuptiSetThreadIdType) ||
 	    !LOAD(cupti_lib, cuptiGetVersion) || !LOAD(cupti_lib, cuptiGetResultString) ||
 	    !LOAD(cupti_lib, cuptiGetCallbackName) || !LOAD(cupti_lib, cuptiEnableDomain) ||
-	    !LOAD(cupti_lib, cuptiEnableCallback) ||
 	    !LOAD(cupti_lib, cuptiFinalize) || !LOAD(cupti_lib, cuptiActivityEnableRuntimeApi)) {
 		snprintf(why, n, "the libcupti found lacks CUDA 13 functions (set GPROF_CUPTI_PATH)");
 		return -ENOSYS;
@@ -551,69 +439,6 @@ static void unsubscribe(void)
 	atomic_store(&cs, CS_FREE);
 }
 
-static void cache_cb_name(CUpti_ActivityKind kind, uint32_t cbid);
-
-/* A diagnostic switch set to 0 (or "off"). */
-static bool knob_off(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v != NULL && (strcmp(v, "0") == 0 || strcmp(v, "off") == 0);
-}
-
-/* The knobs docs/AGENT.md lists for measuring the capture's cost; read
- * at each burst, so one process can compare them. */
-static void read_knobs(void)
-{
-	const char *mode = getenv("GPROF_CUPTI_API");
-	const char *mb = getenv("GPROF_CUPTI_BUF_MB");
-	long v = mb ? strtol(mb, NULL, 10) : 0;
-
-	buf_size = (v >= 1 && v <= 64 ? (size_t)v : 4) << 20;
-	api_mode = API_ACTIVITY;
-	if (mode && strcmp(mode, "activity-launch") == 0)
-		api_mode = API_ACTIVITY_LAUNCH;
-	else if (mode && strcmp(mode, "callback") == 0)
-		api_mode = API_CALLBACK;
-	else if (mode && strcmp(mode, "callback-launch") == 0)
-		api_mode = API_CALLBACK_LAUNCH;
-}
-
-/* Which runtime calls get a record: every one but the quiet queries, or
- * only launch_call()s; names resolved once (CUPTI held). */
-static bool runtime_wanted(uint32_t cbid, bool launch_only)
-{
-	size_t q;
-
-	cache_cb_name(CUPTI_ACTIVITY_KIND_RUNTIME, cbid);
-	if (launch_only)
-		return cb_names[0][cbid] && launch_call(cb_names[0][cbid]);
-	for (q = 0; q < sizeof(quiet_calls) / sizeof(quiet_calls[0]); q++)
-		if (quiet_calls[q] == cbid)
-			return getenv("GPROF_CUPTI_ALL_RUNTIME") != NULL;
-	return true;
-}
-
-static void filter_runtime_activity(void)
-{
-	uint32_t cbid;
-
-	for (cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE && cbid < CBID_MAX; cbid++)
-		if (!runtime_wanted(cbid, api_mode == API_ACTIVITY_LAUNCH))
-			p_cuptiActivityEnableRuntimeApi(cbid, 0);
-}
-
-static void enable_api_callbacks(void)
-{
-	uint32_t cbid;
-
-	atomic_fetch_add(&cb_gen, 1);
-	atomic_store(&cb_on, true);
-	for (cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE && cbid < CBID_MAX; cbid++)
-		if (runtime_wanted(cbid, api_mode == API_CALLBACK_LAUNCH))
-			p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-}
-
 int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 {
 	const CUpti_ActivityKind *k;
@@ -632,14 +457,7 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	incomplete = 0;
 	/* Activity callbacks are per process and replaced by whoever registers
 	 * last (torch.profiler after us): register them for every burst. */
-	if (!knob_off("GPROF_CUPTI_ZEROED"))
-		p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
-	if (getenv("GPROF_CUPTI_PER_THREAD") != NULL) {
-		uint8_t v = !knob_off("GPROF_CUPTI_PER_THREAD");
-		size_t vs = sizeof(v);
-
-		p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &vs, &v);
-	}
+	p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
 	r = p_cuptiActivityRegisterCallbacks(buf_request, buf_complete);
 	if (r != CUPTI_SUCCESS) {
 		unsubscribe();
@@ -650,24 +468,24 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	p_cuptiActivityFlushAll(0);
 	gpu_reset();
 	atomic_store(&n_dropped, 0);
-	read_knobs();
 	pool_fill();
 	k = kinds_for(activities, &nk);
 	n_enabled = 0;
 	for (i = 0; i < nk; i++) {
-		if (k[i] == CUPTI_ACTIVITY_KIND_RUNTIME && api_mode >= API_CALLBACK) {
-			enable_api_callbacks();
-			continue;
-		}
 		r = p_cuptiActivityEnable(k[i]);
 		if (r == CUPTI_SUCCESS)
 			enabled_kinds[n_enabled++] = k[i];
 		else
 			agent_log("cuptiActivityEnable(%d): %s", (int)k[i], cupti_err(r));
-		if (r == CUPTI_SUCCESS && k[i] == CUPTI_ACTIVITY_KIND_RUNTIME)
-			filter_runtime_activity();
+		if (r == CUPTI_SUCCESS && k[i] == CUPTI_ACTIVITY_KIND_RUNTIME &&
+		    getenv("GPROF_CUPTI_ALL_RUNTIME") == NULL) {
+			size_t q;
+
+			for (q = 0; q < sizeof(quiet_calls) / sizeof(quiet_calls[0]); q++)
+				p_cuptiActivityEnableRuntimeApi(quiet_calls[q], 0);
+		}
 	}
-	if (n_enabled == 0 && !atomic_load(&cb_on)) {
+	if (n_enabled == 0) {
 		unsubscribe();
 		snprintf(why, n, "CUPTI enabled no activity kind (see GPROF_AGENT_LOG)");
 		return -EIO;
@@ -758,47 +576,26 @@ static void devices_probe(void);
 
 /* Indexes every record of the burst and copies out what points into
  * CUPTI. Lock held; CUPTI still held. */
-static bool index_rec(CUpti_Activity *rec)
-{
-	if (n_recs == cap_recs) {
-		size_t cap = cap_recs ? cap_recs * 2 : 4096;
-		CUpti_Activity **v = realloc(recs, cap * sizeof(*v));
-
-		if (v == NULL)
-			return false; /* the trace holds what was indexed */
-		recs = v;
-		cap_recs = cap;
-	}
-	recs[n_recs++] = rec;
-	return true;
-}
-
 static void harvest(void)
 {
-	struct cchunk *c;
 	size_t i;
 
 	n_recs = 0;
-	pthread_mutex_lock(&cchunk_lock);
-	for (c = cchunks; c != NULL; c = c->next) {
-		size_t off;
-
-		for (off = 0; off < c->used; off += (sizeof(CUpti_ActivityAPI) + 7) & ~(size_t)7) {
-			CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)(c->data + off);
-
-			if (!index_rec((CUpti_Activity *)a))
-				break;
-			cache_cb_name(CUPTI_ACTIVITY_KIND_RUNTIME, a->cbid);
-		}
-	}
-	pthread_mutex_unlock(&cchunk_lock);
 	for (i = 0; i < n_done; i++) {
 		CUpti_Activity *rec = NULL;
 
 		while (p_cuptiActivityGetNextRecord(done[i].buf, done[i].valid, &rec) ==
 		       CUPTI_SUCCESS) {
-			if (!index_rec(rec))
-				return;
+			if (n_recs == cap_recs) {
+				size_t cap = cap_recs ? cap_recs * 2 : 4096;
+				CUpti_Activity **v = realloc(recs, cap * sizeof(*v));
+
+				if (v == NULL)
+					return; /* the trace holds what was indexed */
+				recs = v;
+				cap_recs = cap;
+			}
+			recs[n_recs++] = rec;
 			switch (rec->kind) {
 			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
 			case CUPTI_ACTIVITY_KIND_KERNEL: {
@@ -857,14 +654,6 @@ void gpu_stop(void)
 	for (i = 0; i < n_enabled; i++)
 		p_cuptiActivityDisable((CUpti_ActivityKind)enabled_kinds[i]);
 	n_enabled = 0;
-	if (atomic_load(&cb_on)) {
-		struct timespec tick = { 0, 10000 };
-
-		atomic_store(&cb_on, false);
-		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-		while (atomic_load(&cb_writers) > 0) /* a record being written: ns */
-			nanosleep(&tick, NULL);
-	}
 	for (i = 0; i < 50 && quiet < 2; i++) {
 		before = count_done();
 		p_cuptiActivityFlushAll(0);
@@ -917,15 +706,6 @@ void gpu_reset(void)
 	while (n_pool > 0)
 		free(pool[--n_pool]);
 	pthread_mutex_unlock(&buf_lock);
-	pthread_mutex_lock(&cchunk_lock);
-	atomic_fetch_add(&cb_gen, 1); /* threads let go of their chunks */
-	while (cchunks != NULL) {
-		struct cchunk *c = cchunks;
-
-		cchunks = c->next;
-		free(c);
-	}
-	pthread_mutex_unlock(&cchunk_lock);
 	while (arena != NULL) {
 		struct arena_blk *b = arena;
 
@@ -951,18 +731,36 @@ void gpu_atfork_child(void)
 
 /* ---- metadata (read while CUPTI is held, written from the copies) ---- */
 
-static int dev_attr(CUdevice d, CUdevice_attribute a)
-{
-	int v = 0;
-
-	if (p_cuDeviceGetAttribute)
-		p_cuDeviceGetAttribute(&v, a, d);
-	return v;
-}
+/*
+ * Device properties come from the CUDA driver, and a driver call goes
+ * through CUPTI's hooks while CUPTI is attached: made on the agent thread
+ * while an application thread finalizes CUPTI, it would race the
+ * teardown. So they are read once, at the first harvest, and written from
+ * these copies.
+ */
+enum { P_CC_MAJOR, P_CC_MINOR, P_THREADS_BLOCK, P_THREADS_SM, P_REGS_BLOCK, P_WARP, P_SHMEM_BLOCK,
+       P_SMS, P_REGS_SM, P_SHMEM_OPTIN, P_SHMEM_SM, P_N };
+static const struct { const char *key; CUdevice_attribute attr; } dev_props[P_N] = {
+	[P_CC_MAJOR] = { "computeMajor", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR },
+	[P_CC_MINOR] = { "computeMinor", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR },
+	[P_THREADS_BLOCK] = { "maxThreadsPerBlock", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK },
+	[P_THREADS_SM] = { "maxThreadsPerMultiprocessor",
+	                   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR },
+	[P_REGS_BLOCK] = { "regsPerBlock", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK },
+	[P_WARP] = { "warpSize", CU_DEVICE_ATTRIBUTE_WARP_SIZE },
+	[P_SHMEM_BLOCK] = { "sharedMemPerBlock", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK },
+	[P_SMS] = { "numSms", CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT },
+	[P_REGS_SM] = { "regsPerMultiprocessor", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR },
+	[P_SHMEM_OPTIN] = { "sharedMemPerBlockOptin",
+	                    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN },
+	[P_SHMEM_SM] = { "sharedMemPerMultiprocessor",
+	                 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR },
+};
+static struct { char name[256]; size_t mem; int v[P_N]; } *devs;
 
 static void devices_probe(void)
 {
-	int i;
+	int i, k;
 
 	if (n_dev >= 0)
 		return;
@@ -971,57 +769,39 @@ static void devices_probe(void)
 		n_dev = 0;
 	if (n_dev > DEV_MAX)
 		n_dev = DEV_MAX;
-	for (i = 0; i < n_dev; i++)
-		dev_sms[i] = dev_attr(i, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+	if (n_dev > 0 && (devs = calloc((size_t)n_dev, sizeof(*devs))) == NULL)
+		n_dev = 0;
+	for (i = 0; i < n_dev; i++) {
+		if (p_cuDeviceGetName)
+			p_cuDeviceGetName(devs[i].name, sizeof(devs[i].name), i);
+		if (p_cuDeviceTotalMem_v2)
+			p_cuDeviceTotalMem_v2(&devs[i].mem, i);
+		for (k = 0; k < P_N; k++)
+			if (p_cuDeviceGetAttribute)
+				p_cuDeviceGetAttribute(&devs[i].v[k], dev_props[k].attr, i);
+		dev_sms[i] = devs[i].v[P_SMS];
+	}
 }
 
-static void prop(struct tw *w, const char *key, int64_t v)
-{
-	tw_lit(w, ", \"");
-	tw_raw(w, key, strlen(key));
-	tw_lit(w, "\": ");
-	tw_int(w, v);
-}
-
-/* Device properties are the CUDA driver's, not CUPTI's: reading them while
- * CUPTI is released is safe (the driver API's callbacks are not enabled). */
 void gpu_write_devices(struct tw *w)
 {
-	char name[256];
-	size_t mem = 0;
-	int i;
+	int i, k;
 
-	if (atomic_load(&cs) == CS_UNLOADED || n_dev < 0)
-		return;
 	for (i = 0; i < n_dev; i++) {
-		name[0] = '\0';
-		if (p_cuDeviceGetName)
-			p_cuDeviceGetName(name, sizeof(name), i);
-		if (p_cuDeviceTotalMem_v2)
-			p_cuDeviceTotalMem_v2(&mem, i);
 		if (i > 0)
 			tw_lit(w, ",");
-		tw_lit(w, "\n    {");
-		tw_lit(w, "\"id\": ");
+		tw_lit(w, "\n    {\"id\": ");
 		tw_int(w, i);
 		tw_lit(w, ", \"name\": ");
-		tw_str(w, name, (size_t)-1);
-		prop(w, "totalGlobalMem", (int64_t)mem);
-		prop(w, "computeMajor", dev_attr(i, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR));
-		prop(w, "computeMinor", dev_attr(i, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR));
-		prop(w, "maxThreadsPerBlock", dev_attr(i, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
-		prop(w, "maxThreadsPerMultiprocessor",
-		     dev_attr(i, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR));
-		prop(w, "regsPerBlock", dev_attr(i, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK));
-		prop(w, "warpSize", dev_attr(i, CU_DEVICE_ATTRIBUTE_WARP_SIZE));
-		prop(w, "sharedMemPerBlock", dev_attr(i, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
-		prop(w, "numSms", dev_sms[i]);
-		prop(w, "regsPerMultiprocessor",
-		     dev_attr(i, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR));
-		prop(w, "sharedMemPerBlockOptin",
-		     dev_attr(i, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
-		prop(w, "sharedMemPerMultiprocessor",
-		     dev_attr(i, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR));
+		tw_str(w, devs[i].name, (size_t)-1);
+		tw_lit(w, ", \"totalGlobalMem\": ");
+		tw_int(w, (int64_t)devs[i].mem);
+		for (k = 0; k < P_N; k++) {
+			tw_lit(w, ", \"");
+			tw_raw(w, dev_props[k].key, strlen(dev_props[k].key));
+			tw_lit(w, "\": ");
+			tw_int(w, devs[i].v[k]);
+		}
 		tw_lit(w, "}");
 	}
 }

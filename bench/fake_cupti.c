@@ -10,7 +10,7 @@
  *    correlation ids) and hands them back (bench-writer, agent-writer.sh).
  *  - fake_cuda_call() is one CUDA runtime call made by an application
  *    thread (tests/integration/stress-app.c): it runs the subscriber's API
- *    callbacks when their domain or call is enabled, and writes the API record and
+ *    callbacks when their domain is enabled, and writes the API record and
  *    the kernel record when those kinds are enabled, into buffers asked
  *    for on that thread, as CUPTI does.
  *
@@ -56,7 +56,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int finalizer_tid;        /* a thread inside cuptiFinalize */
 static _Thread_local int in_callback;
 static atomic_bool initialized;
-static bool runtime_domain, kind_on[64], cb_enabled[CUPTI_RUNTIME_TRACE_CBID_SIZE];
+static bool runtime_domain, kind_on[64];
 static uint8_t *cur;                    /* the buffer being filled */
 static size_t cur_size, cur_off;
 static char *names[4];                  /* this session's kernel names */
@@ -162,7 +162,6 @@ CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 	pthread_mutex_lock(&lock);
 	subscribed = 0;
 	runtime_domain = false;
-	memset(cb_enabled, 0, sizeof(cb_enabled));
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
@@ -187,7 +186,6 @@ CUptiResult cuptiFinalize(void)
 	hand_back();
 	subscribed = 0;
 	runtime_domain = false;
-	memset(cb_enabled, 0, sizeof(cb_enabled));
 	memset(kind_on, 0, sizeof(kind_on));
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (names[i] != NULL)
@@ -211,20 +209,6 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s, CUpti_C
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		pthread_mutex_lock(&lock);
 		runtime_domain = enable != 0;
-		memset(cb_enabled, enable != 0, sizeof(cb_enabled));
-		pthread_mutex_unlock(&lock);
-	}
-	return CUPTI_SUCCESS;
-}
-
-CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s,
-                                CUpti_CallbackDomain d, CUpti_CallbackId cbid)
-{
-	(void)s;
-	enter("cuptiEnableCallback", false);
-	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE) {
-		pthread_mutex_lock(&lock);
-		cb_enabled[cbid] = enable != 0;
 		pthread_mutex_unlock(&lock);
 	}
 	return CUPTI_SUCCESS;
@@ -361,7 +345,7 @@ void fake_cuda_call(int k)
 
 	pthread_mutex_lock(&lock);
 	corr = next_corr++;
-	domain = subscribed && (runtime_domain || cb_enabled[cbid]);
+	domain = subscribed && runtime_domain;
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);
@@ -412,7 +396,7 @@ void fake_cuda_call(int k)
 			atomic_fetch_add(&n_records, 1);
 		}
 	}
-	domain = subscribed && (runtime_domain || cb_enabled[cbid]);
+	domain = subscribed && runtime_domain;
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);
