@@ -388,8 +388,18 @@ void *link_main(void *arg)
 	sigset_t all;
 
 	(void)arg;
+	/* The host's signals are not ours; but a fault here (SIGSEGV...) is
+	 * the host's business too: left unblocked, its crash handler (Python's
+	 * faulthandler, a core dump) sees this thread as it would any other. */
 	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL); /* the host's signals are not ours */
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGABRT);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSYS);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	prctl(PR_SET_NAME, "gprof-agent", 0, 0, 0);
 	A.agent_tid = (int)syscall(SYS_gettid);
 	for (;;) {
