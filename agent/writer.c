@@ -31,6 +31,9 @@
 /* Kineto's base-time rule: floor to a multiple of 7,889,238 s, so ranks and
  * hosts started within ~3 months share the base. */
 #define BASE_QUANTUM_NS (7889238ull * 1000000000ull)
+/* A thread's iteration row when its ranges cross iteration boundaries
+ * (step_row): Linux thread ids stay below 2^22, so bit 30 is free. */
+#define ITER_ROW(tid) ((tid) | 0x40000000)
 
 struct span { int device; int64_t stream; uint64_t start, end; };
 struct rng {
@@ -437,6 +440,60 @@ static void collect_ranges(struct tw *w, const struct taken *tk, size_t ntk, uin
 	index_ranges(w);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The row a thread's ProfilerStep# events go on. Normally the stepping
+ * thread's own, as Kineto does; but when one of that thread's ranges
+ * crosses an iteration boundary (an NVTX range around the whole training
+ * step, with the optimizer hook's boundary inside it), the two would
+ * overlap on one row and Perfetto drops one of them: then the thread's
+ * iterations get a row of their own, "iterations (thread N)".
+ */
+static int64_t step_row(const struct taken *t, uint64_t t0, uint64_t t1)
+{
+	uint64_t *b = NULL;
+	size_t nb = 0, j;
+	int64_t row = t->tid;
+
+	for (j = 0; j < t->nev; j++)
+		if (t->ev[j].kind == CEV_STEP && in_window(&t->ev[j], t0, t1))
+			nb += 2;
+	if (nb == 0 || (b = malloc(nb * sizeof(*b))) == NULL)
+		return row;
+	nb = 0;
+	for (j = 0; j < t->nev; j++)
+		if (t->ev[j].kind == CEV_STEP && in_window(&t->ev[j], t0, t1)) {
+			b[nb++] = t->ev[j].start_ns;
+			b[nb++] = t->ev[j].end_ns;
+		}
+	qsort(b, nb, sizeof(*b), cmp_u64);
+	for (j = 0; j < t->nev && row == t->tid; j++) {
+		const struct cev *e = &t->ev[j];
+		size_t lo = 0, hi = nb;
+
+		if (e->kind != CEV_RANGE || !in_window(e, t0, t1))
+			continue;
+		while (lo < hi) { /* the first boundary after the range's start */
+			size_t mid = (lo + hi) / 2;
+
+			if (b[mid] <= e->start_ns)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < nb && b[lo] < e->end_ns)
+			row = ITER_ROW(t->tid);
+	}
+	free(b);
+	return row;
+}
+
 static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t t0,
                       uint64_t t1)
 {
@@ -444,7 +501,11 @@ static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t
 	size_t i, j;
 
 	for (i = 0; i < ntk; i++) {
+		int64_t srow = step_row(&tk[i], t0, t1);
+
 		tw_thread(w, tk[i].tid);
+		if (srow != tk[i].tid)
+			tw_thread(w, (int)srow);
 		for (j = 0; j < tk[i].nev; j++) {
 			const struct cev *e = &tk[i].ev[j];
 			const char *dn;
@@ -455,7 +516,7 @@ static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t
 				int n = snprintf(step, sizeof(step), "ProfilerStep#%llu",
 				                 (unsigned long long)e->id);
 
-				tw_x(w, "user_annotation", step, (size_t)n, A.pid, tk[i].tid,
+				tw_x(w, "user_annotation", step, (size_t)n, A.pid, srow,
 				     e->start_ns, e->end_ns);
 				put(w, '}');
 				continue;
@@ -559,6 +620,13 @@ static void write_rows(struct tw *w, const struct taken *tk, size_t ntk)
 		for (j = 0; j < ntk; j++)
 			if (tk[j].tid == w->tids[i] && tk[j].thread_name[0])
 				tn = tk[j].thread_name;
+		if (w->tids[i] & ITER_ROW(0)) {
+			snprintf(name, sizeof(name), "iterations (thread %d)", w->tids[i] & ~ITER_ROW(0));
+			meta(w, "thread_name", A.pid, w->tids[i], "name", name, 0);
+			meta(w, "thread_sort_index", A.pid, w->tids[i], "sort_index", NULL,
+			     w->tids[i] & ~ITER_ROW(0));
+			continue;
+		}
 		if (tn == NULL) {
 			comm_of(w->tids[i], comm, sizeof(comm));
 			tn = comm;

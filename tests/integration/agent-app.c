@@ -11,6 +11,9 @@
  * and "done CHECKSUM" at the end; nothing else, with or without agent.
  * With AGENT_APP_FORK set it first forks a child that runs 200 iterations
  * of the same loop (a DataLoader worker, say) and prints "child exit N".
+ * With AGENT_APP_OUTER set each iteration is also inside a range "step"
+ * that gprof_step() falls inside, as a training step wrapped in an NVTX
+ * range with an optimizer hook counting iterations.
  */
 #include <poll.h>
 #include <stdint.h>
@@ -51,6 +54,7 @@ static int stdin_closed(void)
 int main(int argc, char **argv)
 {
 	long steps = argc > 1 ? atol(argv[1]) : 0, n;
+	int outer = getenv("AGENT_APP_OUTER") != NULL;
 	uint64_t sum = 0, x = 1;
 #ifdef HAVE_NVTX
 	nvtxDomainHandle_t dom = nvtxDomainCreateA("app");
@@ -81,6 +85,8 @@ int main(int argc, char **argv)
 		printf("child exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
 	for (n = 1; steps == 0 || n <= steps; n++) {
+		if (outer)
+			PUSH("step");
 		PUSH("forward");
 		PUSH("layer0");
 		x = spin(x, 200);
@@ -100,6 +106,10 @@ int main(int argc, char **argv)
 #endif
 		sum += x & 0xff;
 		gprof_step();
+		if (outer) {
+			x = spin(x, 50);
+			POP();
+		}
 		if (n % 100 == 0) {
 			printf("step %ld\n", n);
 			if (steps == 0 && stdin_closed())

@@ -154,6 +154,39 @@ def test_iterations(d):
     assert rc == 0 and err == "", (rc, err)
 
 
+def test_range_across_steps(d):
+    """A range around the whole step, with the iteration boundary inside it:
+    the ProfilerStep# events move to a row of their own, so nothing
+    overlaps on one row (Perfetto would drop it)."""
+    dm = Daemon(d)
+    app = App(d, dm.sock, AGENT_APP_OUTER="1")
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, _ = trace(d, dm.sock, "--iterations", "4")
+        check(path, steps=4, ranges=["step", "forward"])
+        st, fw, ev = steps_in(path)
+        rows = {e["tid"] for e in st}
+        assert len(rows) == 1 and list(rows)[0] & 0x40000000, rows
+        tid = list(rows)[0] & ~0x40000000
+        assert any(e["name"] == "step" and e["tid"] == tid for e in ev)
+        names = [e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
+        assert "iterations (thread %d)" % tid in names, names
+    finally:
+        app.finish()
+        dm.kill()
+    # without the outer range the iterations stay on the stepping thread
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, _ = trace(d, dm.sock, "--iterations", "2")
+        st, fw, ev = steps_in(path)
+        assert {e["tid"] for e in st} == {fw[0]["tid"]}, (st, fw[:1])
+    finally:
+        app.finish()
+        dm.kill()
+
+
 def test_duration(d):
     """A 300 ms window: valid, and its iterations are whole ones."""
     dm = Daemon(d)
@@ -317,7 +350,7 @@ def agent_log(d):
 
 
 def main():
-    return runner.run([test_iterations, test_duration, test_start_at, test_cut_at_limit,
+    return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit,
                        test_daemon_killed, test_no_daemon,
                        test_fork, test_python_helper, test_cancel_then_trace],
                       "gprof-agent-", agent_log)
