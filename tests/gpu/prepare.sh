@@ -17,5 +17,13 @@ cp build/agent/libgprof_agent.so .devlibs/lib/
 # the agent's CUDA C workload, for Hopper (sm_90) and newer through PTX
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90 -o .devlibs/bin/workload tests/gpu/workload.cu
+# the stress test's CUDA C loop, linked with the agent (gprof_step)
+/usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90 -Iagent -Lbuild/agent -lgprof_agent -Xcompiler -rdynamic \
+	-o .devlibs/bin/stress tests/gpu/stress.cu
+# an earlier agent to compare with (OLD_AGENT=path/to/libgprof_agent.so)
+if [ -n "${OLD_AGENT:-}" ]; then
+	mkdir -p .devlibs/lib-old && cp "$OLD_AGENT" .devlibs/lib-old/
+fi
 rm -rf .devlibs/root .devlibs/debs
 echo "prepared .devlibs ($(du -sh .devlibs | cut -f1))"

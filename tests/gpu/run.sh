@@ -16,6 +16,24 @@
 #           sampling cost with NVML (bench/bench-metrics.py).
 #   kineto5 the same loop with Kineto's default 5 s poll interval: first and
 #           second iteration requests and a duration request, timed.
+#   stress  the agent under random requests (tests/integration/
+#           test-stress.py: STRESS_BURSTS each, gaps 0-STRESS_GAP_MS ms,
+#           cancels, concurrent and dyno requests, daemon restarts) to the
+#           programs in STRESS_PROGRAMS: cuda (stress.cu, ~15,000
+#           iterations/s), torch (stress_train.py, AdamW) and sanitizer
+#           (stress.cu under compute-sanitizer); one after the other, or at
+#           once with STRESS_PARALLEL=1. Exit status by waitpid, every
+#           request delivered or ended as asked, the longest stall.
+#   variants the CUDA C stress once per entry of STRESS_VARIANTS
+#           ("label;K=V,K=V;activities ..."), to tell which setting a
+#           failure needs (CUPTI=wheel: PyTorch's libcupti).
+#   repro   the CUDA C stress with the agent in .devlibs/lib-old (an
+#           earlier build: OLD_AGENT=... tests/gpu/prepare.sh).
+#   overhead in-process step-time inflation of captures (bench/
+#           capture_overhead.py): OVERHEAD_CONFIGS interleaved
+#           OVERHEAD_REPEAT times in each of OVERHEAD_ROUNDS processes, at
+#           width 2048 and 256, torch.profiler last; then the idle agent
+#           against no agent, IDLE_ROUNDS process pairs.
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
 #           traces (a training loop, one still starting, one that never
 #           steps), a duration trace, a dyno-format request over TCP, each
@@ -270,6 +288,79 @@ kineto_checks() {
 	tail -3 "$OUT/train.log" | tee -a "$OUT/summary.txt"
 }
 
+# ---- the agent under random requests (issue 12) ----
+stress_run() { # label, agent library, extra test-stress.py arguments...
+	local label=$1 lib=$2; shift 2
+	log "stress $label: $(date -u +%T)"
+	python3 "$root/tests/integration/test-stress.py" "$B/gprofd" "$B/gprofctl" none "$lib" none \
+		"$root/tests/tools/validate_trace.py" --max-gap-ms "${STRESS_GAP_MS:-500}" "$@" \
+		>"$OUT/stress-$label.log" 2>&1
+	grep -v "^gprof_agent\[" "$OUT/stress-$label.log" | grep -E "^  |^ok|^FAIL|passed|Error|died|bad|^stress: signal" | \
+		head -12 | tee -a "$OUT/summary.txt"
+}
+stress_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so n=${STRESS_BURSTS:-500} p
+	for p in ${STRESS_PROGRAMS:-cuda torch sanitizer}; do
+		case $p in
+		cuda) stress_run cuda "$A" --bursts "$n" --program "$B/stress" \
+			--kernels "inc(float*, float)" & ;;
+		torch) PYTHONPATH=$root/python stress_run torch "$A" --bursts "$n" \
+			--program "python3 $root/tests/gpu/stress_train.py" & ;;
+		# compute-sanitizer (memcheck) around the CUDA C loop, fewer bursts
+		sanitizer) stress_run sanitizer "$A" --bursts "${SANITIZER_BURSTS:-40}" \
+			--program "compute-sanitizer --error-exitcode 9 --print-limit 20 $B/stress" \
+			--kernels "inc(float*, float)" &
+			;;
+		esac
+		[ -n "${STRESS_PARALLEL:-}" ] || wait
+	done
+	wait
+	grep -h "ERROR SUMMARY" "$OUT/stress-sanitizer.log" 2>/dev/null | head -3 | tee -a "$OUT/summary.txt"
+}
+# STRESS_VARIANTS="label;K=V K2=V2;activities label2;..." (one word each):
+# the CUDA C stress under each, to tell which setting a failure needs.
+# CUPTI=wheel in the variables means PyTorch's own libcupti.
+variants_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so v label envs acts wheel
+	wheel=$(python3 -c 'import glob,site; print((glob.glob(site.getsitepackages()[0]+"/nvidia/**/libcupti.so.13", recursive=True) or [""])[0])')
+	log "PyTorch's libcupti: $wheel; toolkit's: $(ls /usr/local/cuda/lib64/libcupti.so.13*)"
+	for v in $STRESS_VARIANTS; do
+		IFS=';' read -r label envs acts <<<"$v"
+		envs=${envs//CUPTI=wheel/GPROF_CUPTI_PATH=$wheel}
+		(
+			for kv in ${envs//,/ }; do [ "$kv" = - ] || export "$kv"; done
+			stress_run "$label" "$A" --bursts "${STRESS_BURSTS:-100}" --program "$B/stress" \
+				--kernels "inc(float*, float)" ${acts:+--activities "$acts"}
+		)
+	done
+}
+repro_checks() {
+	[ -f "$root/.devlibs/lib-old/libgprof_agent.so" ] || { log "repro: no .devlibs/lib-old"; return; }
+	LD_LIBRARY_PATH=$root/.devlibs/lib-old:$LD_LIBRARY_PATH STRESS_GAP_MS=10 stress_run old-agent \
+		"$root/.devlibs/lib-old/libgprof_agent.so" --bursts "${REPRO_BURSTS:-100}" \
+		--program "$B/stress" --kernels "inc(float*, float)"
+}
+
+# ---- what a capture costs, in one process (issue 12) ----
+overhead_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so r
+	local inj="CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock PYTHONPATH=$root/python"
+	local h="python3 $root/bench/capture_overhead.py --gprofctl $B/gprofctl --out $OUT/overhead.jsonl --repeat ${OVERHEAD_REPEAT:-5}"
+	for r in $(seq "${OVERHEAD_ROUNDS:-3}"); do
+		[ -n "${OVERHEAD_SKIP_2048:-}" ] || env $inj $h --tag "r$r" --configs "${OVERHEAD_CONFIGS:-none,agent,agent-kernel,agent-kernel/memcpy/memset/cuda_runtime/sync/overhead/nvtx,torch}" \
+			2>&1 | sed "s/^/  r$r w2048 /" | tee -a "$OUT/summary.txt"
+		env $inj $h --tag "r$r-w256" --width 256 --configs "${OVERHEAD_CONFIGS_256:-none,agent,agent-kernel,agent-kernel/memcpy/memset/cuda_runtime/sync/overhead/nvtx,torch}" \
+			2>&1 | sed "s/^/  r$r w256 /" | tee -a "$OUT/summary.txt"
+	done
+	# the idle agent: loaded and never asked, against no agent (pairs)
+	for r in $(seq "${IDLE_ROUNDS:-3}"); do
+		python3 "$root/bench/capture_overhead.py" --configs none --tag "idle-none-$r" --out "$OUT/idle.jsonl" \
+			2>&1 | sed "s/^/  no agent r$r /" | tee -a "$OUT/summary.txt"
+		env $inj python3 "$root/bench/capture_overhead.py" --configs none --tag "idle-agent-$r" \
+			--out "$OUT/idle.jsonl" 2>&1 | sed "s/^/  idle agent r$r /" | tee -a "$OUT/summary.txt"
+	done
+}
+
 # ---- the same with Kineto's default poll interval (5 s): what a stock job sees ----
 kineto5_checks() {
 	KINETO_USE_DAEMON=1 SLURM_JOB_ID=4545 PYTHONUNBUFFERED=1 \
@@ -282,7 +373,7 @@ kineto5_checks() {
 	kill $p5 2>/dev/null; wait $p5 2>/dev/null
 }
 
-for section in ${SECTIONS:-agent held metrics kineto kineto5}; do
+for section in ${SECTIONS:-agent held stress overhead metrics kineto kineto5}; do
 	log "---- $section"
 	${section}_checks
 done

@@ -5,12 +5,19 @@ gprofd and gprofctl, and the dyno RPC.
 
 usage: test-stress.py GPROFD GPROFCTL STRESS_APP LIBGPROF_AGENT FAKE_CUPTI VALIDATE_TRACE
                       [--bursts N] [--max-gap-ms MS] [--seed S] [--only nvtx|fake]
+                      [--program "CMD ARGS" [--kernels "NAME|NAME..."]]
 
-Two programs, one after the other: NVTX-only (no CUDA, as on a host
+In CI, two programs one after the other: NVTX-only (no CUDA, as on a host
 without a GPU) and a "CUDA" program driving the stand-in libcupti
 (bench/fake_cupti.c), which aborts the program when the agent breaks one
 of CUPTI's rules (a call during or after cuptiFinalize, kernel names read
-after it). Request kinds, drawn at random:
+after it). With --program, a real one instead (tests/gpu/run.sh: the CUDA
+C loop and the PyTorch loop on a GPU), the agent injected through
+CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH; it prints "ready", runs
+until stdin closes, then prints "done N max_stall_us US ..." and exits 0;
+--kernels lists the only kernel names its traces may hold (|-separated).
+Lines a wrapper prints around the program's (compute-sanitizer) are skipped.
+Request kinds, drawn at random:
   duration   --duration-ms 5..80
   iterations --iterations 1..20 (gprof_step), roundup 1..3
   range      --iterations 1..20 --iteration-range it (NVTX ranges)
@@ -36,6 +43,7 @@ import gzip
 import json
 import os
 import random
+import shlex
 import signal
 import socket
 import struct
@@ -55,6 +63,9 @@ ap.add_argument("--bursts", type=int, default=150)
 ap.add_argument("--max-gap-ms", type=int, default=100)
 ap.add_argument("--seed", type=int, default=None)
 ap.add_argument("--only", choices=["nvtx", "fake"])
+ap.add_argument("--program")
+ap.add_argument("--activities", help="gprofctl trace --activities for every request")
+ap.add_argument("--kernels")
 ARGS = ap.parse_args()
 sys.path.insert(0, os.path.dirname(ARGS.validator))
 from validate_trace import validate  # noqa: E402
@@ -116,9 +127,10 @@ def ctl(dm, *args):
 
 
 class Stress:
-    def __init__(self, d, fake):
+    def __init__(self, d, mode):
         self.d = d
-        self.fake = fake
+        self.mode = mode  # "nvtx", "fake" or "program"
+        self.fake = mode == "fake"
         self.rng = random.Random(ARGS.seed if ARGS.seed is not None else time.time_ns())
         self.seed = self.rng.randrange(1 << 30)
         self.rng.seed(self.seed)
@@ -129,14 +141,28 @@ class Stress:
         self.daemons = 0
         env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
                    GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d)
-        if fake:
+        cmd = [ARGS.app]
+        if mode == "fake":
             env.update(STRESS_FAKE_CUDA="1", GPROF_CUPTI_PATH=ARGS.fake_cupti)
+        elif mode == "program":
+            env.update(CUDA_INJECTION64_PATH=ARGS.agent)
+            cmd = shlex.split(ARGS.program)
         self.dm = self.start_daemon()
         env["GPROF_SOCKET"] = self.dm.sock
-        self.app = subprocess.Popen([ARGS.app], env=env, stdin=subprocess.PIPE,
+        self.app = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert self.app.stdout.readline() == b"ready\n"
-        assert self.dm.wait("registered pid %d" % self.app.pid), self.dm.log()
+        head = []
+        while True:
+            line = self.app.stdout.readline()
+            head.append(line)
+            if line in (b"ready\n", b"") or len(head) > 50:
+                break
+        assert line == b"ready\n", (head, self.app.stderr.read(4000) if not line else "")
+        # the traced process: the program, or its child under a wrapper
+        # (compute-sanitizer runs the program as its child)
+        assert self.dm.wait("registered pid "), self.dm.log()
+        line = next(l for l in self.dm.lines if l and "registered pid " in l)
+        self.pid = int(line.split("registered pid ")[1].split()[0])
 
     def start_daemon(self):
         self.daemons += 1
@@ -153,7 +179,7 @@ class Stress:
         kind = self.rng.choice(["duration", "iterations", "range"])
         tid = self.tid()
         args = ["trace", "--job", JOB, "--trace-id", tid, "--output-dir", self.out(),
-                "--timeout", str(TIMEOUT)]
+                "--timeout", str(TIMEOUT)] + self.acts()
         if kind == "duration":
             args += ["--duration-ms", str(self.rng.randint(5, 80))]
         elif kind == "iterations":
@@ -175,6 +201,10 @@ class Stress:
         self.outcomes[kind + " FAILED"] += 1
         self.bad.append("%s %s: exit %d: %s %s" % (kind, tid, p.returncode, out[-600:], err[-300:]))
 
+    @staticmethod
+    def acts():
+        return ["--activities", ARGS.activities] if ARGS.activities else []
+
     def op_single(self):
         self.expect_delivered(*self.request())
 
@@ -186,7 +216,8 @@ class Stress:
     def op_cancel(self):
         tid = self.tid()
         p = ctl(self.dm, "trace", "--job", JOB, "--trace-id", tid, "--iterations", "1000000",
-                "--iteration-roundup", "1", "--output-dir", self.out(), "--timeout", str(TIMEOUT))
+                "--iteration-roundup", "1", "--output-dir", self.out(), "--timeout", str(TIMEOUT),
+                *self.acts())
         time.sleep(self.rng.uniform(0, 0.05))
         c = subprocess.run([ARGS.gprofctl, "--socket", self.dm.sock, "cancel", tid],
                            capture_output=True, text=True, timeout=TIMEOUT)
@@ -221,7 +252,7 @@ class Stress:
         kind, tid, p = self.request()
         reply = self.dyno()
         self.expect_delivered(kind, tid, p)
-        if reply.get("activityProfilersTriggered") == [self.app.pid]:
+        if reply.get("activityProfilersTriggered") == [self.pid]:
             t = reply["traceId"]
             if self.dm.wait("trace %s done" % t):
                 self.outcomes["dyno delivered"] += 1
@@ -237,7 +268,7 @@ class Stress:
     def restart(self):
         self.dm.stop(self.rng.choice([signal.SIGKILL, signal.SIGTERM]))
         self.dm = self.start_daemon()
-        if not self.dm.wait("registered pid %d" % self.app.pid):
+        if not self.dm.wait("registered pid %d" % self.pid):
             self.bad.append("the agent did not register again with daemon %d" % self.daemons)
 
     def op_restart(self):
@@ -247,7 +278,7 @@ class Stress:
             return
         tid = self.tid()
         p = ctl(self.dm, "trace", "--job", JOB, "--trace-id", tid, "--duration-ms", "200",
-                "--output-dir", self.out(), "--timeout", str(TIMEOUT))
+                "--output-dir", self.out(), "--timeout", str(TIMEOUT), *self.acts())
         time.sleep(self.rng.uniform(0, 0.2))
         self.restart()
         out, err = p.communicate(timeout=TIMEOUT + 10)
@@ -261,7 +292,10 @@ class Stress:
                (self.op_dyno, 8), (self.op_restart, 3)]
         fns = [f for f, w in ops for _ in range(w)]
         t0 = time.time()
-        for _ in range(ARGS.bursts):
+        for i in range(ARGS.bursts):
+            if i and i % 100 == 0:
+                print("  ... %d operations, %.0f s: %s" % (i, time.time() - t0,
+                      dict(sorted(self.outcomes.items()))), flush=True)
             self.rng.choice(fns)()
             if self.app.poll() is not None:
                 break
@@ -272,7 +306,8 @@ class Stress:
     def finish(self):
         out, err = self.app.communicate(b"", timeout=TIMEOUT)
         self.dm.stop()
-        return self.app.returncode, out.decode(), err.decode()
+        done = [l for l in out.decode().splitlines() if l.startswith("done ")]
+        return self.app.returncode, done[-1] if done else out.decode()[-2000:], err.decode()
 
     def check_traces(self):
         names = collections.Counter()
@@ -294,42 +329,50 @@ class Stress:
             if self.fake and (ends != len(kernels) or launches < len(kernels)):
                 self.bad.append("%s trace %s: %d kernels, %d flow ends, %d launches" % (
                     kind, path, len(kernels), ends, launches))
-        if self.fake:
+        if self.mode != "nvtx":
+            expected = set(ARGS.kernels.split("|")) if ARGS.kernels else KERNELS
             if not names:
                 self.bad.append("no kernel in any trace of the CUDA program")
-            unknown = set(names) - KERNELS
+            unknown = set(names) - expected if self.fake or ARGS.kernels else \
+                {n for n in names if not n or "XXXX" in n}
             if unknown:
                 self.bad.append("kernel names not the program's: %s" % sorted(unknown)[:5])
         return names
 
 
-def stress(d, fake):
-    s = Stress(d, fake)
+def stress(d, mode):
+    s = Stress(d, mode)
     try:
         s.run()
     finally:
         rc, out, err = s.finish()
     names = s.check_traces()
     print("  %s: seed %d, %d requests in %.1f s, daemons %d: %s" % (
-        "CUDA program (stand-in CUPTI)" if fake else "NVTX-only program", s.seed, s.n,
-        s.elapsed, s.daemons, dict(sorted(s.outcomes.items()))))
+        {"fake": "CUDA program (stand-in CUPTI)", "nvtx": "NVTX-only program",
+         "program": ARGS.program}[mode], s.seed, s.n, s.elapsed, s.daemons,
+        dict(sorted(s.outcomes.items()))))
     print("  program: exit %s, %s; kernels traced %d" % (rc, out.strip(), sum(names.values())))
-    assert rc == 0, "the traced program died (exit status %s): %s" % (rc, err[-2000:])
+    assert rc == 0, "the traced program died (exit status %s): %s" % (rc, err[-6000:])
     assert out.startswith("done "), out
     assert not s.bad, "%d bad requests:\n  %s" % (len(s.bad), "\n  ".join(s.bad[:20]))
-    if fake:
+    if mode == "fake":
         f = dict(zip(out.split()[2::2], out.split()[3::2]))
         assert int(f["finalizes"]) > 0, out  # CUPTI was given back, by finalize
 
 
 def test_stress_nvtx_only(d):
     """Random requests to an NVTX-only program."""
-    stress(d, False)
+    stress(d, "nvtx")
 
 
 def test_stress_stand_in_cupti(d):
     """Random requests to a CUDA program, CUPTI's rules enforced."""
-    stress(d, True)
+    stress(d, "fake")
+
+
+def test_stress_program(d):
+    """Random requests to the --program (a real CUDA program on a GPU)."""
+    stress(d, "program")
 
 
 def agent_log(d):
@@ -340,7 +383,9 @@ def agent_log(d):
 
 def main():
     tests = [test_stress_nvtx_only, test_stress_stand_in_cupti]
-    if ARGS.only:
+    if ARGS.program:
+        tests = [test_stress_program]
+    elif ARGS.only:
         tests = [tests[0] if ARGS.only == "nvtx" else tests[1]]
     return runner.run(tests, "gprof-stress-", agent_log)
 
