@@ -343,6 +343,33 @@ def test_cancel_then_trace(d):
         dm.kill()
 
 
+def test_interrupt_cancels(d):
+    """Ctrl-C on gprofctl trace cancels the trace on the host (the agent
+    stops and discards it, the trace ends cancelled, exit 1), and the
+    process is traced normally afterwards."""
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        mark = dm.mark()
+        p = subprocess.Popen([GPROFCTL, "--socket", dm.sock, "trace", "--job", "agentjob",
+                              "--iterations", "100000", "--trace-id", "int1",
+                              "--output-dir", os.path.join(d, "x")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert dm.wait("trace int1 started", mark), dm.log()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=TIMEOUT)
+        assert p.returncode == 1, (p.returncode, out, err)
+        assert "cancelling trace int1" in err and "cancelled" in out, (out, err)
+        assert dm.wait("trace int1 cancelled", mark), dm.log()
+        path, _ = trace(d, dm.sock, "--iterations", "2")
+        check(path, steps=2)
+    finally:
+        rc, out, err = app.finish()
+        dm.kill()
+    assert rc == 0 and err == "", (rc, err)
+
+
 def agent_log(d):
     log = os.path.join(d, "agent.log")
     if os.path.exists(log):
@@ -352,7 +379,8 @@ def agent_log(d):
 def main():
     return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit,
                        test_daemon_killed, test_no_daemon,
-                       test_fork, test_python_helper, test_cancel_then_trace],
+                       test_fork, test_python_helper, test_cancel_then_trace,
+                       test_interrupt_cancels],
                       "gprof-agent-", agent_log)
 
 
