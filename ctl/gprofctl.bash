@@ -4,7 +4,7 @@ _gprofctl()
 	local cur prev words cword
 	_init_completion || return
 	local globals="--host --hostfile --slurm-job --socket --port --token-file --json --timeout --version --help"
-	local commands="status list trace metrics fetch launch help"
+	local commands="status list trace metrics fetch cancel launch help"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
@@ -35,6 +35,7 @@ _gprofctl()
 	                      --trace-id --timeout --help" -- "$cur")) ;;
 	list) COMPREPLY=($(compgen -W "--job --help" -- "$cur")) ;;
 	fetch) COMPREPLY=($(compgen -W "--output-dir --help" -- "$cur")) ;;
+	cancel) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
 	launch) COMPREPLY=($(compgen -W "--job --agent --help --" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	status) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;

@@ -29,5 +29,6 @@ check "gprofctl trace --it" --iterations
 check "gprofctl trace --it" --iteration-roundup
 check "gprofctl trace --activities kernel,me" kernel,memcpy
 check "gprofctl help " fetch
+check "gprofctl can" cancel
 check "gprofctl list --" --job
 if [ "$fails" -eq 0 ]; then echo "1 passed, 0 failed"; else exit 1; fi
