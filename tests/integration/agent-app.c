@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "apputil.h"
 #include "gprof_agent.h"
 
 #ifdef HAVE_NVTX
@@ -32,24 +33,6 @@
 #define PUSH(s) gprof_range_push(s)
 #define POP() gprof_range_pop()
 #endif
-
-/* Deterministic CPU work (about us microseconds): the checksum printed at
- * the end must not depend on timing, so a run with the agent can be
- * compared with one without. */
-static uint64_t spin(uint64_t x, long us)
-{
-	for (long i = 0; i < us * 300; i++)
-		x = x * 6364136223846793005ull + 1442695040888963407ull;
-	return x;
-}
-
-static int stdin_closed(void)
-{
-	struct pollfd p = { .fd = 0, .events = POLLIN };
-	char c;
-
-	return poll(&p, 1, 0) > 0 && read(0, &c, 1) <= 0;
-}
 
 int main(int argc, char **argv)
 {

@@ -29,6 +29,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "apputil.h"
 #include "gprof_agent.h"
 
 int InitializeInjection(void);
@@ -39,21 +40,6 @@ static uint64_t mono_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t spin(uint64_t x, int us)
-{
-	for (int i = 0; i < us * 300; i++)
-		x = x * 6364136223846793005ull + 1442695040888963407ull;
-	return x;
-}
-
-static int stdin_closed(void)
-{
-	struct pollfd p = { .fd = 0, .events = POLLIN };
-	char c;
-
-	return poll(&p, 1, 0) > 0 && read(0, &c, 1) <= 0;
 }
 
 int main(void)

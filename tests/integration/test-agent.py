@@ -14,11 +14,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 
 GPROFD, GPROFCTL, APP, AGENT, VALIDATOR = sys.argv[1:6]
 sys.path.insert(0, os.path.dirname(VALIDATOR))
 from validate_trace import validate  # noqa: E402
+from daemonlog import DaemonLog  # noqa: E402
 import runner  # noqa: E402
 
 TIMEOUT = 30
@@ -28,8 +28,6 @@ class Daemon:
     def __init__(self, d, yaml=None):
         self.dir = d
         self.sock = os.path.join(d, "gprofd.sock")
-        self.lines = []
-        self.cv = threading.Condition()
         extra = []
         if yaml:
             with open(os.path.join(d, "gprofd.yaml"), "w") as f:
@@ -39,31 +37,9 @@ class Daemon:
             [GPROFD] + extra + ["--socket", self.sock, "--tcp", "off", "--metrics", "off",
              "--state-dir", os.path.join(d, "state"), "-v"],
             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        threading.Thread(target=self._read, daemon=True).start()
+        self.logs = DaemonLog(self.p.stderr, TIMEOUT)
+        self.wait, self.mark, self.log = self.logs.wait, self.logs.mark, self.logs.text
         assert self.wait(" running: "), "gprofd did not start:\n" + self.log()
-
-    def _read(self):
-        for line in self.p.stderr:
-            with self.cv:
-                self.lines.append(line.decode(errors="replace"))
-                self.cv.notify_all()
-        with self.cv:
-            self.lines.append(None)
-            self.cv.notify_all()
-
-    def wait(self, needle, start=0):
-        def found():
-            return any(l is None or needle in l for l in self.lines[start:])
-        with self.cv:
-            self.cv.wait_for(found, TIMEOUT)
-            return any(l is not None and needle in l for l in self.lines[start:])
-
-    def mark(self):
-        with self.cv:
-            return len(self.lines)
-
-    def log(self):
-        return "".join(l for l in self.lines if l)
 
     def kill(self, sig=signal.SIGTERM):
         self.p.send_signal(sig)

@@ -15,7 +15,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -23,6 +22,7 @@ import urllib.request
 
 GPROFD, GPROFCTL, APP, AGENT, NVML_STUB, FIXTURES = sys.argv[1:7]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from daemonlog import DaemonLog  # noqa: E402
 import runner  # noqa: E402
 TIMEOUT = 60
 
@@ -50,34 +50,20 @@ class Daemon:
                     "sampling:\n  interval: 200ms\n  proc_root: %s\n  nvml_library: %s\n"
                     "export:\n  jsonl: %s\n  jsonl_max_bytes: 16KiB\n%s"
                     % (os.path.join(FIXTURES, "host-a"), NVML_STUB, self.jsonl, extra_yaml))
-        self.lines = []
-        self.cv = threading.Condition()
         self.p = subprocess.Popen([GPROFD, "--config", cfg, "--socket", self.sock, "--tcp", "off",
                                    "--state-dir", os.path.join(d, "state"), "-v"],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE)
-        threading.Thread(target=self._read, daemon=True).start()
+        self.logs = DaemonLog(self.p.stderr, TIMEOUT)
         line = self.wait("metrics on http://")
         self.port = int(re.search(r":(\d+)/metrics", line).group(1))
         self.wait(" running: ")
 
-    def _read(self):
-        for line in self.p.stderr:
-            with self.cv:
-                self.lines.append(line.decode(errors="replace"))
-                self.cv.notify_all()
-        with self.cv:
-            self.lines.append(None)
-            self.cv.notify_all()
-
     def wait(self, needle):
-        with self.cv:
-            self.cv.wait_for(lambda: any(l is None or needle in l for l in self.lines), TIMEOUT)
-            for l in self.lines:
-                if l is not None and needle in l:
-                    return l
-        raise AssertionError("gprofd never logged %r:\n%s" % (needle, "".join(
-            l for l in self.lines if l)))
+        line = self.logs.wait(needle)
+        if line is None:
+            raise AssertionError("gprofd never logged %r:\n%s" % (needle, self.logs.text()))
+        return line
 
     def get(self, path="/metrics"):
         try:

@@ -49,7 +49,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 ap = argparse.ArgumentParser()
@@ -69,6 +68,7 @@ ap.add_argument("--kernels")
 ARGS = ap.parse_args()
 sys.path.insert(0, os.path.dirname(ARGS.validator))
 from validate_trace import validate  # noqa: E402
+from daemonlog import DaemonLog  # noqa: E402
 import runner  # noqa: E402
 
 TIMEOUT = 30
@@ -79,41 +79,20 @@ KERNELS = {"scale(float*, float)", "add_one(float*)", "_Z5scalePff", "_Z7add_one
 
 
 class Daemon:
-    """gprofd on a private socket and a loopback TCP port; its log lines
-    are read by a thread, so tests wait on events, not on time."""
+    """gprofd on a private socket and a loopback TCP port (for dyno)."""
 
     def __init__(self, d, n):
         self.sock = os.path.join(d, "gprofd.sock")
-        self.lines = []
-        self.cv = threading.Condition()
         self.p = subprocess.Popen(
             [ARGS.gprofd, "--socket", self.sock, "--tcp", "127.0.0.1:0", "--metrics", "off",
              "--state-dir", os.path.join(d, "state"), "-v"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        threading.Thread(target=self._read, daemon=True).start()
-        assert self.wait(" running: "), "gprofd did not start:\n" + self.log()
-        line = next(l for l in self.lines if l and " running: " in l)
+        self.logs = DaemonLog(self.p.stderr, TIMEOUT)
+        self.wait, self.log = self.logs.wait, self.logs.text
+        line = self.wait(" running: ")
+        assert line, "gprofd did not start:\n" + self.log()
         self.port = int(line.split("tcp port ")[1].split(",")[0])
         self.n = n
-
-    def _read(self):
-        for line in self.p.stderr:
-            with self.cv:
-                self.lines.append(line.decode(errors="replace"))
-                self.cv.notify_all()
-        with self.cv:
-            self.lines.append(None)
-            self.cv.notify_all()
-
-    def wait(self, needle, timeout=TIMEOUT):
-        def found():
-            return any(l is None or needle in l for l in self.lines)
-        with self.cv:
-            self.cv.wait_for(found, timeout)
-            return any(l is not None and needle in l for l in self.lines)
-
-    def log(self):
-        return "".join(l for l in self.lines if l)
 
     def stop(self, sig=signal.SIGTERM):
         if self.p.poll() is None:
@@ -160,8 +139,8 @@ class Stress:
         assert line == b"ready\n", (head, self.app.stderr.read(4000) if not line else "")
         # the traced process: the program, or its child under a wrapper
         # (compute-sanitizer runs the program as its child)
-        assert self.dm.wait("registered pid "), self.dm.log()
-        line = next(l for l in self.dm.lines if l and "registered pid " in l)
+        line = self.dm.wait("registered pid ")
+        assert line, self.dm.log()
         self.pid = int(line.split("registered pid ")[1].split()[0])
 
     def start_daemon(self):
