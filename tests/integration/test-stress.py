@@ -197,18 +197,16 @@ class Stress:
         p = ctl(self.dm, "trace", "--job", JOB, "--trace-id", tid, "--iterations", "1000000",
                 "--iteration-roundup", "1", "--output-dir", self.out(), "--timeout", str(TIMEOUT),
                 *self.acts())
+        # once the daemon has the trace, cancel it 0-50 ms later (waiting,
+        # armed or capturing, depending on the draw)
+        if not self.dm.wait("trace %s started" % tid):
+            self.bad.append("cancel %s: the trace never started: %s" % (tid, p.communicate()))
+            return
         time.sleep(self.rng.uniform(0, 0.05))
         c = subprocess.run([ARGS.gprofctl, "--socket", self.dm.sock, "cancel", tid],
                            capture_output=True, text=True, timeout=TIMEOUT)
         out, err = p.communicate(timeout=TIMEOUT + 10)
-        # the trace may not have reached the daemon yet when cancel ran:
-        # then cancel says so (exit 2) and the trace is cancelled again
-        if c.returncode == 2:
-            subprocess.run([ARGS.gprofctl, "--socket", self.dm.sock, "cancel", tid],
-                           capture_output=True, timeout=TIMEOUT)
-            if p.poll() is None:
-                out, err = p.communicate(timeout=TIMEOUT + 10)
-        if p.returncode == 1 and "cancelled" in out:
+        if c.returncode == 0 and p.returncode == 1 and "cancelled" in out:
             self.outcomes["cancel cancelled"] += 1
         else:
             self.outcomes["cancel FAILED"] += 1
