@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,9 @@ int main(int argc, char **argv)
 	size_t i;
 	int c;
 
+	/* A daemon that goes away mid-write is a failed host ("connection
+	 * lost"), not a silent death by SIGPIPE. */
+	signal(SIGPIPE, SIG_IGN);
 	/* Downloaded chunks come from the heap and are reused (as in gprofd). */
 	mallopt(M_MMAP_THRESHOLD, 8 << 20);
 	mallopt(M_TRIM_THRESHOLD, 16 << 20);

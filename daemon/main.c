@@ -215,6 +215,9 @@ static int run(struct daemon *d)
 	uv_loop_t loop;
 	int r;
 
+	/* A peer that closes while a reply is on its way must cost that
+	 * connection (EPIPE), never the daemon: SIGPIPE's default kills. */
+	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&loop);
 	d->loop = &loop;
 	d->started_us = daemon_now_us();

@@ -147,6 +147,9 @@ static int launch(struct td *t, const char *config_yaml, const char *const *extr
 	t->eof = false;
 	t->pid = fork();
 	if (t->pid == 0) {
+		/* the tests ignore SIGPIPE; the daemon must not inherit that and
+		 * pass for it (a shell or container starts it with the default) */
+		signal(SIGPIPE, SIG_DFL);
 		dup2(pipefd[1], 2);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
