@@ -3,8 +3,9 @@
  *
  * Data flow of one burst:
  *
- *   daemon --capture_start--> link.c (agent thread) --> capture_begin()
- *     capture.c validates the window, asks gpu.c to enable CUPTI (if the
+ *   daemon --capture_start--> link.c (agent thread) --> capture.c's queue
+ *     --> capture_tick (the agent thread's loop, when no burst runs):
+ *     capture.c fixes the window, asks gpu.c to enable CUPTI (if the
  *     request wants GPU activities and CUPTI can be had), then arms the
  *     window: now (duration mode), at a wall-clock time, or at the next
  *     iteration boundary (rec.c, on the application thread that steps).
@@ -13,7 +14,8 @@
  *     buffer while A.rec_on is set; CUPTI hands completed activity buffers
  *     to gpu.c's list from its own threads.
  *   end of window (last step, duration timer, byte limit, cancel) -->
- *     the agent thread: gpu_stop() (disable, forced flush, dropped count),
+ *     the agent thread: gpu_stop() (disable, forced flush, dropped count,
+ *     everything the writer needs copied out of CUPTI, CUPTI released),
  *     writer.c streams the Kineto JSON into a gzip file in one pass over
  *     rec.c's thread buffers and gpu.c's activity buffers, then link.c
  *     uploads the file in chunk frames and deletes it (kept, and its path

@@ -81,7 +81,7 @@ KERNELS = {"scale(float*, float)", "add_one(float*)", "_Z5scalePff", "_Z7add_one
 class Daemon:
     """gprofd on a private socket and a loopback TCP port (for dyno)."""
 
-    def __init__(self, d, n):
+    def __init__(self, d):
         self.sock = os.path.join(d, "gprofd.sock")
         self.p = subprocess.Popen(
             [ARGS.gprofd, "--socket", self.sock, "--tcp", "127.0.0.1:0", "--metrics", "off",
@@ -92,7 +92,6 @@ class Daemon:
         line = self.wait(" running: ")
         assert line, "gprofd did not start:\n" + self.log()
         self.port = int(line.split("tcp port ")[1].split(",")[0])
-        self.n = n
 
     def stop(self, sig=signal.SIGTERM):
         if self.p.poll() is None:
@@ -145,7 +144,7 @@ class Stress:
 
     def start_daemon(self):
         self.daemons += 1
-        return Daemon(self.d, self.daemons)
+        return Daemon(self.d)
 
     def tid(self):
         self.n += 1
