@@ -2,9 +2,10 @@
  * capture.c: one burst at a time, driven by the agent thread: from
  * capture_start to the uploaded file.
  *
- * Commands from the daemon (capture_start, capture_cancel) are queued by
- * link.c as they arrive and taken here, in order, by capture_tick on the
- * agent thread's main loop, never from inside another command: they can
+ * Starts from the daemon are queued by link.c as they arrive and taken
+ * here, in order, by capture_tick on the agent thread's main loop, never
+ * from inside another command (a cancel only marks the burst ended or
+ * drops the queued start; capture_tick finishes the burst): they can
  * arrive while this thread is in the middle of a burst's end (waiting for
  * the upload's reply, say), and the next request of a back-to-back series
  * routinely does. The queue is bounded (CMDQ_MAX); a start past it is
@@ -38,14 +39,13 @@ static enum phase phase;
 static bool gpu_on;
 static char note[256]; /* said with the writing status: CPU-only, cut, ... */
 
-/* A command as queued: its strings copied out of the decoded message. */
+/* A start as queued: its strings copied out of the decoded message.
+ * Cancels are not queued: capture_queue_cancel applies them at once. */
 struct cmd {
-	bool cancel;
 	char trace_id[MSG_TRACE_ID_MAX + 1];
-	struct msg_window win;       /* iteration_range points at range below */
+	struct msg_window win;       /* iteration_range unused: the name is in range */
 	char range[AGENT_NAME_MAX + 1];
 	int64_t max_bytes;
-	char reason[128];            /* cancel */
 };
 #define CMDQ_MAX 8
 static struct cmd cmdq[CMDQ_MAX];
@@ -154,7 +154,7 @@ void capture_queue_cancel(const char *trace_id, const char *why)
 	for (i = 0; i < cmdq_len; i++) {
 		struct cmd *c = &cmdq[(cmdq_head + i) % CMDQ_MAX];
 
-		if (c->cancel || strcmp(c->trace_id, trace_id) != 0)
+		if (strcmp(c->trace_id, trace_id) != 0)
 			continue;
 		for (j = i; j + 1 < cmdq_len; j++)
 			cmdq[(cmdq_head + j) % CMDQ_MAX] = cmdq[(cmdq_head + j + 1) % CMDQ_MAX];

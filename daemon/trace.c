@@ -148,8 +148,6 @@ static void finish(struct trace *t)
 			done++;
 		else if (t->tp[i].state == MSG_TS_CANCELLED)
 			cancelled++;
-		if (t->tp[i].proc != NULL && t->tp[i].proc->busy == t)
-			t->tp[i].proc->busy = NULL;
 	}
 	t->state = done == t->n ? MSG_TRACE_DONE : done > 0 ? MSG_TRACE_PARTIAL :
 	           cancelled == t->n ? MSG_TRACE_CANCELLED : MSG_TRACE_FAILED;
