@@ -28,6 +28,7 @@
 
 #include "agent.h"
 #include "gprof_agent.h"
+#include "ident.h"
 
 struct agent A = {
 	.tb_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -84,50 +85,24 @@ void agent_wake(void)
 	}
 }
 
-static int64_t env_int(const char *const *names)
+static const char *env_get(const char *name, void *ctx)
 {
-	for (; *names; names++) {
-		const char *v = getenv(*names);
-		char *end;
-		long long x;
-
-		if (v == NULL || !*v)
-			continue;
-		errno = 0;
-		x = strtoll(v, &end, 10);
-		if (errno == 0 && *end == '\0' && x >= 0 && x <= 16777216)
-			return x;
-	}
-	return -1;
+	(void)ctx;
+	return getenv(name);
 }
 
 static void read_identity(void)
 {
-	static const char *const jobs[] = { "GPROF_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
-	                                    "PBS_JOBID", "LSB_JOBID", NULL };
-	static const char *const ranks[] = { "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-	                                     "PMI_RANK", NULL };
-	static const char *const local[] = { "LOCAL_RANK", "SLURM_LOCALID",
-	                                     "OMPI_COMM_WORLD_LOCAL_RANK", NULL };
-	static const char *const world[] = { "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
-	                                     "PMI_SIZE", NULL };
-	const char *const *j;
+	struct ident id;
 
 	A.pid = (int)getpid();
 	if (gethostname(A.host, sizeof(A.host) - 1) != 0)
 		snprintf(A.host, sizeof(A.host), "localhost");
-	A.job_id[0] = '\0';
-	for (j = jobs; *j; j++) {
-		const char *v = getenv(*j);
-
-		if (v && *v && strlen(v) <= MSG_JOB_ID_MAX) {
-			snprintf(A.job_id, sizeof(A.job_id), "%s", v);
-			break;
-		}
-	}
-	A.rank = env_int(ranks);
-	A.local_rank = env_int(local);
-	A.world_size = env_int(world);
+	ident_read(&id, env_get, NULL);
+	snprintf(A.job_id, sizeof(A.job_id), "%s", id.job_id);
+	A.rank = id.rank;
+	A.local_rank = id.local_rank;
+	A.world_size = id.world_size;
 }
 
 static void atfork_child(void)

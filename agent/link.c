@@ -197,6 +197,39 @@ out:
 	return r;
 }
 
+/* The process's ancestors, parent first, up to max, stopping before init:
+ * the daemon tells a launcher (torchrun, mp.spawn's parent) by them, and
+ * a wrapper shell between launcher and rank must not hide it. */
+static size_t ancestors(int64_t *out, size_t max)
+{
+	pid_t p = getppid();
+	size_t n = 0;
+
+	while (p > 1 && n < max) {
+		char path[64], buf[512], *rp;
+		long long pp;
+		ssize_t len;
+		int fd;
+
+		out[n++] = p;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			break;
+		buf[len] = '\0';
+		/* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
+		rp = strrchr(buf, ')');
+		if (rp == NULL || sscanf(rp + 1, " %*c %lld", &pp) != 1)
+			break;
+		p = (pid_t)pp;
+	}
+	return n;
+}
+
 static int connect_daemon(struct link *l)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -232,12 +265,7 @@ static int connect_daemon(struct link *l)
 	if ((r = call(l, &m, 5000)) < 0)
 		goto fail;
 
-	{
-		pid_t p = getppid();
-
-		if (p > 1)
-			ppids[nppid++] = p;
-	}
+	nppid = ancestors(ppids, sizeof(ppids) / sizeof(ppids[0]));
 	if (gpu_usable(why, sizeof(why)))
 		caps |= MSG_CAP_CUPTI;
 	if (A.nvtx_attached || getenv("NVTX_INJECTION64_PATH"))

@@ -6,9 +6,16 @@
  * GPROF_TORCH_STEPS=1, so PyTorch optimizer steps become iterations.
  * gprofctl replaces itself with COMMAND: signals and the exit status are
  * COMMAND's.
+ *
+ * Where the agent and python/ are: an installed gprofctl uses the
+ * installed paths; a gprofctl run from its build tree (the agent library
+ * sits at ../agent/ next to it) uses that build's agent and the source
+ * tree's python/, so a checkout works without installing.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -22,6 +29,46 @@
 #ifndef GPROF_AGENT_PATH
 #define GPROF_AGENT_PATH "/usr/local/lib/x86_64-linux-gnu/gprofd/libgprof_agent.so"
 #endif
+#ifndef GPROF_SOURCE_PYTHON_DIR
+#define GPROF_SOURCE_PYTHON_DIR ""
+#endif
+
+struct paths { char agent[PATH_MAX]; char python[PATH_MAX]; };
+
+static bool has_helper(const char *dir)
+{
+	char p[PATH_MAX + 32];
+
+	snprintf(p, sizeof(p), "%s/gprof_agent/__init__.py", dir);
+	return dir[0] && access(p, R_OK) == 0;
+}
+
+/* Fills the agent and python/ paths for this gprofctl (see the top
+ * comment); python is "" when there is none. */
+static void find_paths(struct paths *ps)
+{
+	char exe[PATH_MAX], dir[PATH_MAX], cand[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	snprintf(ps->agent, sizeof(ps->agent), "%s", GPROF_AGENT_PATH);
+	snprintf(ps->python, sizeof(ps->python), "%s", has_helper(GPROF_PYTHON_DIR) ?
+	         GPROF_PYTHON_DIR : "");
+	if (n <= 0)
+		return;
+	exe[n] = '\0';
+	snprintf(dir, sizeof(dir), "%s", dirname(exe));
+	snprintf(cand, sizeof(cand), "%s/../agent/libgprof_agent.so", dir);
+	if (access(cand, R_OK) != 0)
+		return; /* installed */
+	if (realpath(cand, ps->agent) == NULL)
+		snprintf(ps->agent, sizeof(ps->agent), "%s", cand);
+	ps->python[0] = '\0';
+	snprintf(cand, sizeof(cand), "%s/../../python", dir);
+	if (has_helper(GPROF_SOURCE_PYTHON_DIR))
+		snprintf(ps->python, sizeof(ps->python), "%s", GPROF_SOURCE_PYTHON_DIR);
+	else if (has_helper(cand) && realpath(cand, ps->python) == NULL)
+		ps->python[0] = '\0';
+}
 
 int cmd_launch(struct opts *o, int argc, char **argv)
 {
@@ -32,9 +79,11 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *job = NULL, *agent = getenv("GPROF_AGENT");
+	struct paths ps;
 	char gen[32];
 	int c;
 
+	find_paths(&ps);
 	while ((c = getopt_long(argc, argv, "+h", lopts, NULL)) != -1) {
 		if (c == 'j')
 			job = optarg;
@@ -45,7 +94,11 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 			       "Runs COMMAND with libgprof_agent injected and GPROF_JOB_ID set (ID, else\n"
 			       "$GPROF_JOB_ID, $SLURM_JOB_ID, else a new id that is printed), so that\n"
 			       "gprofctl trace --job ID finds it. The agent is $GPROF_AGENT or\n"
-			       "%s.\n", GPROF_AGENT_PATH);
+			       "%s.\n"
+			       "Python jobs get %s first on PYTHONPATH and\n"
+			       "GPROF_TORCH_STEPS=1: every optimizer step is an iteration, in every\n"
+			       "rank (torchrun, srun, mp.spawn); a launcher that never steps is left\n"
+			       "out of traces.\n", ps.agent, ps.python[0] ? ps.python : "(no python/ found)");
 			return EXIT_OK;
 		} else
 			return EXIT_USAGE;
@@ -55,7 +108,7 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (agent == NULL)
-		agent = GPROF_AGENT_PATH;
+		agent = ps.agent;
 	if (access(agent, R_OK) != 0)
 		fprintf(stderr, "gprofctl launch: warning: no agent at %s (%s); the command runs "
 		        "untraced. Set --agent or $GPROF_AGENT.\n", agent, strerror(errno));
@@ -78,11 +131,11 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 	setenv("GPROF_JOB_ID", job, 1);
 	/* PyTorch jobs: python/sitecustomize.py imports gprof_agent, whose
 	 * optimizer hook makes every step an iteration (GPROF_TORCH_STEPS). */
-	if (access(GPROF_PYTHON_DIR, R_OK) == 0) {
+	if (ps.python[0]) {
 		const char *pp = getenv("PYTHONPATH");
 		char *path = NULL;
 
-		if (asprintf(&path, "%s%s%s", GPROF_PYTHON_DIR, pp && *pp ? ":" : "",
+		if (asprintf(&path, "%s%s%s", ps.python, pp && *pp ? ":" : "",
 		             pp ? pp : "") >= 0) {
 			setenv("PYTHONPATH", path, 1);
 			free(path);

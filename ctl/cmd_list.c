@@ -11,8 +11,9 @@
 #include "ctl.h"
 
 struct lproc {
-	int64_t pid, uid, rank, steps;
+	int64_t pid, uid, rank, world, steps;
 	int kind;
+	bool launcher;
 	char job[MSG_JOB_ID_MAX + 1], name[64];
 };
 
@@ -53,7 +54,9 @@ static void message(struct host *h, const struct msg *m)
 		l->procs[i].pid = p->pid;
 		l->procs[i].uid = p->uid;
 		l->procs[i].rank = p->rank;
+		l->procs[i].world = p->world_size;
 		l->procs[i].steps = p->steps;
+		l->procs[i].launcher = p->launcher;
 		l->procs[i].kind = p->kind;
 		snprintf(l->procs[i].job, sizeof(l->procs[i].job), "%s", p->job_id ? p->job_id : "-");
 		snprintf(l->procs[i].name, sizeof(l->procs[i].name), "%s", p->name ? p->name : "-");
@@ -86,7 +89,9 @@ int cmd_list(struct opts *o, int argc, char **argv)
 		else if (c == 'h') {
 			printf("usage: gprofctl [GLOBAL OPTIONS] list [--job ID]\n"
 			       "Prints the traceable processes of every host: host, pid, uid, job,\n"
-			       "rank, kind (agent or kineto), iterations seen, name. You see your own\n"
+			       "rank/world size, kind (agent or kineto), iterations seen, name, and a\n"
+			       "note for launchers (a process that started other ranks of its job and\n"
+			       "never steps: traces of the job leave it out). You see your own\n"
 			       "processes; root and the daemon's admin group see all.\n");
 			return EXIT_OK;
 		} else
@@ -122,7 +127,9 @@ int cmd_list(struct opts *o, int argc, char **argv)
 				cJSON_AddNumberToObject(j, "uid", (double)p->uid);
 				cJSON_AddStringToObject(j, "job", p->job);
 				cJSON_AddNumberToObject(j, "rank", (double)p->rank);
+				cJSON_AddNumberToObject(j, "world_size", (double)p->world);
 				cJSON_AddStringToObject(j, "kind", msg_kind_name(p->kind));
+				cJSON_AddStringToObject(j, "role", p->launcher ? "launcher" : "traced");
 				cJSON_AddNumberToObject(j, "steps", (double)p->steps);
 				cJSON_AddStringToObject(j, "name", p->name);
 				cJSON_AddItemToArray(arr, j);
@@ -133,17 +140,25 @@ int cmd_list(struct opts *o, int argc, char **argv)
 		cJSON_free(text);
 		cJSON_Delete(root);
 	} else {
-		printf("%-20s %8s %6s %-14s %5s %-7s %8s %s\n", "HOST", "PID", "UID", "JOB", "RANK",
-		       "KIND", "STEPS", "NAME");
+		printf("%-20s %8s %6s %-14s %7s %-7s %8s %-16s %s\n", "HOST", "PID", "UID", "JOB",
+		       "RANK", "KIND", "STEPS", "NAME", "NOTE");
 		for (i = 0; i < cl.n; i++) {
 			if (!hs[i].ok)
 				printf("%-20s %s\n", cl.hosts[i].label, cl.hosts[i].error);
 			for (k = 0; k < hs[i].n; k++) {
 				const struct lproc *p = &hs[i].procs[k];
 
-				printf("%-20s %8lld %6lld %-14s %5lld %-7s %8lld %s\n", cl.hosts[i].label,
-				       (long long)p->pid, (long long)p->uid, p->job, (long long)p->rank,
-				       msg_kind_name(p->kind), (long long)p->steps, p->name);
+				char rank[32] = "-";
+
+				if (p->rank >= 0 && p->world > 0)
+					snprintf(rank, sizeof(rank), "%lld/%lld", (long long)p->rank,
+					         (long long)p->world);
+				else if (p->rank >= 0)
+					snprintf(rank, sizeof(rank), "%lld", (long long)p->rank);
+				printf("%-20s %8lld %6lld %-14s %7s %-7s %8lld %-16s %s\n",
+				       cl.hosts[i].label, (long long)p->pid, (long long)p->uid, p->job, rank,
+				       msg_kind_name(p->kind), (long long)p->steps, p->name,
+				       p->launcher ? "launcher: not traced by job" : "");
 			}
 			total += hs[i].n;
 		}

@@ -90,7 +90,7 @@ static const char *state_word(int s)
  * (state changes are printed as lines instead). */
 static void draw(void)
 {
-	size_t i, k, hosts_done = 0, counts[8] = { 0 }, total = 0;
+	size_t i, k, hosts_done = 0, counts[MSG_TS_SKIPPED + 1] = { 0 }, total = 0;
 	uint64_t bytes = 0;
 	char b[32];
 
@@ -101,7 +101,7 @@ static void draw(void)
 		if (h->done || h->error[0])
 			hosts_done++;
 		for (k = 0; k < t->n; k++)
-			if (t->procs[k].state >= 0 && t->procs[k].state < 8)
+			if (t->procs[k].state >= 0 && t->procs[k].state <= MSG_TS_SKIPPED)
 				counts[t->procs[k].state]++;
 		total += t->n;
 		bytes += t->q.bytes;
@@ -109,9 +109,10 @@ static void draw(void)
 	fmt_bytes(bytes, b, sizeof(b));
 	fprintf(stderr, "\r\033[K%s: hosts %zu/%zu | %zu processes: %zu capturing, %zu writing, "
 	        "%zu uploading, %zu done, %zu failed | %s downloaded", T.trace_id, hosts_done,
-	        T.cl->n, total, counts[MSG_TS_CAPTURING] + counts[MSG_TS_WAITING] +
-	        counts[MSG_TS_MATCHED], counts[MSG_TS_WRITING], counts[MSG_TS_UPLOADING],
-	        counts[MSG_TS_DONE], counts[MSG_TS_FAILED] + counts[MSG_TS_CANCELLED], b);
+	        T.cl->n, total - counts[MSG_TS_SKIPPED], counts[MSG_TS_CAPTURING] +
+	        counts[MSG_TS_WAITING] + counts[MSG_TS_MATCHED], counts[MSG_TS_WRITING],
+	        counts[MSG_TS_UPLOADING], counts[MSG_TS_DONE],
+	        counts[MSG_TS_FAILED] + counts[MSG_TS_CANCELLED], b);
 }
 
 static void on_progress(uv_timer_t *t)
@@ -229,6 +230,13 @@ static void message(struct host *h, const struct msg *m)
 			t->procs[i].pid = m->u.trace_start_reply.procs.v[i].pid;
 			t->procs[i].rank = m->u.trace_start_reply.procs.v[i].rank;
 			t->procs[i].state = m->u.trace_start_reply.procs.v[i].state;
+			if (m->u.trace_start_reply.procs.v[i].reason)
+				snprintf(t->procs[i].reason, sizeof(t->procs[i].reason), "%s",
+				         m->u.trace_start_reply.procs.v[i].reason);
+			if (t->procs[i].state == MSG_TS_SKIPPED && !T.tty && !T.json)
+				fprintf(stderr, "%s: pid %lld rank %lld: %s\n", h->label,
+				        (long long)t->procs[i].pid, (long long)t->procs[i].rank,
+				        t->procs[i].reason);
 		}
 		if (t->n == 0) {
 			snprintf(t->hint, sizeof(t->hint), "%s", m->u.trace_start_reply.hint ?
@@ -297,7 +305,7 @@ static int parse_start(const char *s, int64_t *us)
 /* Prints the summary; returns the exit status. */
 static int summarize(struct client *cl)
 {
-	size_t i, k, matched = 0, delivered = 0, reached = 0;
+	size_t i, k, matched = 0, delivered = 0, reached = 0, skipped = 0;
 	bool failures = false;
 	cJSON *root = NULL, *hosts = NULL;
 	char b[32];
@@ -348,6 +356,22 @@ static int summarize(struct client *cl)
 			struct dlitem *it = NULL;
 			size_t j;
 
+			/* a launcher the daemon left out: said, and no failure */
+			if (p->state == MSG_TS_SKIPPED) {
+				skipped++;
+				if (T.json) {
+					cJSON *o = cJSON_CreateObject();
+
+					cJSON_AddNumberToObject(o, "pid", (double)p->pid);
+					cJSON_AddNumberToObject(o, "rank", (double)p->rank);
+					cJSON_AddStringToObject(o, "state", "skipped");
+					cJSON_AddStringToObject(o, "reason", p->reason);
+					cJSON_AddItemToArray(jp, o);
+				} else
+					printf("  %-20s pid %-8lld rank %-4lld %s\n", h->label,
+					       (long long)p->pid, (long long)p->rank, p->reason);
+				continue;
+			}
 			matched++;
 			for (j = 0; j < t->q.n; j++)
 				if (t->q.items[j].tag == p)
@@ -397,15 +421,17 @@ static int summarize(struct client *cl)
 
 			cJSON_AddNumberToObject(root, "matched", (double)matched);
 			cJSON_AddNumberToObject(root, "delivered", (double)delivered);
+			cJSON_AddNumberToObject(root, "skipped", (double)skipped);
 			cJSON_AddNumberToObject(root, "exit", code);
 			text = cJSON_Print(root);
 			printf("%s\n", text);
 			cJSON_free(text);
 			cJSON_Delete(root);
 		} else
-			printf("trace %s: %zu of %zu matched process%s delivered to %s/%s/%s\n",
+			printf("trace %s: %zu of %zu matched process%s delivered to %s/%s/%s%s\n",
 			       T.trace_id, delivered, matched, matched == 1 ? "" : "es", T.outdir,
-			       T.trace_id, matched == 0 ? " (nothing matched on any host)" : "");
+			       T.trace_id, matched == 0 ? " (nothing matched on any host)" : "",
+			       skipped ? " (launchers left out: see above)" : "");
 		return code;
 	}
 }

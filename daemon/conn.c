@@ -53,6 +53,7 @@ void conn_close(struct conn *c, const char *why)
 	c->closing = true;
 	log_debug("connection %s closed: %s", c->peer.desc, why);
 	if (c->proc != NULL) {
+		log_info("unregistered pid %d: %s", (int)c->proc->pid, why);
 		registry_remove(d, c->proc);
 		c->proc = NULL;
 	}

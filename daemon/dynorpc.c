@@ -89,6 +89,9 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 		return;
 	}
 	for (i = 0; i < t->n; i++) {
+		/* a launcher left out is not part of Dynolog's answer */
+		if (t->tp[i].state == MSG_TS_SKIPPED)
+			continue;
 		matched[rep.nmatched++] = t->tp[i].pid;
 		if (t->tp[i].state == MSG_TS_FAILED)
 			rep.busy++;

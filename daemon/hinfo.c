@@ -32,7 +32,7 @@ void hinfo_process_list(struct conn *c, const struct msg *m)
 		if ((q->job_id && strcmp(q->job_id, p->job_id) != 0) ||
 		    (q->pid >= 0 && q->pid != p->pid) || (q->uid >= 0 && q->uid != (int64_t)p->uid))
 			continue;
-		registry_info(p, &infos[n], ppids[n], gpus[n]);
+		registry_info(c->d, p, &infos[n], ppids[n], gpus[n]);
 		n++;
 	}
 	msg_init(&r, MSG_PROCESS_LIST_REPLY, m->id);

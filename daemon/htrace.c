@@ -10,6 +10,7 @@
 #include "download.h"
 #include "handler.h"
 #include "log.h"
+#include "peer.h"
 #include "store.h"
 #include "trace.h"
 
@@ -170,12 +171,42 @@ static struct stored *visible_stored(struct conn *c, uint64_t id, const char *tr
 	return s;
 }
 
+/* A file of a trace still running: a process whose part is done has its
+ * file in the trace's store directory already, and gprofctl fetches it
+ * at once rather than wait for the slowest rank. True when found and
+ * visible (the download is started). */
+static bool download_running(struct conn *c, const struct msg *m)
+{
+	const struct msg_trace_download *req = &m->u.trace_download;
+	struct trace *t = trace_find(c->d, req->trace_id);
+	char path[PATH_MAX];
+	size_t i;
+
+	if (t == NULL || t->finished || !peer_may(conn_peer(c), t->owner))
+		return false;
+	for (i = 0; i < t->n; i++)
+		if (t->tp[i].state == MSG_TS_DONE && strcmp(t->tp[i].file, req->file) == 0)
+			break;
+	if (i == t->n) {
+		conn_send_error(c, m->id, MSG_E_NOT_FOUND, "trace %s is still running and has no "
+		                "file %s yet; download it when its process is done", t->id,
+		                req->file);
+		return true;
+	}
+	store_path(c->d, t->id, req->file, path, sizeof(path));
+	download_start(c, m->id, path, (uint64_t)req->offset);
+	return true;
+}
+
 void htrace_download(struct conn *c, const struct msg *m)
 {
 	const struct msg_trace_download *req = &m->u.trace_download;
-	struct stored *s = visible_stored(c, m->id, req->trace_id);
+	struct stored *s;
 	char path[PATH_MAX];
 
+	if (download_running(c, m))
+		return;
+	s = visible_stored(c, m->id, req->trace_id);
 	if (s == NULL)
 		return;
 	if (store_file(s, req->file) == NULL) {

@@ -33,6 +33,7 @@ struct kwatch {
 	char trace_id[TRACE_ID_LEN];
 	pid_t pid;
 	uid_t uid;
+	int64_t rank;          /* for the stored file's name; -1 unknown */
 	char dir[PATH_MAX];
 	bool ingesting;
 	bool closing;
@@ -476,7 +477,7 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	in->req.data = in;
 	in->limit = w->d->cfg.max_trace_bytes;
 	snprintf(in->src, sizeof(in->src), "%s/%s", w->dir, filename);
-	store_file_name(w->d->host, w->pid, in->name, sizeof(in->name));
+	store_file_name(w->d->host, w->pid, w->rank, in->name, sizeof(in->name));
 	store_mkdir(w->d, w->trace_id);
 	store_path(w->d, w->trace_id, in->name, in->final, sizeof(in->final));
 	snprintf(in->tmp, sizeof(in->tmp), "%s.tmp", in->final);
@@ -517,6 +518,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	w->d = d;
 	w->pid = p->pid;
 	w->uid = p->uid;
+	w->rank = p->rank;
 	snprintf(w->trace_id, sizeof(w->trace_id), "%s", t->id);
 	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->cfg.kineto_trace_dir, t->id, (int)p->pid);
 	r = base_dir(d, &err);

@@ -4,10 +4,14 @@
  * request, list processes) visits them all anyway.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ident.h"
 #include "metrics.h"
 #include "registry.h"
 #include "trace.h"
@@ -78,6 +82,48 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	return 0;
 }
 
+/* A Kineto client says nothing of its rank: read RANK, LOCAL_RANK,
+ * WORLD_SIZE (or SLURM's, MPI's) from its environment, where /proc lets
+ * the daemon (root, or the process's own user); -1 where it cannot. The
+ * environment is the one the process started with, which is where a
+ * launcher puts them. */
+static void kineto_identity(struct daemon *d, struct proc *p)
+{
+	char path[PATH_MAX];
+	struct ident id;
+	size_t len = 0, cap = 64 << 10;
+	char *env = malloc(cap);
+	ssize_t n;
+	int fd;
+
+	p->rank = p->local_rank = p->world_size = -1;
+	snprintf(path, sizeof(path), "%s/proc/%d/environ",
+	         strcmp(d->cfg.proc_root, "/") == 0 ? "" : d->cfg.proc_root, (int)p->pid);
+	fd = env ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0) {
+		free(env);
+		return;
+	}
+	/* at most 1 MiB: the variables sought are set by launchers, early */
+	while ((n = read(fd, env + len, cap - len)) > 0) {
+		len += (size_t)n;
+		if (len == cap) {
+			char *more = cap < (1u << 20) ? realloc(env, cap * 2) : NULL;
+
+			if (more == NULL)
+				break;
+			env = more;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	ident_read_environ(&id, env, len);
+	free(env);
+	p->rank = id.rank;
+	p->local_rank = id.local_rank;
+	p->world_size = id.world_size;
+}
+
 int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
                         const int32_t *ppids, int nppids, struct proc **out)
 {
@@ -108,7 +154,7 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 		proc_free(p);
 		return -ENOMEM;
 	}
-	p->rank = p->local_rank = p->world_size = -1;
+	kineto_identity(d, p);
 	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
 	p->registered_us = p->last_seen_us = daemon_now_us();
 	link_proc(d, p);
@@ -158,6 +204,36 @@ bool registry_match(const struct proc *p, const char *job_id,
 				return true;
 	}
 	return false;
+}
+
+static bool descends(const struct proc *q, pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < q->nppids; i++)
+		if (q->ppids[i] == pid)
+			return true;
+	return false;
+}
+
+bool registry_launcher(struct daemon *d, const struct proc *p, char *kids, size_t size)
+{
+	const struct proc *q;
+	size_t len = 0;
+	int n = 0;
+
+	if (p->steps > 0)
+		return false;
+	for (q = d->procs; q != NULL; q = q->next) {
+		if (q == p || !descends(q, p->pid) || strcmp(q->job_id, p->job_id) != 0 ||
+		    (q->rank == p->rank && q->steps == 0))
+			continue;
+		if (kids != NULL && len < size)
+			len += (size_t)snprintf(kids + len, size - len, "%s%d", n ? " " : "pids ",
+			                        (int)q->pid);
+		n++;
+	}
+	return n > 0;
 }
 
 void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_t size)
@@ -214,8 +290,8 @@ void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_
 		snprintf(buf + len, size - len, "; %d more in other jobs", others);
 }
 
-void registry_info(const struct proc *p, struct msg_proc_info *info, int64_t *ppids,
-                   int64_t *gpus)
+void registry_info(struct daemon *d, const struct proc *p, struct msg_proc_info *info,
+                   int64_t *ppids, int64_t *gpus)
 {
 	int i;
 
@@ -242,4 +318,5 @@ void registry_info(const struct proc *p, struct msg_proc_info *info, int64_t *pp
 	info->registered_us = p->registered_us;
 	info->steps = p->steps;
 	info->last_step_us = p->last_step_us;
+	info->launcher = registry_launcher(d, p, NULL, 0);
 }

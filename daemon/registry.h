@@ -76,13 +76,24 @@ struct proc *registry_find(struct daemon *d, pid_t pid);
 bool registry_match(const struct proc *p, const char *job_id,
                     const int64_t *pids, size_t npids);
 
+/* Is p a launcher (torchrun's elastic agent, mp.spawn's parent, a wrapper
+ * that imported torch): another registered process of the same job
+ * descends from it (p's pid is among its ancestors) and is a different
+ * participant (another rank, or it has stepped), while p itself has never
+ * stepped? A launcher never steps, so an iteration trace would wait on it
+ * forever; traces leave it out (trace.c) and `gprofctl list` says so.
+ * When true and kids is not NULL, "pids 12 13" (its descendants, up to
+ * size bytes) is written there. Kineto clients report no steps: for them
+ * only the rank tells (read from their environment). */
+bool registry_launcher(struct daemon *d, const struct proc *p, char *kids, size_t size);
+
 /* Describes what is registered, for "nothing matched" hints: up to size
  * bytes like "job 1234: 8 processes (pids 100 101 ...); no job: 1". Only
  * processes visible to `uid`/`admin` are listed. */
 void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_t size);
 
 /* Fills a proc_info for process_list replies; strings are borrowed. */
-void registry_info(const struct proc *p, struct msg_proc_info *info, int64_t *ppids,
-                   int64_t *gpus);
+void registry_info(struct daemon *d, const struct proc *p, struct msg_proc_info *info,
+                   int64_t *ppids, int64_t *gpus);
 
 #endif

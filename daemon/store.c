@@ -35,10 +35,10 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
 		snprintf(out, size, "%s/traces/%s", d->cfg.state_dir, trace_id);
 }
 
-void store_file_name(const char *host, pid_t pid, char *out, size_t size)
+void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_t size)
 {
 	struct timespec ts;
-	char h[64];
+	char h[64], r[32] = "";
 	size_t i;
 
 	snprintf(h, sizeof(h), "%s", host && *host ? host : "host");
@@ -46,9 +46,11 @@ void store_file_name(const char *host, pid_t pid, char *out, size_t size)
 		if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
 		      (h[i] >= '0' && h[i] <= '9') || h[i] == '-' || (h[i] == '.' && i > 0)))
 			h[i] = '-';
+	if (rank >= 0)
+		snprintf(r, sizeof(r), "_rank%lld", (long long)rank);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(out, size, "%s_%d.%lld%09ld.pt.trace.json.gz", h, (int)pid, (long long)ts.tv_sec,
-	         ts.tv_nsec);
+	snprintf(out, size, "%s_%d%s.%lld%09ld.pt.trace.json.gz", h, (int)pid, r,
+	         (long long)ts.tv_sec, ts.tv_nsec);
 }
 
 int store_mkdir(struct daemon *d, const char *trace_id)

@@ -52,10 +52,11 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
                 char *out, size_t size);
 
 /* The name of a process's trace file, as TRACE_FORMAT.md has it:
- * <host>_<pid>.<unix-ns>.pt.trace.json.gz, the host cut to characters a
- * token allows (it may come from a client), so every stored name is one
- * the protocol can carry. */
-void store_file_name(const char *host, pid_t pid, char *out, size_t size);
+ * <host>_<pid>.<unix-ns>.pt.trace.json.gz, with _rank<R> after the pid
+ * when the rank is known (rank >= 0), so a job's directory sorts and reads
+ * by rank; the host cut to characters a token allows (it may come from a
+ * client), so every stored name is one the protocol can carry. */
+void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_t size);
 
 /* Creates a trace's directory (uploads go there). 0 or -errno. */
 int store_mkdir(struct daemon *d, const char *trace_id);

@@ -18,7 +18,8 @@
 
 static bool final_state(int s)
 {
-	return s == MSG_TS_DONE || s == MSG_TS_FAILED || s == MSG_TS_CANCELLED;
+	return s == MSG_TS_DONE || s == MSG_TS_FAILED || s == MSG_TS_CANCELLED ||
+	       s == MSG_TS_SKIPPED;
 }
 
 struct trace *trace_find(struct daemon *d, const char *id)
@@ -141,21 +142,25 @@ static void proc_next(struct daemon *d, struct proc *p);
 static void finish(struct trace *t)
 {
 	struct daemon *d = t->d;
-	size_t i, done = 0, cancelled = 0;
+	size_t i, done = 0, cancelled = 0, skipped = 0, n;
 
 	for (i = 0; i < t->n; i++) {
 		if (t->tp[i].state == MSG_TS_DONE)
 			done++;
 		else if (t->tp[i].state == MSG_TS_CANCELLED)
 			cancelled++;
+		else if (t->tp[i].state == MSG_TS_SKIPPED)
+			skipped++;
 	}
-	t->state = done == t->n ? MSG_TRACE_DONE : done > 0 ? MSG_TRACE_PARTIAL :
-	           cancelled == t->n ? MSG_TRACE_CANCELLED : MSG_TRACE_FAILED;
+	/* a process left out (a launcher) is no part of the outcome */
+	n = t->n - skipped;
+	t->state = done == n ? MSG_TRACE_DONE : done > 0 ? MSG_TRACE_PARTIAL :
+	           cancelled == n ? MSG_TRACE_CANCELLED : MSG_TRACE_FAILED;
 	t->finished = true;
 	uv_timer_stop(&t->timer);
 	d->pending_traces--;
-	log_info("trace %s %s: %zu of %zu processes delivered", t->id,
-	         msg_trace_state_name(t->state), done, t->n);
+	log_info("trace %s %s: %zu of %zu processes delivered%s", t->id,
+	         msg_trace_state_name(t->state), done, n, skipped ? " (launchers left out)" : "");
 	store_add(d, t);
 	notify(t);
 	free_followers(t);
@@ -284,14 +289,46 @@ static void send_start(struct trace *t, struct tproc *tp)
 	conn_send_msg(tp->proc->conn, &m);
 }
 
+/* Why p sits out trace t although the request matched it, or NULL: a
+ * launcher never steps, and a process that never stepped while others
+ * of the request have cannot deliver an iteration trace. Such a process
+ * would block the job's trace until the timeout; it is reported as
+ * skipped instead. Only applied while another matched process remains. */
+static const char *sits_out(struct daemon *d, const struct trace *t, const struct proc *p,
+                            struct proc *const *m, size_t n, char *why, size_t size)
+{
+	char kids[128];
+	size_t i;
+
+	if (registry_launcher(d, p, kids, sizeof(kids))) {
+		snprintf(why, size, "skipped: a launcher (it started %s of this job and never "
+		         "steps); name its pid alone with --pid to trace it", kids);
+		return why;
+	}
+	if (t->win.iterations <= 0 || t->iteration_range[0] || p->kind != MSG_KIND_AGENT ||
+	    p->steps > 0)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (m[i] != p && m[i]->kind == MSG_KIND_AGENT && m[i]->steps > 0)
+			break;
+	if (i == n)
+		return NULL;
+	snprintf(why, size, "skipped: it has not stepped (gprof_step or optimizer.step) since it "
+	         "registered, while pid %d of this request has, so an iteration trace would wait "
+	         "on it; trace it by --duration-ms, or alone with --pid", (int)m[i]->pid);
+	return why;
+}
+
 struct trace *trace_create(struct daemon *d, const struct peer *peer,
                            const struct msg_trace_start *req, bool queue_busy, int *code,
                            struct perr *err)
 {
 	const char *job = req->all ? NULL : req->job_id;
+	struct proc **m = NULL, *p;
+	const char **out = NULL;
 	struct trace *t;
-	struct proc *p;
-	size_t n = 0, i;
+	size_t n = 0, i, kept = 0, taken = 0;
+	char (*why)[200] = NULL;
 
 	if (d->pending_traces >= d->cfg.max_pending_traces) {
 		d->cnt.traces_refused++;
@@ -315,11 +352,16 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 		registry_describe(d, peer->uid, peer->admin, err->msg, sizeof(err->msg));
 		return NULL;
 	}
-	if ((int64_t)n > req->process_limit)
-		n = (size_t)req->process_limit;
 	t = calloc(1, sizeof(*t));
-	if (t == NULL || (t->tp = calloc(n, sizeof(*t->tp))) == NULL) {
+	m = calloc(n, sizeof(*m));
+	out = calloc(n, sizeof(*out));
+	why = calloc(n, sizeof(*why));
+	if (t == NULL || m == NULL || out == NULL || why == NULL ||
+	    (t->tp = calloc(n, sizeof(*t->tp))) == NULL) {
 		free(t);
+		free(m);
+		free(out);
+		free(why);
 		*code = MSG_E_INTERNAL;
 		perr_set(err, -ENOMEM, "out of memory");
 		return NULL;
@@ -339,14 +381,28 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 	t->timeout_ms = req->timeout_ms ? req->timeout_ms : (int64_t)d->cfg.trace_timeout_s * 1000;
 	t->state = MSG_TRACE_RUNNING;
 	/* Oldest registrations first: with a process limit, long-lived workers
-	 * win over short-lived launchers that registered after them. */
+	 * win over short-lived helpers that registered after them. */
 	for (p = d->procs; p != NULL && p->next != NULL; p = p->next)
 		;
-	for (; p != NULL && t->n < n; p = p->prev) {
+	for (n = 0; p != NULL; p = p->prev)
+		if (peer_may(peer, p->uid) && registry_match(p, job, req->pids.v, req->pids.n))
+			m[n++] = p;
+	for (i = 0; i < n; i++)
+		if ((out[i] = sits_out(d, t, m[i], m, n, why[i], sizeof(why[i]))) == NULL)
+			kept++;
+	/* Everyone would sit out (a lone launcher, nobody stepped): trace all. */
+	if (kept == 0) {
+		for (i = 0; i < n; i++)
+			out[i] = NULL;
+		kept = n;
+	}
+	for (i = 0; i < n; i++) {
 		struct tproc *tp;
 
-		if (!peer_may(peer, p->uid) || !registry_match(p, job, req->pids.v, req->pids.n))
+		/* the process limit counts the processes that are traced */
+		if (out[i] == NULL && taken++ >= (size_t)req->process_limit)
 			continue;
+		p = m[i];
 		tp = &t->tp[t->n++];
 		tp->pid = p->pid;
 		tp->uid = p->uid;
@@ -355,8 +411,13 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 		tp->proc = p;
 		snprintf(tp->host, sizeof(tp->host), "%s", p->host);
 		snprintf(tp->job_id, sizeof(tp->job_id), "%s", p->job_id);
-		tp->state = MSG_TS_MATCHED;
+		tp->state = out[i] ? MSG_TS_SKIPPED : MSG_TS_MATCHED;
+		if (out[i] != NULL)
+			snprintf(tp->reason, sizeof(tp->reason), "%s", out[i]);
 	}
+	free(m);
+	free(out);
+	free(why);
 	uv_timer_init(d->loop, &t->timer);
 	t->timer.data = t;
 	t->next = d->traces;
@@ -365,23 +426,28 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 	d->traces = t;
 	d->pending_traces++;
 	d->cnt.traces_started++;
-	log_info("trace %s started by %s: %zu process%s", t->id, peer->desc, t->n,
-	         t->n == 1 ? "" : "es");
+	log_info("trace %s started by %s: %zu process%s%s", t->id, peer->desc, t->n - (n - kept),
+	         t->n - (n - kept) == 1 ? "" : "es", n > kept ? " (launchers and processes that "
+	         "never stepped left out)" : "");
 	uv_timer_start(&t->timer, on_timeout, (uint64_t)t->timeout_ms, 0);
 	for (i = 0; i < t->n && !t->finished; i++) {
 		struct tproc *tp = &t->tp[i];
 
+		if (tp->state == MSG_TS_SKIPPED) {
+			log_info("trace %s: pid %d %s", t->id, (int)tp->pid, tp->reason);
+			continue;
+		}
 		if (tp->proc->busy != NULL) {
-			char why[160];
+			char busy[160];
 
-			snprintf(why, sizeof(why), "%s trace %s", queue_busy ?
+			snprintf(busy, sizeof(busy), "%s trace %s", queue_busy ?
 			         "queued: the process is capturing" : "busy: already capturing",
 			         tp->proc->busy->id);
 			if (queue_busy) {
 				tp->queued = true;
-				snprintf(tp->reason, sizeof(tp->reason), "%s", why);
+				snprintf(tp->reason, sizeof(tp->reason), "%s", busy);
 			} else {
-				trace_set_state(t, tp, MSG_TS_FAILED, why);
+				trace_set_state(t, tp, MSG_TS_FAILED, busy);
 			}
 			continue;
 		}

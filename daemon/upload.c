@@ -289,7 +289,8 @@ void upload_begin(struct conn *c, const struct msg *m)
 	u->crc = (uint32_t)crc32(0L, Z_NULL, 0);
 	snprintf(u->trace_id, sizeof(u->trace_id), "%s", b->trace_id);
 	/* the host part is what the agent registered */
-	store_file_name(tp->host[0] ? tp->host : d->host, u->pid, u->name, sizeof(u->name));
+	store_file_name(tp->host[0] ? tp->host : d->host, u->pid, tp->rank, u->name,
+	                sizeof(u->name));
 	store_path(d, u->trace_id, u->name, u->tmp, sizeof(u->tmp));
 	strncat(u->tmp, ".tmp", sizeof(u->tmp) - strlen(u->tmp) - 1);
 	r = store_mkdir(d, u->trace_id);

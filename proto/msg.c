@@ -779,7 +779,7 @@ const char *msg_errcode_name(int code)
 
 const char *msg_tstate_name(int state)
 {
-	return name_of(schema_tstate_names, MSG_TS_CANCELLED + 1, state);
+	return name_of(schema_tstate_names, MSG_TS_SKIPPED + 1, state);
 }
 
 const char *msg_trace_state_name(int state)

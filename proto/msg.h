@@ -105,6 +105,7 @@ enum msg_kind { MSG_KIND_AGENT, MSG_KIND_KINETO };
 enum msg_tstate {
 	MSG_TS_MATCHED, MSG_TS_WAITING, MSG_TS_CAPTURING, MSG_TS_WRITING,
 	MSG_TS_UPLOADING, MSG_TS_DONE, MSG_TS_FAILED, MSG_TS_CANCELLED,
+	MSG_TS_SKIPPED, /* left out with a reason (a launcher); not a failure */
 };
 /* Whole-trace states. */
 enum msg_trace_state { MSG_TRACE_RUNNING, MSG_TRACE_DONE, MSG_TRACE_PARTIAL,
@@ -224,6 +225,7 @@ struct msg_proc_info {
 	int64_t rank, local_rank, world_size; int kind; const char *host;
 	struct msg_ints gpus; int64_t caps; const char *version; const char *name;
 	int64_t registered_us, steps, last_step_us;
+	bool launcher; /* it started other ranks of its job and never steps: not traced */
 };
 struct msg_process_list_reply { MSG_ARRAY(struct msg_proc_info) procs; };
 struct msg_daemon_status_reply {

@@ -82,7 +82,7 @@ const char *const schema_errcode_names[] = {
 const char *const schema_kind_names[] = { "agent", "kineto", NULL };
 const char *const schema_tstate_names[] = {
 	"matched", "waiting", "capturing", "writing", "uploading", "done",
-	"failed", "cancelled", NULL,
+	"failed", "cancelled", "skipped", NULL,
 };
 const char *const schema_trace_state_names[] = {
 	"running", "done", "partial", "failed", "cancelled", NULL,
@@ -388,6 +388,7 @@ static const struct field f_proc_info[] = {
 	INT(S, registered_us, "registered_us", 0, 0, ID_, 0),
 	INT(S, steps, "steps", 0, 0, ID_, 0),
 	INT(S, last_step_us, "last_step_us", 0, 0, ID_, 0),
+	BOOL(S, launcher, "launcher"),
 };
 static const struct schema sc_proc_info = SCHEMA("proc_info", S, f_proc_info, NULL, false);
 #undef S

@@ -2,79 +2,167 @@
 
     import gprof_agent          # every optimizer.step() ends one iteration
 
-With libgprof_agent loaded (CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH,
-LD_PRELOAD or GPROF_AGENT naming it), importing this module registers a
-global optimizer step post-hook that calls gprof_step(), so
-`gprofctl trace --iterations N` captures exactly N training steps and the
-trace shows them as ProfilerStep#<n>. Without the agent it does nothing.
+With libgprof_agent named by the environment (CUDA_INJECTION64_PATH,
+NVTX_INJECTION64_PATH or GPROF_AGENT, as `gprofctl launch` sets them),
+every optimizer step calls gprof_step(), so `gprofctl trace --iterations N`
+captures exactly N training steps and the trace shows them as
+ProfilerStep#<n>. Without the agent it does nothing.
 
 The same without touching the code: put this folder's parent on PYTHONPATH
-and set GPROF_TORCH_STEPS=1 (python/sitecustomize.py imports this module).
+and set GPROF_TORCH_STEPS=1 (python/sitecustomize.py calls install()).
+
+Two rules keep it harmless in every process of a job (torchrun's
+launcher, data-loader workers, helpers):
+- nothing is imported or loaded at interpreter start: the step hook is
+  registered when the program itself imports torch.optim, and
+- the agent library is loaded at the first optimizer step (the CUDA
+  driver may have loaded it already: dlopen of the same path returns that
+  instance), so a process that never steps never registers with gprofd
+  through this module.
 """
 import ctypes
+import importlib.abc
 import os
+import sys
+import threading
 
-__all__ = ["step", "steps", "range_push", "range_pop", "loaded"]
+__all__ = ["step", "steps", "range_push", "range_pop", "loaded", "install"]
 
 _lib = None
+_tried = False
+_lock = threading.Lock()
+_HOOKED = "torch.optim.optimizer"
+
+
+def _open(path):
+    lib = ctypes.CDLL(path)
+    lib.gprof_step.restype = None
+    lib.gprof_steps.restype = ctypes.c_uint64
+    lib.gprof_range_push.argtypes = [ctypes.c_char_p]
+    return lib
 
 
 def _load():
     """The agent instance already in the process, or the one the
-    environment names (dlopen of the same path returns the same instance
-    the CUDA driver or NVTX loads)."""
-    for var in ("GPROF_AGENT", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
-        path = os.environ.get(var)
-        if path and os.path.exists(path):
-            try:
-                lib = ctypes.CDLL(path)
-                lib.gprof_step.restype = None
-                lib.gprof_steps.restype = ctypes.c_uint64
-                lib.gprof_range_push.argtypes = [ctypes.c_char_p]
-                return lib
+    environment names, loaded once; None without one."""
+    global _lib, _tried
+    if _tried:
+        return _lib
+    with _lock:
+        if _tried:
+            return _lib
+        for var in ("GPROF_AGENT", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
+            path = os.environ.get(var)
+            if path and os.path.exists(path):
+                try:
+                    _lib = _open(path)
+                    break
+                except (OSError, AttributeError):
+                    continue
+        if _lib is None:
+            try:  # linked into the program or LD_PRELOADed
+                _lib = _open(None)
             except (OSError, AttributeError):
-                continue
-    try:
-        lib = ctypes.CDLL(None)
-        lib.gprof_step.restype = None
-        lib.gprof_steps.restype = ctypes.c_uint64
-        return lib
-    except AttributeError:
-        return None
+                _lib = None
+        _tried = True
+    return _lib
 
 
 def loaded():
-    return _lib is not None
+    """Is the agent in this process? (Loads it when the environment names
+    one and it is not loaded yet.)"""
+    return _load() is not None
 
 
 def step():
     """Ends one iteration (what the optimizer hook calls)."""
-    if _lib is not None:
-        _lib.gprof_step()
+    lib = _lib if _tried else _load()
+    if lib is not None:
+        lib.gprof_step()
 
 
 def steps():
-    return _lib.gprof_steps() if _lib is not None else 0
+    lib = _load()
+    return lib.gprof_steps() if lib is not None else 0
 
 
 def range_push(name):
-    if _lib is not None:
-        _lib.gprof_range_push(name.encode())
+    lib = _load()
+    if lib is not None:
+        lib.gprof_range_push(name.encode())
 
 
 def range_pop():
-    if _lib is not None:
-        _lib.gprof_range_pop()
+    lib = _load()
+    if lib is not None:
+        lib.gprof_range_pop()
 
 
 def _hook(optimizer, args, kwargs):
-    _lib.gprof_step()
+    step()
 
 
-_lib = _load()
-if _lib is not None:
+_registered = False
+
+
+def _register(module):
+    global _registered
+    if _registered:
+        return
     try:
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-        register_optimizer_step_post_hook(_hook)
-    except ImportError:
-        pass  # no PyTorch: step() is still there for other loops
+        module.register_optimizer_step_post_hook(_hook)
+        _registered = True
+    except AttributeError:
+        pass  # a PyTorch without global optimizer hooks: step() by hand
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Registers the step hook right after the program imports
+    torch.optim.optimizer, whoever imports it, and never imports torch
+    itself."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != _HOOKED:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None and \
+                    hasattr(spec.loader, "exec_module"):
+                spec.loader = _Loader(spec.loader)
+                return spec
+            if spec is not None:
+                return spec
+        return None
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner):
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        try:
+            _register(module)
+        except Exception:  # never break the job over profiling
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def install():
+    """Counts every optimizer step as an iteration: at once when torch.optim
+    is imported already, else as soon as the program imports it."""
+    mod = sys.modules.get(_HOOKED)
+    if mod is not None:
+        _register(mod)
+    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+
+
+install()

@@ -14,6 +14,11 @@
  * With AGENT_APP_OUTER set each iteration is also inside a range "step"
  * that gprof_step() falls inside, as a training step wrapped in an NVTX
  * range with an optimizer hook counting iterations.
+ * With AGENT_APP_BARRIER set it is one rank of a job kept in lockstep by
+ * its launcher, as a collective would: after each step it prints "b N"
+ * and waits for a line on stdin (EOF ends it); no "step N" lines.
+ * With AGENT_APP_NO_STEP set it never calls gprof_step (an evaluation
+ * helper: same ranges, no iterations).
  */
 #include <poll.h>
 #include <stdint.h>
@@ -38,6 +43,8 @@ int main(int argc, char **argv)
 {
 	long steps = argc > 1 ? atol(argv[1]) : 0, n;
 	int outer = getenv("AGENT_APP_OUTER") != NULL;
+	int barrier = getenv("AGENT_APP_BARRIER") != NULL;
+	int nostep = getenv("AGENT_APP_NO_STEP") != NULL;
 	uint64_t sum = 0, x = 1;
 #ifdef HAVE_NVTX
 	nvtxDomainHandle_t dom = nvtxDomainCreateA("app");
@@ -88,10 +95,19 @@ int main(int argc, char **argv)
 		nvtxMarkA("step end");
 #endif
 		sum += x & 0xff;
-		gprof_step();
+		if (!nostep)
+			gprof_step();
 		if (outer) {
 			x = spin(x, 50);
 			POP();
+		}
+		if (barrier) {
+			char line[16];
+
+			printf("b %ld\n", n);
+			if (fgets(line, sizeof(line), stdin) == NULL)
+				break;
+			continue;
 		}
 		if (n % 100 == 0) {
 			printf("step %ld\n", n);

@@ -18,32 +18,16 @@ import sys
 GPROFD, GPROFCTL, APP, AGENT, VALIDATOR = sys.argv[1:6]
 sys.path.insert(0, os.path.dirname(VALIDATOR))
 from validate_trace import validate  # noqa: E402
-from daemonlog import DaemonLog  # noqa: E402
+import daemonlog  # noqa: E402
 import runner  # noqa: E402
 
 TIMEOUT = 30
 
 
-class Daemon:
-    def __init__(self, d, yaml=None):
-        self.dir = d
-        self.sock = os.path.join(d, "gprofd.sock")
-        extra = []
-        if yaml:
-            with open(os.path.join(d, "gprofd.yaml"), "w") as f:
-                f.write(yaml)
-            extra = ["--config", os.path.join(d, "gprofd.yaml")]
-        self.p = subprocess.Popen(
-            [GPROFD] + extra + ["--socket", self.sock, "--tcp", "off", "--metrics", "off",
-             "--state-dir", os.path.join(d, "state"), "-v"],
-            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
-        self.logs = DaemonLog(self.p.stderr, TIMEOUT)
-        self.wait, self.mark, self.log = self.logs.wait, self.logs.mark, self.logs.text
-        assert self.wait(" running: "), "gprofd did not start:\n" + self.log()
-
-    def kill(self, sig=signal.SIGTERM):
-        self.p.send_signal(sig)
-        self.p.wait(TIMEOUT)
+def Daemon(d, yaml=None):
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT, yaml)
+    dm.kill = dm.stop
+    return dm
 
 
 class App:
@@ -277,15 +261,50 @@ def test_fork(d):
     assert rc == 0 and err == "", (rc, err)
 
 
+FAKE_TORCH = """
+_post = []
+def register_optimizer_step_post_hook(h):
+    _post.append(h)
+class Optimizer:
+    def step(self):
+        for h in _post:
+            h(self, (), {})
+"""
+
+
 def test_python_helper(d):
     """python/: with GPROF_TORCH_STEPS=1 sitecustomize imports gprof_agent,
-    which finds the injected agent (the same instance) and counts steps."""
+    which imports nothing and loads nothing at start (a launcher that never
+    steps never gets the agent from it); when the program imports
+    torch.optim the step hook is registered, and the first step loads the
+    agent named by the environment, which counts every step. A
+    sitecustomize it shadows still runs."""
     helper = os.environ["PYTHON_HELPER_DIR"]
-    code = ("import sys, gprof_agent as g; assert 'gprof_agent' in sys.modules; "
-            "assert g.loaded(); n = g.steps(); [g.step() for _ in range(3)]; "
-            "print(g.steps() - n)")
-    env = dict(os.environ, PYTHONPATH=helper, GPROF_TORCH_STEPS="1", CUDA_INJECTION64_PATH=AGENT,
-               GPROF_SOCKET=os.path.join(d, "none.sock"))
+    fake = os.path.join(d, "fake")
+    os.makedirs(os.path.join(fake, "torch", "optim"))
+    for pkg in ("torch", os.path.join("torch", "optim")):
+        open(os.path.join(fake, pkg, "__init__.py"), "w").close()
+    with open(os.path.join(fake, "torch", "optim", "optimizer.py"), "w") as f:
+        f.write(FAKE_TORCH)
+    other = os.path.join(d, "other")
+    os.makedirs(other)
+    with open(os.path.join(other, "sitecustomize.py"), "w") as f:
+        f.write("import os\nos.environ['OTHER_SITECUSTOMIZE'] = 'ran'\n")
+    agent = os.path.basename(AGENT)
+    code = ("import os, sys\n"
+            "def mapped():\n"
+            "    return %r in open('/proc/self/maps').read()\n"
+            "assert 'gprof_agent' in sys.modules and 'torch' not in sys.modules\n"
+            "assert os.environ.get('OTHER_SITECUSTOMIZE') == 'ran'\n"
+            "assert not mapped(), 'agent loaded at start'\n"
+            "from torch.optim.optimizer import Optimizer\n"
+            "assert not mapped(), 'agent loaded at import'\n"
+            "o = Optimizer()\n"
+            "[o.step() for _ in range(3)]\n"
+            "import gprof_agent as g\n"
+            "print(mapped(), g.steps())\n" % agent)
+    env = dict(os.environ, PYTHONPATH=":".join([helper, fake, other]), GPROF_TORCH_STEPS="1",
+               CUDA_INJECTION64_PATH=AGENT, GPROF_SOCKET=os.path.join(d, "none.sock"))
     # the sanitizer build's agent needs its runtime first in a plain python
     ldd = subprocess.run(["ldd", AGENT], capture_output=True, text=True).stdout
     asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
@@ -293,7 +312,15 @@ def test_python_helper(d):
         env.update(LD_PRELOAD=asan[0], ASAN_OPTIONS="detect_leaks=0")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=TIMEOUT)
-    assert r.returncode == 0 and r.stdout == "3\n", (r.returncode, r.stdout, r.stderr)
+    assert r.returncode == 0 and r.stdout == "True 3\n", (r.returncode, r.stdout, r.stderr)
+    # torch.optim imported before gprof_agent: hooked at once
+    code2 = ("import torch.optim.optimizer as m, gprof_agent as g\n"
+             "o = m.Optimizer(); o.step(); o.step(); print(g.steps())\n")
+    env2 = dict(env, PYTHONPATH=":".join([helper, fake]))
+    env2.pop("GPROF_TORCH_STEPS")
+    r = subprocess.run([sys.executable, "-c", code2], env=env2, capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0 and r.stdout == "2\n", (r.returncode, r.stdout, r.stderr)
     env.pop("CUDA_INJECTION64_PATH")
     r = subprocess.run([sys.executable, "-c", "import gprof_agent as g; g.step(); print(g.loaded())"],
                        env=env, capture_output=True, text=True, timeout=TIMEOUT)

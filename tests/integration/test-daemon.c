@@ -376,9 +376,10 @@ static void test_full_trace(void **state)
 		assert_int_equal(p->bytes, sizes[k]);
 		assert_int_equal(p->events, 42);
 		assert_non_null(p->file);
-		/* <host>_<pid>.<unix-ns>.pt.trace.json.gz */
-		char want[32];
-		snprintf(want, sizeof(want), "_%d.", (int)p->pid);
+		/* <host>_<pid>_rank<R>.<unix-ns>.pt.trace.json.gz (rank known) */
+		char want[48];
+		assert_true(p->rank >= 0);
+		snprintf(want, sizeof(want), "_%d_rank%lld.", (int)p->pid, (long long)p->rank);
 		assert_non_null(strstr(p->file, want));
 		assert_non_null(strstr(p->file, ".pt.trace.json.gz"));
 		snprintf(files[k], sizeof(files[k]), "%s", p->file);
@@ -636,6 +637,134 @@ static void test_chunk_for_unknown_transfer(void **state)
 	tc_close(&ag);
 }
 
+/* A process whose part is done is downloadable while the trace still runs
+ * for others (gprofctl fetches each file at once: a fast rank's file must
+ * not wait for, or fail on, the slowest rank). */
+static void test_download_while_running(void **state)
+{
+	struct tc c, me;
+	struct agent a;
+	struct msg m, r;
+	char trace_id[64], file[160] = "";
+	size_t i;
+
+	(void)state;
+	assert_int_equal(agent_spawn(&a, D.sock, "77", 0, 3000), 0);
+	tc_agent(&me, D.sock, "78"); /* never answers: the trace stays running */
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req(NULL, 1);
+	m.u.trace_start.all = true;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, 2);
+	snprintf(trace_id, sizeof(trace_id), "%s", r.u.trace_start_reply.trace_id);
+	msg_deinit(&r);
+	while (!file[0]) {
+		assert_int_equal(tc_recv(&c, &r), 0);
+		assert_int_equal(r.type, MSG_TRACE_PROGRESS);
+		assert_int_equal(r.u.trace_info.state, MSG_TRACE_RUNNING);
+		for (i = 0; i < r.u.trace_info.procs.n; i++)
+			if (r.u.trace_info.procs.v[i].pid == a.pid &&
+			    r.u.trace_info.procs.v[i].state == MSG_TS_DONE)
+				snprintf(file, sizeof(file), "%s", r.u.trace_info.procs.v[i].file);
+		msg_deinit(&r);
+	}
+	/* a fresh connection: this one still receives the trace's progress */
+	tc_close(&c);
+	tc_ctl(&c, D.sock);
+	download(&c, trace_id, file, 3000);
+	msg_init(&m, MSG_TRACE_DOWNLOAD, 0);
+	m.u.trace_download.trace_id = trace_id;
+	m.u.trace_download.file = "x_1.1.pt.trace.json.gz";
+	tc_expect_error(&c, &m, MSG_E_NOT_FOUND, "still running");
+	msg_init(&m, MSG_TRACE_CANCEL, 0);
+	m.u.trace_ref.trace_id = trace_id;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.type, MSG_TRACE_CANCEL_REPLY);
+	assert_int_equal(r.u.trace_cancel_reply.cancelled, 1);
+	msg_deinit(&r);
+	/* and from the store once it has ended */
+	download(&c, trace_id, file, 3000);
+	agent_stop(&a);
+	tc_close(&me);
+	tc_close(&c);
+}
+
+/* A launcher (this process: it started both ranks of its job, has no rank
+ * and never steps) is shown as one by process_list, and a trace of the job
+ * leaves it out as skipped, with the reason, and completes on the ranks;
+ * named alone by pid it is traced. */
+static void test_launcher_left_out(void **state)
+{
+	struct tc c, me;
+	struct agent a[2];
+	struct msg m, r;
+	int64_t pids[1];
+	size_t i, skipped = 0, from = 0;
+	int k;
+
+	(void)state;
+	tc_agent(&me, D.sock, "79");
+	for (k = 0; k < 2; k++)
+		assert_int_equal(agent_spawn(&a[k], D.sock, "79", k, 500), 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.process_list_reply.procs.n, 3);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(r.u.process_list_reply.procs.v[i].launcher,
+		                 r.u.process_list_reply.procs.v[i].pid == getpid());
+	msg_deinit(&r);
+	m = tc_trace_req("79", 2);
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, 3);
+	for (i = 0; i < 3; i++) {
+		const struct msg_trace_proc *p = &r.u.trace_start_reply.procs.v[i];
+
+		if (p->pid != getpid())
+			continue;
+		assert_int_equal(p->state, MSG_TS_SKIPPED);
+		assert_non_null(strstr(p->reason, "launcher"));
+		skipped++;
+	}
+	assert_int_equal(skipped, 1);
+	msg_deinit(&r);
+	tc_follow_end(&c, &r);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	assert_true(td_wait_log(&D, "done: 2 of 2 processes delivered (launchers left out)",
+	                        &from));
+	/* by its own pid (the ranks descend from it, so they match too): left
+	 * out again; a lone launcher matched by job is traced */
+	tc_close(&c);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req(NULL, 1);
+	pids[0] = getpid();
+	m.u.trace_start.pids.v = pids;
+	m.u.trace_start.pids.n = 1;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, 3);
+	msg_deinit(&r);
+	assert_true(td_wait_log(&D, "done: 2 of 2 processes delivered (launchers left out)",
+	                        &from));
+	for (k = 0; k < 2; k++) {
+		char gone[64];
+
+		agent_stop(&a[k]);
+		snprintf(gone, sizeof(gone), "unregistered pid %d:", (int)a[k].pid);
+		assert_true(td_wait_log(&D, gone, NULL));
+	}
+	m = tc_trace_req("79", 1);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
+	assert_int_equal(r.u.trace_start_reply.procs.v[0].pid, getpid());
+	assert_int_not_equal(r.u.trace_start_reply.procs.v[0].state, MSG_TS_SKIPPED);
+	msg_deinit(&r);
+	tc_close(&me);
+	tc_close(&c);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -653,6 +782,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_cancel_and_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_upload_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_for_unknown_transfer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_download_while_running, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_launcher_left_out, setup, teardown),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1)

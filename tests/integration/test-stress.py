@@ -68,7 +68,7 @@ ap.add_argument("--kernels")
 ARGS = ap.parse_args()
 sys.path.insert(0, os.path.dirname(ARGS.validator))
 from validate_trace import validate  # noqa: E402
-from daemonlog import DaemonLog  # noqa: E402
+import daemonlog  # noqa: E402
 import runner  # noqa: E402
 
 TIMEOUT = 30
@@ -78,25 +78,9 @@ KERNELS = {"scale(float*, float)", "add_one(float*)", "_Z5scalePff", "_Z7add_one
            "gemm_128x64", "elementwise"}
 
 
-class Daemon:
+def Daemon(d):
     """gprofd on a private socket and a loopback TCP port (for dyno)."""
-
-    def __init__(self, d):
-        self.sock = os.path.join(d, "gprofd.sock")
-        self.p = subprocess.Popen(
-            [ARGS.gprofd, "--socket", self.sock, "--tcp", "127.0.0.1:0", "--metrics", "off",
-             "--state-dir", os.path.join(d, "state"), "-v"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.logs = DaemonLog(self.p.stderr, TIMEOUT)
-        self.wait, self.log = self.logs.wait, self.logs.text
-        line = self.wait(" running: ")
-        assert line, "gprofd did not start:\n" + self.log()
-        self.port = int(line.split("tcp port ")[1].split(",")[0])
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.p.poll() is None:
-            self.p.send_signal(sig)
-        self.p.wait(TIMEOUT)
+    return daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, tcp="127.0.0.1:0")
 
 
 def ctl(dm, *args):

@@ -37,3 +37,35 @@ class DaemonLog:
     def text(self):
         with self.cv:
             return "".join(l for l in self.lines if l)
+
+
+class Daemon:
+    """gprofd on a private socket in directory d, logging to a DaemonLog;
+    yaml (text) becomes its --config; tcp is --tcp's value ("off", or
+    "127.0.0.1:0" for a loopback port, read back into self.port)."""
+
+    def __init__(self, gprofd, d, timeout, yaml=None, tcp="off"):
+        import os
+        import subprocess
+        self.dir = d
+        self.sock = os.path.join(d, "gprofd.sock")
+        extra = []
+        if yaml:
+            with open(os.path.join(d, "gprofd.yaml"), "w") as f:
+                f.write(yaml)
+            extra = ["--config", os.path.join(d, "gprofd.yaml")]
+        self.p = subprocess.Popen(
+            [gprofd] + extra + ["--socket", self.sock, "--tcp", tcp, "--metrics", "off",
+                                "--state-dir", os.path.join(d, "state"), "-v"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.timeout = timeout
+        self.logs = DaemonLog(self.p.stderr, timeout)
+        self.wait, self.mark, self.log = self.logs.wait, self.logs.mark, self.logs.text
+        line = self.wait(" running: ")
+        assert line, "gprofd did not start:\n" + self.log()
+        self.port = int(line.split("tcp port ")[1].split(",")[0]) if "tcp port " in line else 0
+
+    def stop(self, sig=15):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        self.p.wait(self.timeout)

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Multi-process jobs in CI (no GPU): a launcher that starts the ranks, as
+torchrun does, traced with one request on both paths.
+
+usage: test-ranks.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT VALIDATE_TRACE PYTHON_HELPER_DIR
+
+Agent path: a Python launcher with the agent loaded (as a launcher that
+touched CUDA has it) starts two NVTX-only agent-app ranks (RANK,
+LOCAL_RANK, WORLD_SIZE set; kept in lockstep by the launcher, as a
+collective keeps real ranks) and an evaluation helper that never steps.
+Kineto path: tests/tools/kineto_client.py as launcher and two ranks on the
+wire. Each: `gprofctl trace --job J --iterations 5` exits 0 with exactly
+the two rank traces, ranks 0 and 1 in distributedInfo and in the file
+names, 5 ProfilerStep# each (the same numbers on both ranks), and the
+launcher reported as left out; `gprofctl list` says which is the launcher.
+
+Synchronisation is by events: daemon log lines, the processes' output,
+and `gprofctl list` polled until the daemon has what a step needs.
+"""
+import glob
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+
+GPROFD, GPROFCTL, APP, AGENT, VALIDATOR, HELPER = sys.argv[1:7]
+sys.path.insert(0, os.path.dirname(VALIDATOR))
+from validate_trace import validate  # noqa: E402
+import daemonlog  # noqa: E402
+import runner  # noqa: E402
+
+TIMEOUT = 30
+KCLIENT = os.path.join(os.path.dirname(VALIDATOR), "kineto_client.py")
+
+LAUNCHER = r'''
+import ctypes, os, select, subprocess, sys
+app = sys.argv[1]
+# a launcher that touched CUDA (or imported an old helper) has the agent
+ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+ranks = [subprocess.Popen([app, "0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                                   AGENT_APP_BARRIER="1"))
+         for r in range(2)]
+helper = subprocess.Popen([app, "0"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          env=dict(os.environ, AGENT_APP_NO_STEP="1"))
+print("pids", os.getpid(), ranks[0].pid, ranks[1].pid, helper.pid, flush=True)
+while not select.select([sys.stdin], [], [], 0)[0]:
+    for r in ranks:                    # every rank has ended its step ...
+        assert r.stdout.readline().startswith("b ")
+    for r in ranks:                    # ... before any starts the next
+        r.stdin.write("g\n")
+        r.stdin.flush()
+for p in ranks + [helper]:
+    p.stdin.close()
+    p.wait()
+print("exit", *[p.returncode for p in ranks + [helper]], flush=True)
+'''
+
+
+def ctl(sock, *args, timeout=TIMEOUT + 15):
+    return subprocess.run([GPROFCTL, "--socket", sock] + list(args), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def listing(sock, job):
+    r = ctl(sock, "--json", "list", "--job", job)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["processes"]
+
+
+def until(what, fn):
+    """Polls fn (a daemon query, no sleep-as-synchronisation: each call is
+    a round trip) until it returns something true; fails after TIMEOUT."""
+    end = time.monotonic() + TIMEOUT
+    while time.monotonic() < end:
+        v = fn()
+        if v:
+            return v
+    raise AssertionError("never happened: " + what)
+
+
+def steps_of(path):
+    ev = json.load(gzip.open(path, "rt"))["traceEvents"]
+    return sorted(int(e["name"].split("#")[1]) for e in ev
+                  if e.get("name", "").startswith("ProfilerStep#"))
+
+
+def rank_of(path):
+    doc = json.load(gzip.open(path, "rt"))
+    di = doc.get("distributedInfo", {})
+    return di.get("rank"), di.get("world_size")
+
+
+def trace_job(d, sock, job, *extra):
+    out = os.path.join(d, "out")
+    r = ctl(sock, "--json", "trace", "--job", job, "--output-dir", out,
+            "--timeout", str(TIMEOUT), *extra)
+    assert r.returncode == 0, "gprofctl trace exit %d:\n%s\n%s" % (r.returncode, r.stdout,
+                                                                  r.stderr)
+    res = json.loads(r.stdout)
+    files = sorted(glob.glob(os.path.join(out, res["trace_id"], "*.pt.trace.json.gz")))
+    return res, files
+
+
+def check_two_ranks(res, files, launcher, left_out):
+    """Exactly two rank files: ranks 0, 1 in distributedInfo and names,
+    5 ProfilerStep# each with the same numbers; left_out skipped."""
+    assert res["delivered"] == 2 and res["matched"] == 2, res
+    procs = [p for h in res["hosts"] for p in h["processes"]]
+    skipped = sorted(p["pid"] for p in procs if p["state"] == "skipped")
+    assert skipped == sorted(left_out), (skipped, left_out, procs)
+    launch = [p for p in procs if p["pid"] == launcher][0]
+    assert "launcher" in launch["reason"], launch
+    assert len(files) == 2, files
+    nums = []
+    for r, f in enumerate(sorted(files, key=lambda f: rank_of(f)[0])):
+        assert "_rank%d." % r in os.path.basename(f), f
+        assert rank_of(f) == (r, 2), (f, rank_of(f))
+        nums.append(steps_of(f))
+        assert len(nums[-1]) == 5, (f, nums[-1])
+    return nums
+
+
+def test_agent_job(d):
+    """Agent path: launcher + 2 lockstep ranks + a never-stepping helper."""
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
+    script = os.path.join(d, "launcher.py")
+    with open(script, "w") as f:
+        f.write(LAUNCHER)
+    env = dict(os.environ, GPROF_SOCKET=dm.sock, GPROF_JOB_ID="ddp",
+               CUDA_INJECTION64_PATH=AGENT, NVTX_INJECTION64_PATH=AGENT,
+               PYTHONPATH=HELPER, GPROF_TORCH_STEPS="1",
+               GPROF_AGENT_LOG=os.path.join(d, "agent.log"))
+    ldd = subprocess.run(["ldd", AGENT], capture_output=True, text=True).stdout
+    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
+    if asan:  # the sanitizer build's agent, in a plain python
+        env.update(LD_PRELOAD=asan[0], ASAN_OPTIONS="detect_leaks=0")
+    job = subprocess.Popen([sys.executable, script, APP], env=env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(x) for x in job.stdout.readline().split()[1:]]
+        assert len(pids) == 4, pids
+        launcher, r0, r1, helper = pids
+        for p in pids:
+            assert dm.wait("registered pid %d " % p), dm.log()
+
+        # the daemon has seen both ranks step (their heartbeats)
+        def stepped():
+            ps = {p["pid"]: p for p in listing(dm.sock, "ddp")}
+            return ps if ps[r0]["steps"] > 0 and ps[r1]["steps"] > 0 else None
+        ps = until("ranks stepping", stepped)
+        assert ps[launcher]["role"] == "launcher", ps[launcher]
+        for p, r in ((r0, 0), (r1, 1)):
+            assert ps[p]["role"] == "traced" and ps[p]["rank"] == r and \
+                ps[p]["world_size"] == 2, ps[p]
+        assert ps[helper]["role"] == "traced" and ps[helper]["steps"] == 0, ps[helper]
+        table = ctl(dm.sock, "list", "--job", "ddp").stdout
+        line = [l for l in table.splitlines() if " %d " % launcher in l][0]
+        assert "launcher: not traced by job" in line, table
+        assert [l for l in table.splitlines() if " %d " % r1 in l][0].split()[4] == "1/2", table
+
+        res, files = trace_job(d, dm.sock, "ddp", "--iterations", "5")
+        nums = check_two_ranks(res, files, launcher, [launcher, helper])
+        assert nums[0] == nums[1], nums
+        assert nums[0][0] % 10 == 0, nums  # the roundup: all start on a multiple of 10
+        for f in files:
+            summary, err = validate(f, steps=5, ranges=["forward", "layer0", "backward"])
+            assert not err, err
+        helper_line = [p for h in res["hosts"] for p in h["processes"] if p["pid"] == helper]
+        assert "not stepped" in helper_line[0]["reason"], helper_line
+        # by time, the helper is traced too; the launcher never
+        res, files = trace_job(d, dm.sock, "ddp", "--duration-ms", "100")
+        assert res["delivered"] == 3 and res["skipped"] == 1, res
+        job.stdin.close()
+        tail = job.stdout.read().split()
+        assert tail == ["exit", "0", "0", "0"], tail
+        assert job.wait(TIMEOUT) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+        dm.stop()
+
+
+def test_kineto_job(d):
+    """Kineto path: launcher + 2 ranks emulated on the wire; ranks read
+    from their environment by the daemon."""
+    ktrace = os.path.join(d, "ktrace")
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT,
+                          "kineto:\n  socket_dir: %s\n  trace_dir: %s\n" % (d, ktrace))
+    job = subprocess.Popen([sys.executable, KCLIENT, d, "2"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True,
+                           env=dict(os.environ, SLURM_JOB_ID="777"))
+    try:
+        launcher = int(job.stdout.readline().split()[1])
+        ranks = [int(x) for x in job.stdout.readline().split()[1:]]
+        assert len(ranks) == 2, ranks
+        ps = {p["pid"]: p for p in listing(dm.sock, "777")}
+        assert sorted(ps) == sorted([launcher] + ranks), ps
+        assert ps[launcher]["role"] == "launcher" and ps[launcher]["rank"] == -1, ps
+        for r, p in enumerate(ranks):
+            assert ps[p]["rank"] == r and ps[p]["world_size"] == 2 and \
+                ps[p]["kind"] == "kineto" and ps[p]["role"] == "traced", ps[p]
+        res, files = trace_job(d, dm.sock, "777", "--iterations", "5")
+        check_two_ranks(res, files, launcher, [launcher])
+        job.stdin.close()
+        assert job.wait(TIMEOUT) == 0
+    finally:
+        if job.poll() is None:
+            job.kill()
+        dm.stop()
+
+
+def test_launch_from_build_tree(d):
+    """gprofctl launch run from the build tree injects that build's agent
+    and puts the source tree's python/ first on PYTHONPATH."""
+    r = subprocess.run([GPROFCTL, "launch", "--job", "bt", "--", sys.executable, "-c",
+                        "import os, gprof_agent; print(os.environ['CUDA_INJECTION64_PATH']); "
+                        "print(os.environ['PYTHONPATH'].split(':')[0]); "
+                        "print(os.path.dirname(os.path.dirname(gprof_agent.__file__)))"],
+                       capture_output=True, text=True, timeout=TIMEOUT,
+                       env={k: v for k, v in os.environ.items()
+                            if k not in ("GPROF_AGENT", "PYTHONPATH")})
+    assert r.returncode == 0, r.stderr
+    agent, first, found = r.stdout.split()
+    assert os.path.samefile(agent, AGENT), (agent, AGENT)
+    assert os.path.samefile(first, HELPER) and os.path.samefile(found, HELPER), r.stdout
+
+
+if __name__ == "__main__":
+    sys.exit(runner.run([test_agent_job, test_kineto_job, test_launch_from_build_tree],
+                        "gprof-ranks-"))
