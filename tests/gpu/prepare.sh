@@ -14,6 +14,11 @@ for f in .devlibs/debs/*.deb; do dpkg -x "$f" .devlibs/root; done
 cp -a .devlibs/root/usr/lib/x86_64-linux-gnu/*.so* .devlibs/lib/
 cp build/daemon/gprofd build/ctl/gprofctl .devlibs/bin/
 cp build/agent/libgprof_agent.so .devlibs/lib/
+# a build tree's layout too (ctl/gprofctl beside agent/, python/ two levels
+# up: the checkout's), so the device proves `gprofctl launch` from one
+mkdir -p .devlibs/ctl .devlibs/agent
+cp build/ctl/gprofctl .devlibs/ctl/
+cp build/agent/libgprof_agent.so .devlibs/agent/
 # the agent's CUDA C workload, for Hopper (sm_90) and newer through PTX
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90 -o .devlibs/bin/workload tests/gpu/workload.cu

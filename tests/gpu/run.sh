@@ -34,6 +34,13 @@
 #           OVERHEAD_REPEAT times in each of OVERHEAD_ROUNDS processes, at
 #           width 2048 and 256, torch.profiler last; then the idle agent
 #           against no agent, IDLE_ROUNDS process pairs.
+#   ddp     multi-GPU jobs (2 GPUs: device kind nvidia-h200-x2): a DDP loop
+#           (tests/gpu/ddp_train.py, NCCL, rank 1 a deliberate straggler)
+#           under torchrun with the agent (gprofctl launch run from the
+#           build-tree layout in .devlibs), under torchrun with stock
+#           Kineto (KINETO_USE_DAEMON=1), and under mp.spawn with the
+#           agent: one trace request each, every rank delivered, the
+#           launcher left out, tests/gpu/ddp_check.py judges the traces.
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
 #           traces (a training loop, one still starting, one that never
 #           steps), a duration trace, a dyno-format request over TCP, each
@@ -359,6 +366,63 @@ overhead_checks() {
 		env $inj python3 "$root/bench/capture_overhead.py" --configs none --tag "idle-agent-$r" \
 			--out "$OUT/idle.jsonl" 2>&1 | sed "s/^/  idle agent r$r /" | tee -a "$OUT/summary.txt"
 	done
+}
+
+# ---- multi-GPU jobs (issue 13) ----
+ddp_wait() { # job, processes that must be stepping (or registered: kineto): 0 when they are
+	local i
+	for i in $(seq 1200); do
+		ctl --json list --job "$1" 2>/dev/null | python3 -c '
+import json, sys
+ps = json.load(sys.stdin)["processes"]
+ok = [p for p in ps if p["role"] == "traced" and (p["steps"] > 0 or p["kind"] == "kineto")]
+sys.exit(0 if len(ok) >= int(sys.argv[1]) else 1)' "$2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+ddp_one() { # label, job, slow rank, command...: start, wait, trace 5 iterations, judge, stop
+	local label=$1 job=$2 slow=$3 stop=$work/$1.stop out=$work/$1-out t0 t1 rc jp
+	shift 3
+	rm -f "$stop"
+	PYTHONUNBUFFERED=1 "$@" --stop "$stop" --slow-rank "$slow" --max-s 240 >"$OUT/$label.log" 2>&1 &
+	jp=$!
+	if ! ddp_wait "$job" 2; then
+		log "FAIL $label: the ranks never showed up stepping"; tail -20 "$OUT/$label.log"
+		touch "$stop"; wait $jp; return
+	fi
+	ctl list --job "$job" | tee "$OUT/$label-list.txt" | sed "s/^/  /" | tee -a "$OUT/summary.txt"
+	t0=$(now)
+	ctl --json trace --job "$job" --iterations 5 --timeout 120 --output-dir "$out" >"$OUT/$label-trace.json" 2>"$OUT/$label-trace.err"
+	rc=$?; t1=$(now)
+	log "$label: gprofctl trace exit $rc in $(python3 -c "print(round($t1 - $t0, 2))") s; $(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("delivered %d of %d, skipped %d:" % (r["delivered"], r["matched"], r.get("skipped", 0)),
+      "; ".join("pid %d rank %d %s%s" % (p["pid"], p["rank"], p["state"],
+                (" (" + p["reason"][:90] + ")") if p["state"] == "skipped" else "")
+                for h in r["hosts"] for p in h["processes"]))' "$OUT/$label-trace.json" 2>&1)"
+	python3 "$root/tests/gpu/ddp_check.py" "$out" --ranks 2 --steps 5 --slow-rank "$slow" --label "$label" \
+		2>&1 | tee -a "$OUT/summary.txt"
+	for f in $(find "$out" -name '*.gz'); do cp "$f" "$OUT/$label-$(basename "$f")"; done
+	touch "$stop"; wait $jp
+	log "$label: job exit status $? ; $(grep -h '"rank"' "$OUT/$label.log" | tr '\n' ' ')"
+}
+ddp_checks() {
+	local n
+	n=$(nvidia-smi -L | wc -l)
+	[ "$n" -ge 2 ] || { log "ddp: needs 2 GPUs, this host has $n: not run"; return; }
+	export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+	local L=$root/.devlibs/ctl/gprofctl T="torchrun --nproc_per_node=2 --master_port"
+	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
+	# the agent, through gprofctl launch from the build-tree layout
+	GPROF_AGENT_LOG=$OUT/ddp-agent-agent.log ddp_one ddp-agent ddp 1 \
+		"$L" --socket "$sock" launch --job ddp -- $T 29510 "$root/tests/gpu/ddp_train.py"
+	GPROF_AGENT_LOG=$OUT/ddp-spawn-agent.log ddp_one ddp-spawn spawn -1 \
+		"$L" --socket "$sock" launch --job spawn -- python3 "$root/tests/gpu/ddp_train.py" --spawn 2
+	# stock PyTorch, no agent
+	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=777 ddp_one ddp-kineto 777 1 \
+		$T 29520 "$root/tests/gpu/ddp_train.py"
 }
 
 # ---- the same with Kineto's default poll interval (5 s): what a stock job sees ----

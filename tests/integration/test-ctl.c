@@ -182,6 +182,83 @@ static void test_trace_16_hosts(void **state)
 	}
 }
 
+/* A fleet job: 8 hosts x 8 ranks, each host's ranks started by a launcher
+ * registered there (this process: the fake agents are its children). One
+ * request: exit 0, 64 rank files with their bytes and ranks in their names,
+ * 8 launchers reported as left out. */
+static void test_trace_8_hosts_8_ranks(void **state)
+{
+	enum { H = 8, R = 8 };
+	struct td d[H];
+	struct agent a[H][R];
+	struct tc me[H];
+	const char *args[40];
+	char outdir[] = "/tmp/gprofctl-out-XXXXXX", cmd[400];
+	cJSON *root, *h, *p;
+	int i, k, n = 0, delivered = 0, skipped = 0;
+
+	(void)state;
+	assert_non_null(mkdtemp(outdir));
+	for (i = 0; i < H; i++) {
+		assert_int_equal(td_start(&d[i], NULL, NULL), 0);
+		tc_agent(&me[i], d[i].sock, "fleet64");
+		for (k = 0; k < R; k++)
+			assert_int_equal(agent_spawn(&a[i][k], d[i].sock, "fleet64", i * R + k,
+			                             20000 + (size_t)(i * R + k)), 0);
+		args[n++] = "--host";
+		args[n++] = host_arg(d[i].port);
+	}
+	args[n++] = "--json";
+	args[n++] = "trace";
+	args[n++] = "--job";
+	args[n++] = "fleet64";
+	args[n++] = "--iterations";
+	args[n++] = "3";
+	args[n++] = "--output-dir";
+	args[n++] = outdir;
+	args[n] = NULL;
+	assert_int_equal(run_ctl(args), 0);
+	root = cJSON_Parse(out);
+	assert_non_null(root);
+	assert_int_equal(cJSON_GetNumberValue(cJSON_GetObjectItem(root, "matched")), H * R);
+	assert_int_equal(cJSON_GetNumberValue(cJSON_GetObjectItem(root, "delivered")), H * R);
+	assert_int_equal(cJSON_GetNumberValue(cJSON_GetObjectItem(root, "skipped")), H);
+	cJSON_ArrayForEach(h, cJSON_GetObjectItem(root, "hosts")) {
+		cJSON_ArrayForEach(p, cJSON_GetObjectItem(h, "processes")) {
+			const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(p, "state"));
+			int rank = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(p, "rank"));
+			char want[32];
+
+			if (strcmp(st, "skipped") == 0) {
+				assert_int_equal(cJSON_GetNumberValue(cJSON_GetObjectItem(p, "pid")),
+				                 getpid());
+				skipped++;
+				continue;
+			}
+			assert_string_equal(st, "delivered");
+			snprintf(want, sizeof(want), "_rank%d.", rank);
+			assert_non_null(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(p, "file")),
+			                       want));
+			check_file(cJSON_GetStringValue(cJSON_GetObjectItem(p, "file")),
+			           20000 + (size_t)rank);
+			delivered++;
+		}
+	}
+	assert_int_equal(delivered, H * R);
+	assert_int_equal(skipped, H);
+	cJSON_Delete(root);
+	for (i = 0; i < H; i++) {
+		for (k = 0; k < R; k++)
+			agent_stop(&a[i][k]);
+		tc_close(&me[i]);
+		assert_int_equal(td_stop(&d[i]), 0);
+		td_cleanup(&d[i]);
+		free((char *)args[2 * i + 1]);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", outdir);
+	assert_int_equal(system(cmd), 0);
+}
+
 static void test_trace_failures_reported(void **state)
 {
 	struct td ok, empty, stuck;
@@ -428,6 +505,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_trace_16_hosts),
+		cmocka_unit_test(test_trace_8_hosts_8_ranks),
 		cmocka_unit_test(test_trace_failures_reported),
 		cmocka_unit_test(test_nothing_matched_exit_2),
 		cmocka_unit_test(test_status_list_json),

@@ -36,16 +36,16 @@ KCLIENT = os.path.join(os.path.dirname(VALIDATOR), "kineto_client.py")
 
 LAUNCHER = r'''
 import ctypes, os, select, subprocess, sys
-app = sys.argv[1]
+app, n = sys.argv[1], int(sys.argv[2])
 # a launcher that touched CUDA (or imported an old helper) has the agent
 ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
 ranks = [subprocess.Popen([app, "0"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                          env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                          env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n),
                                    AGENT_APP_BARRIER="1"))
-         for r in range(2)]
+         for r in range(n)]
 helper = subprocess.Popen([app, "0"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                           env=dict(os.environ, AGENT_APP_NO_STEP="1"))
-print("pids", os.getpid(), ranks[0].pid, ranks[1].pid, helper.pid, flush=True)
+print("pids", os.getpid(), helper.pid, *[r.pid for r in ranks], flush=True)
 while not select.select([sys.stdin], [], [], 0)[0]:
     for r in ranks:                    # every rank has ended its step ...
         assert r.stdout.readline().startswith("b ")
@@ -104,27 +104,27 @@ def trace_job(d, sock, job, *extra):
     return res, files
 
 
-def check_two_ranks(res, files, launcher, left_out):
-    """Exactly two rank files: ranks 0, 1 in distributedInfo and names,
-    5 ProfilerStep# each with the same numbers; left_out skipped."""
-    assert res["delivered"] == 2 and res["matched"] == 2, res
+def check_ranks(res, files, launcher, left_out, n=2):
+    """Exactly n rank files: ranks 0..n-1 in distributedInfo and names,
+    5 ProfilerStep# each; left_out skipped. The step numbers by rank."""
+    assert res["delivered"] == n and res["matched"] == n, res
     procs = [p for h in res["hosts"] for p in h["processes"]]
     skipped = sorted(p["pid"] for p in procs if p["state"] == "skipped")
     assert skipped == sorted(left_out), (skipped, left_out, procs)
     launch = [p for p in procs if p["pid"] == launcher][0]
     assert "launcher" in launch["reason"], launch
-    assert len(files) == 2, files
+    assert len(files) == n, files
     nums = []
     for r, f in enumerate(sorted(files, key=lambda f: rank_of(f)[0])):
         assert "_rank%d." % r in os.path.basename(f), f
-        assert rank_of(f) == (r, 2), (f, rank_of(f))
+        assert rank_of(f) == (r, n), (f, rank_of(f))
         nums.append(steps_of(f))
         assert len(nums[-1]) == 5, (f, nums[-1])
     return nums
 
 
-def test_agent_job(d):
-    """Agent path: launcher + 2 lockstep ranks + a never-stepping helper."""
+def agent_job(d, n):
+    """Agent path: launcher + n lockstep ranks + a never-stepping helper."""
     dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
     script = os.path.join(d, "launcher.py")
     with open(script, "w") as f:
@@ -137,33 +137,34 @@ def test_agent_job(d):
     asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
     if asan:  # the sanitizer build's agent, in a plain python
         env.update(LD_PRELOAD=asan[0], ASAN_OPTIONS="detect_leaks=0")
-    job = subprocess.Popen([sys.executable, script, APP], env=env, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen([sys.executable, script, APP, str(n)], env=env,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         pids = [int(x) for x in job.stdout.readline().split()[1:]]
-        assert len(pids) == 4, pids
-        launcher, r0, r1, helper = pids
+        assert len(pids) == n + 2, pids
+        launcher, helper, ranks = pids[0], pids[1], pids[2:]
         for p in pids:
             assert dm.wait("registered pid %d " % p), dm.log()
 
-        # the daemon has seen both ranks step (their heartbeats)
+        # the daemon has seen every rank step (their heartbeats)
         def stepped():
             ps = {p["pid"]: p for p in listing(dm.sock, "ddp")}
-            return ps if ps[r0]["steps"] > 0 and ps[r1]["steps"] > 0 else None
+            return ps if all(ps[r]["steps"] > 0 for r in ranks) else None
         ps = until("ranks stepping", stepped)
         assert ps[launcher]["role"] == "launcher", ps[launcher]
-        for p, r in ((r0, 0), (r1, 1)):
+        for r, p in enumerate(ranks):
             assert ps[p]["role"] == "traced" and ps[p]["rank"] == r and \
-                ps[p]["world_size"] == 2, ps[p]
+                ps[p]["world_size"] == n, ps[p]
         assert ps[helper]["role"] == "traced" and ps[helper]["steps"] == 0, ps[helper]
         table = ctl(dm.sock, "list", "--job", "ddp").stdout
         line = [l for l in table.splitlines() if " %d " % launcher in l][0]
         assert "launcher: not traced by job" in line, table
-        assert [l for l in table.splitlines() if " %d " % r1 in l][0].split()[4] == "1/2", table
+        line = [l for l in table.splitlines() if " %d " % ranks[1] in l][0]
+        assert line.split()[4] == "1/%d" % n, table
 
         res, files = trace_job(d, dm.sock, "ddp", "--iterations", "5")
-        nums = check_two_ranks(res, files, launcher, [launcher, helper])
-        assert nums[0] == nums[1], nums
+        nums = check_ranks(res, files, launcher, [launcher, helper], n)
+        assert all(x == nums[0] for x in nums), nums
         assert nums[0][0] % 10 == 0, nums  # the roundup: all start on a multiple of 10
         for f in files:
             summary, err = validate(f, steps=5, ranges=["forward", "layer0", "backward"])
@@ -172,15 +173,23 @@ def test_agent_job(d):
         assert "not stepped" in helper_line[0]["reason"], helper_line
         # by time, the helper is traced too; the launcher never
         res, files = trace_job(d, dm.sock, "ddp", "--duration-ms", "100")
-        assert res["delivered"] == 3 and res["skipped"] == 1, res
+        assert res["delivered"] == n + 1 and res["skipped"] == 1, res
         job.stdin.close()
         tail = job.stdout.read().split()
-        assert tail == ["exit", "0", "0", "0"], tail
+        assert tail == ["exit"] + ["0"] * (n + 1), tail
         assert job.wait(TIMEOUT) == 0
     finally:
         if job.poll() is None:
             job.kill()
         dm.stop()
+
+
+def test_agent_job(d):
+    agent_job(d, 2)
+
+
+def test_agent_job_8_ranks(d):
+    agent_job(d, 8)
 
 
 def test_kineto_job(d):
@@ -203,7 +212,7 @@ def test_kineto_job(d):
             assert ps[p]["rank"] == r and ps[p]["world_size"] == 2 and \
                 ps[p]["kind"] == "kineto" and ps[p]["role"] == "traced", ps[p]
         res, files = trace_job(d, dm.sock, "777", "--iterations", "5")
-        check_two_ranks(res, files, launcher, [launcher])
+        check_ranks(res, files, launcher, [launcher])
         job.stdin.close()
         assert job.wait(TIMEOUT) == 0
     finally:
@@ -229,5 +238,5 @@ def test_launch_from_build_tree(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_agent_job, test_kineto_job, test_launch_from_build_tree],
+    sys.exit(runner.run([test_agent_job, test_agent_job_8_ranks, test_kineto_job, test_launch_from_build_tree],
                         "gprof-ranks-"))
