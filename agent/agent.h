@@ -90,6 +90,7 @@ struct tbuf {
 struct window {
 	char trace_id[MSG_TRACE_ID_MAX + 1];
 	int64_t iterations, duration_ms, roundup, activities;
+	uint64_t start_iter;    /* > 0: begin at exactly this step (the job's ranks together) */
 	uint64_t start_at_ns;   /* duration/wall-clock start, 0 = now */
 	char iter_range[AGENT_NAME_MAX + 1];
 	uint64_t max_bytes;

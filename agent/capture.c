@@ -74,6 +74,7 @@ static void begin(struct link *l, const struct cmd *c)
 	A.win.iterations = w->iterations;
 	A.win.duration_ms = w->duration_ms;
 	A.win.roundup = w->iteration_roundup;
+	A.win.start_iter = (uint64_t)w->start_iteration;
 	A.win.activities = w->activities;
 	A.win.start_at_ns = (uint64_t)w->start_at_us * 1000u;
 	A.win.max_bytes = c->max_bytes > 0 ? (uint64_t)c->max_bytes : AGENT_DEFAULT_MAX_BYTES;
@@ -101,6 +102,18 @@ static void begin(struct link *l, const struct cmd *c)
 	}
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
+	/* The daemon chose the step every rank begins on; a process already
+	 * past it begins on its next multiple of the roundup instead, and
+	 * says so (its iteration numbers will not match the others'). */
+	if (A.win.start_iter > 0 && A.win.start_iter <= atomic_load(&A.steps) &&
+	    !c->range[0]) {
+		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sstep %llu, where the "
+		         "job's processes were to begin together, had passed here (at step %llu): "
+		         "began at the next multiple of %lld", note[0] ? "; " : "",
+		         (unsigned long long)A.win.start_iter,
+		         (unsigned long long)atomic_load(&A.steps), (long long)A.win.roundup);
+		A.win.start_iter = 0;
+	}
 	if (w->iterations > 0) {
 		phase = P_ARMED;
 		atomic_store(&A.armed, 1);

@@ -93,6 +93,7 @@ static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct done_buf *done;
 static size_t n_done, cap_done;
 static atomic_uint_fast64_t buf_bytes, n_dropped;
+static atomic_uint_fast64_t handed, returned; /* buffers given to CUPTI, given back: this burst */
 static atomic_bool cut;
 static uint64_t max_bytes = AGENT_DEFAULT_MAX_BYTES;
 static uint64_t incomplete;
@@ -154,6 +155,7 @@ static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_rec
 	pthread_mutex_unlock(&buf_lock);
 	if (*buffer != NULL) {
 		*size = BUF_SIZE;
+		atomic_fetch_add(&handed, 1);
 		return;
 	}
 	used = atomic_fetch_add(&buf_bytes, BUF_SIZE) + BUF_SIZE;
@@ -169,6 +171,7 @@ static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_rec
 		return;
 	}
 	*size = BUF_SIZE;
+	atomic_fetch_add(&handed, 1);
 }
 
 static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -181,6 +184,7 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 		atomic_fetch_add(&n_dropped, dropped);
 	if (buffer == NULL)
 		return;
+	atomic_fetch_add(&returned, 1);
 	pthread_mutex_lock(&buf_lock);
 	if (n_done == cap_done) {
 		size_t cap = cap_done ? cap_done * 2 : 64;
@@ -464,10 +468,12 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 		snprintf(why, n, "cuptiActivityRegisterCallbacks failed: %s", cupti_err(r));
 		return -EIO;
 	}
-	/* Count only what this burst drops. */
+	/* Count only what this burst drops, and only its buffers. */
 	p_cuptiActivityFlushAll(0);
 	gpu_reset();
 	atomic_store(&n_dropped, 0);
+	atomic_store(&handed, 0);
+	atomic_store(&returned, 0);
 	pool_fill();
 	k = kinds_for(activities, &nk);
 	n_enabled = 0;
@@ -492,16 +498,6 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	}
 	atomic_store(&cs, CS_TRACING);
 	return 0;
-}
-
-static size_t count_done(void)
-{
-	size_t n;
-
-	pthread_mutex_lock(&buf_lock);
-	n = n_done;
-	pthread_mutex_unlock(&buf_lock);
-	return n;
 }
 
 /* ---- the harvest: what the writer needs, copied out of CUPTI ---- */
@@ -639,29 +635,58 @@ static void release(void)
 	}
 }
 
+/*
+ * The tail: a rank that waits on a collective, or any loop whose CPU runs
+ * ahead of its GPU, ends the window with work still queued, and that work
+ * belongs to the trace. Its records are written as it completes, into
+ * buffers CUPTI holds; cuptiActivityFlushAll(0) hands back only buffers
+ * whose records are all complete, and a forced flush gives up on the rest
+ * (seen on H200s under DDP: the waiting rank's trace kept 13 of its 335
+ * kernels). torch.profiler synchronises the device at its end; the agent
+ * may not stall the application, so its own thread waits instead: the
+ * kinds go off at the window's end (nothing new is recorded), then it
+ * flushes without forcing until CUPTI has handed back every buffer it was
+ * given, at most GPROF_GPU_TAIL_MS (default 2000), and forces out what
+ * is left after that.
+ */
+static uint64_t tail_limit_ms(void)
+{
+	const char *env = getenv("GPROF_GPU_TAIL_MS");
+	char *end;
+	unsigned long long v;
+
+	if (env == NULL || !*env)
+		return 2000;
+	v = strtoull(env, &end, 10);
+	return *end == '\0' && v <= 60000 ? v : 2000;
+}
+
 /* TRACING -> HELD (drain and harvest) -> release */
 void gpu_stop(void)
 {
-	struct timespec ten_ms = { 0, 10 * 1000 * 1000 };
+	struct timespec five_ms = { 0, 5 * 1000 * 1000 };
 	int (*rt)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
-	size_t before, quiet = 0, i;
+	uint64_t t0 = agent_now_ns(), waited, limit = tail_limit_ms() * 1000000ull;
+	int64_t out;
+	size_t i, rounds = 0;
 
 	if (atomic_load(&cs) != CS_TRACING)
 		return;
-	/* No new records from here on; GPU work launched inside the window may
-	 * still be running: flush (without forcing) until two rounds in a row
-	 * bring nothing, at most 0.5 s, then force out the rest. */
 	for (i = 0; i < n_enabled; i++)
 		p_cuptiActivityDisable((CUpti_ActivityKind)enabled_kinds[i]);
 	n_enabled = 0;
-	for (i = 0; i < 50 && quiet < 2; i++) {
-		before = count_done();
+	for (;;) {
 		p_cuptiActivityFlushAll(0);
-		quiet = count_done() == before ? quiet + 1 : 0;
-		if (quiet < 2)
-			nanosleep(&ten_ms, NULL);
+		rounds++;
+		out = (int64_t)atomic_load(&handed) - (int64_t)atomic_load(&returned);
+		waited = agent_now_ns() - t0;
+		if (out <= 0 || waited >= limit)
+			break;
+		nanosleep(&five_ms, NULL);
 	}
 	p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	agent_log("tail: %zu flushes in %.1f ms until the window's GPU work completed%s", rounds,
+	          (double)waited / 1e6, out > 0 ? " (gave up: GPROF_GPU_TAIL_MS)" : "");
 	atomic_store(&cs, CS_HELD);
 	pthread_mutex_lock(&buf_lock);
 	harvest();

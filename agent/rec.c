@@ -178,7 +178,13 @@ static void trigger(uint64_t now, uint64_t n)
 {
 	int one = 1;
 
-	if (A.win.roundup > 1 && n % (uint64_t)A.win.roundup != 0)
+	if (A.win.start_iter > 0 && !A.win.iter_range[0]) {
+		if (n < A.win.start_iter)
+			return;
+		/* passed it between arming and here: the roundup's rule */
+		if (n > A.win.start_iter && A.win.roundup > 1 && n % (uint64_t)A.win.roundup != 0)
+			return;
+	} else if (A.win.roundup > 1 && n % (uint64_t)A.win.roundup != 0)
 		return;
 	if (!atomic_compare_exchange_strong(&A.armed, &one, 0))
 		return;

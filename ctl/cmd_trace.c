@@ -32,6 +32,7 @@ struct vproc {
 
 struct thost {
 	bool sent, replied, ended;
+	bool listing, to_start; /* a multi-host iteration trace's first phase */
 	char hint[1024];
 	size_t n;
 	struct vproc *procs;
@@ -49,6 +50,12 @@ static struct {
 	uv_signal_t sigint, sigterm;
 	bool cancelling;
 	struct client *cl;
+	/* Iteration traces over several hosts begin on one step everywhere:
+	 * first every host's process_list (its processes' step_now), then
+	 * trace_start with start_iteration set from the highest. */
+	bool sync;
+	size_t listed;
+	int64_t step_max;
 } T;
 
 static void usage(FILE *f)
@@ -129,7 +136,7 @@ static void maybe_done(struct host *h)
 		host_done(h);
 }
 
-static void ready(struct host *h)
+static void send_start(struct host *h)
 {
 	struct thost *t = h->ud;
 	struct msg m;
@@ -142,6 +149,45 @@ static void ready(struct host *h)
 	m.u.trace_start = T.req;
 	if (host_send(h, &m) == 0)
 		t->sent = true;
+}
+
+/* Every host has listed its processes (or failed): the common step is
+ * the first multiple of the roundup at least 5 steps past the most
+ * advanced process anywhere (the daemons' estimates; the margin covers
+ * the time trace_start takes to arrive), then every waiting host starts. */
+static void sync_maybe(void)
+{
+	int64_t r = T.req.win.iteration_roundup > 0 ? T.req.win.iteration_roundup : 1;
+	size_t i;
+
+	if (T.listed < T.cl->n)
+		return;
+	if (T.step_max > 0)
+		T.req.win.start_iteration = (T.step_max + 5 + r - 1) / r * r;
+	for (i = 0; i < T.cl->n; i++) {
+		struct host *h = &T.cl->hosts[i];
+		struct thost *t = h->ud;
+
+		if (t->to_start && !h->done) {
+			t->to_start = false;
+			send_start(h);
+		}
+	}
+}
+
+static void ready(struct host *h)
+{
+	struct thost *t = h->ud;
+	struct msg m;
+
+	if (!T.sync || T.cancelling) {
+		send_start(h);
+		return;
+	}
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	m.u.process_list.job_id = T.req.job_id;
+	if (host_send(h, &m) == 0)
+		t->listing = true;
 }
 
 /* Ctrl-C (or SIGTERM): cancel the trace everywhere it was asked for, and
@@ -216,6 +262,20 @@ static void message(struct host *h, const struct msg *m)
 		return;
 	}
 	switch (m->type) {
+	case MSG_PROCESS_LIST_REPLY:
+		if (!t->listing)
+			break;
+		t->listing = false;
+		t->to_start = true;
+		for (i = 0; i < m->u.process_list_reply.procs.n; i++) {
+			const struct msg_proc_info *p = &m->u.process_list_reply.procs.v[i];
+
+			if (!p->launcher && p->step_now > T.step_max)
+				T.step_max = p->step_now;
+		}
+		T.listed++;
+		sync_maybe();
+		break;
 	case MSG_ERROR:
 		if (!t->replied || m->id == 0) {
 			host_fail(h, "%s", m->u.error.message);
@@ -263,6 +323,11 @@ static void failed(struct host *h, const char *why)
 {
 	struct thost *t = h->ud;
 
+	if (T.sync && (t->listing || (!t->to_start && !t->sent))) {
+		t->listing = false; /* counts as listed: the others must not wait on it */
+		T.listed++;
+		sync_maybe();
+	}
 	dlq_abort(&t->q, why);
 	if (!T.tty && !T.json)
 		fprintf(stderr, "%s: %s\n", h->label, why);
@@ -615,6 +680,8 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 	if (client_init(&cl, o, &ops) < 0)
 		return EXIT_USAGE;
 	T.cl = &cl;
+	T.sync = cl.n > 1 && T.req.win.iterations > 0 && T.req.win.iteration_range == NULL &&
+	         T.req.job_id != NULL && T.req.pids.n == 0;
 	hs = calloc(cl.n, sizeof(*hs));
 	for (i = 0; i < cl.n; i++) {
 		hs[i].q.dir = T.outdir;

@@ -216,6 +216,17 @@ static bool descends(const struct proc *q, pid_t pid)
 	return false;
 }
 
+int64_t registry_step_now(const struct proc *p, int64_t now_us)
+{
+	int64_t since = now_us - p->heartbeat_us;
+
+	if (p->kind != MSG_KIND_AGENT || p->steps <= 0)
+		return 0;
+	if (p->median_step_us <= 0 || since <= 0)
+		return p->steps;
+	return p->steps + (since < 3000000 ? since : 3000000) / p->median_step_us;
+}
+
 bool registry_launcher(struct daemon *d, const struct proc *p, char *kids, size_t size)
 {
 	const struct proc *q;
@@ -319,4 +330,5 @@ void registry_info(struct daemon *d, const struct proc *p, struct msg_proc_info 
 	info->steps = p->steps;
 	info->last_step_us = p->last_step_us;
 	info->launcher = registry_launcher(d, p, NULL, 0);
+	info->step_now = registry_step_now(p, daemon_now_us());
 }

@@ -40,7 +40,8 @@ struct proc {
 	int64_t rank, local_rank, world_size;
 	int64_t caps;
 	int64_t registered_us;
-	int64_t steps, last_step_us, median_step_us;
+	int64_t steps, last_step_us, median_step_us; /* last_step_us: its duration */
+	int64_t heartbeat_us;      /* when the last heartbeat (and steps) came */
 	struct conn *conn;         /* agents: their connection */
 	struct trace *busy;        /* the trace capturing it now, if any */
 	size_t mslot;              /* metrics.c's slot for its step values, + 1 */
@@ -86,6 +87,11 @@ bool registry_match(const struct proc *p, const char *job_id,
  * size bytes) is written there. Kineto clients report no steps: for them
  * only the rank tells (read from their environment). */
 bool registry_launcher(struct daemon *d, const struct proc *p, char *kids, size_t size);
+
+/* p's step now, estimated: its last heartbeat's count plus what its
+ * median step time says it did since that heartbeat came (counted for 3 s
+ * at most); 0 when it has not stepped or reports no steps (Kineto). */
+int64_t registry_step_now(const struct proc *p, int64_t now_us);
 
 /* Describes what is registered, for "nothing matched" hints: up to size
  * bytes like "job 1234: 8 processes (pids 100 101 ...); no job: 1". Only

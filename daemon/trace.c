@@ -319,6 +319,41 @@ static const char *sits_out(struct daemon *d, const struct trace *t, const struc
 	return why;
 }
 
+/*
+ * The step every process of an iteration trace begins on. A job's ranks
+ * are in step on the GPU, but their CPUs can be many steps apart (a fast
+ * rank runs ahead until it blocks on the slow one), so each beginning on
+ * its own next multiple of the roundup would number their iterations
+ * differently. So: the first multiple of the roundup (1 if none) at least
+ * two steps past the most advanced process's estimated step now (its last
+ * heartbeat's count, plus what its median step time says it did since that
+ * heartbeat came, counted for 3 s at most). 0 (each its own roundup) when no traced agent
+ * has stepped, or the trace counts NVTX ranges.
+ */
+static int64_t common_start(const struct trace *t)
+{
+	int64_t now = daemon_now_us(), best = 0, r = t->win.iteration_roundup > 0 ?
+	              t->win.iteration_roundup : 1;
+	size_t i;
+
+	/* gprofctl chose it for all hosts (from process_list's step_now) */
+	if (t->win.iterations <= 0 || t->iteration_range[0] || t->win.start_iteration > 0)
+		return t->win.start_iteration;
+	for (i = 0; i < t->n; i++) {
+		int64_t est;
+
+		if (t->tp[i].state == MSG_TS_SKIPPED || t->tp[i].proc == NULL)
+			continue;
+		est = registry_step_now(t->tp[i].proc, now);
+		if (est > best)
+			best = est;
+	}
+	if (best == 0)
+		return 0;
+	best += 2;
+	return (best + r - 1) / r * r;
+}
+
 struct trace *trace_create(struct daemon *d, const struct peer *peer,
                            const struct msg_trace_start *req, bool queue_busy, int *code,
                            struct perr *err)
@@ -430,6 +465,10 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 	         t->n - (n - kept) == 1 ? "" : "es", n > kept ? " (launchers and processes that "
 	         "never stepped left out)" : "");
 	uv_timer_start(&t->timer, on_timeout, (uint64_t)t->timeout_ms, 0);
+	t->win.start_iteration = common_start(t);
+	if (t->win.start_iteration > 0)
+		log_info("trace %s: every process begins at step %lld", t->id,
+		         (long long)t->win.start_iteration);
 	for (i = 0; i < t->n && !t->finished; i++) {
 		struct tproc *tp = &t->tp[i];
 

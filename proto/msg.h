@@ -168,6 +168,8 @@ struct msg_window {
 	int64_t duration_ms;       /* > 0: duration mode */
 	int64_t start_at_us;       /* wall clock (unix us); 0 = now */
 	int64_t iteration_roundup; /* start at an iteration multiple of R */
+	int64_t start_iteration;   /* > 0: start at exactly this iteration (a
+	                              job's ranks together), else the roundup */
 	int64_t activities;        /* MSG_ACT_* */
 	const char *iteration_range; /* NVTX range name that marks iterations */
 };
@@ -226,6 +228,7 @@ struct msg_proc_info {
 	struct msg_ints gpus; int64_t caps; const char *version; const char *name;
 	int64_t registered_us, steps, last_step_us;
 	bool launcher; /* it started other ranks of its job and never steps: not traced */
+	int64_t step_now; /* the daemon's estimate of its current step (0: none) */
 };
 struct msg_process_list_reply { MSG_ARRAY(struct msg_proc_info) procs; };
 struct msg_daemon_status_reply {

@@ -122,6 +122,8 @@ static int check_window(const struct msg_window *w, struct perr *err)
 		                "duration_ms");
 	if (w->iterations == 0 && w->iteration_roundup > 0)
 		return perr_set(err, -EBADMSG, "iteration_roundup needs iterations");
+	if (w->iterations == 0 && w->start_iteration > 0)
+		return perr_set(err, -EBADMSG, "start_iteration needs iterations");
 	if (w->iterations == 0 && w->iteration_range != NULL)
 		return perr_set(err, -EBADMSG, "iteration_range needs iterations");
 	if (w->activities == 0)
@@ -208,6 +210,7 @@ static const struct field f_heartbeat[] = {
 	INT(S, win.duration_ms, "duration_ms", 0, 0, DAY_MS, 0), \
 	INT(S, win.start_at_us, "start_at_us", 0, 0, ID_, 0), \
 	INT(S, win.iteration_roundup, "iteration_roundup", 0, 0, 1000000, 0), \
+	INT(S, win.start_iteration, "start_iteration", 0, 0, ID_, 0), \
 	FLAGS(S, win.activities, "activities", schema_activity_names, MSG_ACT_DEFAULT), \
 	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX)
 
@@ -389,6 +392,7 @@ static const struct field f_proc_info[] = {
 	INT(S, steps, "steps", 0, 0, ID_, 0),
 	INT(S, last_step_us, "last_step_us", 0, 0, ID_, 0),
 	BOOL(S, launcher, "launcher"),
+	INT(S, step_now, "step_now", 0, 0, ID_, 0),
 };
 static const struct schema sc_proc_info = SCHEMA("proc_info", S, f_proc_info, NULL, false);
 #undef S

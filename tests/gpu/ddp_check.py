@@ -8,7 +8,10 @@ world_size N, backend nccl, the rank in the file name), hold --steps
 ProfilerStep# events with the same numbers on every rank, and NCCL kernels
 (name containing "nccl") on their streams. With --slow-rank R the straggler
 must be visible: rank R's NCCL kernels are shorter per step than every
-other rank's, which wait in them. Prints one JSON line of figures; exit 1
+other rank's, which wait in them. Every rank runs the same model, so every
+rank's trace must hold the same number of kernels (a rank whose GPU lags
+its CPU, waiting on the straggler, still has work queued when the window
+closes: that work belongs to the trace). Prints one JSON line of figures; exit 1
 with the reasons when a check fails.
 """
 import argparse
@@ -68,6 +71,12 @@ def main():
         if ps:
             step_ms[r] = round(statistics.median(e["dur"] for e in ps) / 1000, 3)
             nccl_per_step[r] = round(sum(e["dur"] for e in nc) / len(ps) / 1000, 3)
+    # the same model and steps on every rank: the same kernels, unless the
+    # trace lost the GPU work still queued when the window closed
+    counts = {r: v["kernels"] for r, v in kernels.items()}
+    if len(set(counts.values())) > 1:
+        errs.append("kernel counts differ across ranks (GPU work queued at the window's end "
+                    "lost?): %s" % counts)
     nums = list(steps.values())
     if nums and any(n != nums[0] for n in nums):
         errs.append("ProfilerStep# numbers differ across ranks: %s" % steps)

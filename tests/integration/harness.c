@@ -577,6 +577,8 @@ static int agent_upload(struct tc *c, const char *trace_id, size_t bytes)
 	}
 }
 
+int64_t agent_spawn_steps;
+
 static void agent_main(const char *sock, const char *job_id, int rank, size_t trace_bytes,
                        int ready, int ctl)
 {
@@ -596,6 +598,11 @@ static void agent_main(const char *sock, const char *job_id, int rank, size_t tr
 	if (tc_recv_type(&c, MSG_REGISTER_REPLY, &m) < 0)
 		_exit(3);
 	msg_deinit(&m);
+	if (agent_spawn_steps > 0) {
+		msg_init(&m, MSG_HEARTBEAT, 0);
+		m.u.heartbeat.steps = agent_spawn_steps + 3 * rank;
+		tc_send(&c, &m);
+	}
 	if (write(ready, &byte, 1) != 1)
 		_exit(4);
 	close(ready);

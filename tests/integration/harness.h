@@ -129,6 +129,9 @@ struct agent {
  * a reason instead). Returns 0 once the agent has registered. */
 int agent_spawn(struct agent *a, const char *sock, const char *job_id, int rank,
                 size_t trace_bytes);
+/* When > 0, agents spawned from now on report, in a heartbeat right after
+ * registering, that they have made this many steps plus 3 x their rank. */
+extern int64_t agent_spawn_steps;
 void agent_stop(struct agent *a);
 
 /* The deterministic content fake agents upload: byte i of any trace. */

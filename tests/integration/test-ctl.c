@@ -182,10 +182,33 @@ static void test_trace_16_hosts(void **state)
 	}
 }
 
+/* Until every process host d lists has reported steps (heartbeats). */
+static void wait_steps(struct td *d, size_t n)
+{
+	struct tc c;
+	struct msg m, r;
+	size_t i, stepped = 0;
+	int tries;
+
+	tc_ctl(&c, d->sock);
+	for (tries = 0; tries < 10000 && stepped < n; tries++) {
+		msg_init(&m, MSG_PROCESS_LIST, 0);
+		tc_call(&c, &m, &r);
+		for (i = 0, stepped = 0; i < r.u.process_list_reply.procs.n; i++)
+			stepped += r.u.process_list_reply.procs.v[i].steps > 0;
+		msg_deinit(&r);
+	}
+	assert_int_equal(stepped, n);
+	tc_close(&c);
+}
+
 /* A fleet job: 8 hosts x 8 ranks, each host's ranks started by a launcher
  * registered there (this process: the fake agents are its children). One
  * request: exit 0, 64 rank files with their bytes and ranks in their names,
- * 8 launchers reported as left out. */
+ * 8 launchers reported as left out, and every host told to begin on the
+ * same step, past the most advanced rank anywhere (the ranks report
+ * 1000 + 3 x rank steps: rank 63's 1189 makes it 1200, where each host
+ * alone would have chosen its own). */
 static void test_trace_8_hosts_8_ranks(void **state)
 {
 	enum { H = 8, R = 8 };
@@ -199,6 +222,7 @@ static void test_trace_8_hosts_8_ranks(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(outdir));
+	agent_spawn_steps = 1000;
 	for (i = 0; i < H; i++) {
 		assert_int_equal(td_start(&d[i], NULL, NULL), 0);
 		tc_agent(&me[i], d[i].sock, "fleet64");
@@ -207,7 +231,9 @@ static void test_trace_8_hosts_8_ranks(void **state)
 			                             20000 + (size_t)(i * R + k)), 0);
 		args[n++] = "--host";
 		args[n++] = host_arg(d[i].port);
+		wait_steps(&d[i], R);
 	}
+	agent_spawn_steps = 0;
 	args[n++] = "--json";
 	args[n++] = "trace";
 	args[n++] = "--job";
@@ -247,6 +273,8 @@ static void test_trace_8_hosts_8_ranks(void **state)
 	assert_int_equal(delivered, H * R);
 	assert_int_equal(skipped, H);
 	cJSON_Delete(root);
+	for (i = 0; i < H; i++)
+		assert_true(td_wait_log(&d[i], "every process begins at step 1200\n", NULL));
 	for (i = 0; i < H; i++) {
 		for (k = 0; k < R; k++)
 			agent_stop(&a[i][k]);

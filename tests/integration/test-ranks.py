@@ -7,7 +7,9 @@ usage: test-ranks.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT VALIDATE_TRACE PYT
 Agent path: a Python launcher with the agent loaded (as a launcher that
 touched CUDA has it) starts two NVTX-only agent-app ranks (RANK,
 LOCAL_RANK, WORLD_SIZE set; kept in lockstep by the launcher, as a
-collective keeps real ranks) and an evaluation helper that never steps.
+collective keeps real ranks, with rank 0's CPU 17 steps ahead, as a rank
+whose work queues on its GPU runs ahead) and an evaluation helper that
+never steps.
 Kineto path: tests/tools/kineto_client.py as launcher and two ranks on the
 wire. Each: `gprofctl trace --job J --iterations 5` exits 0 with exactly
 the two rank traces, ranks 0 and 1 in distributedInfo and in the file
@@ -46,6 +48,10 @@ ranks = [subprocess.Popen([app, "0"], stdin=subprocess.PIPE, stdout=subprocess.P
 helper = subprocess.Popen([app, "0"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                           env=dict(os.environ, AGENT_APP_NO_STEP="1"))
 print("pids", os.getpid(), helper.pid, *[r.pid for r in ranks], flush=True)
+# rank 0's CPU runs 17 steps ahead of the others, as a rank whose work
+# queues on its GPU does until it blocks on a collective
+ranks[0].stdin.write("g\n" * 17)
+ranks[0].stdin.flush()
 while not select.select([sys.stdin], [], [], 0)[0]:
     for r in ranks:                    # every rank has ended its step ...
         assert r.stdout.readline().startswith("b ")
@@ -97,8 +103,10 @@ def trace_job(d, sock, job, *extra):
     out = os.path.join(d, "out")
     r = ctl(sock, "--json", "trace", "--job", job, "--output-dir", out,
             "--timeout", str(TIMEOUT), *extra)
-    assert r.returncode == 0, "gprofctl trace exit %d:\n%s\n%s" % (r.returncode, r.stdout,
-                                                                  r.stderr)
+    assert r.returncode == 0, "gprofctl trace exit %d:\n%s\n%s\n%s" % (
+        r.returncode, r.stdout, r.stderr, "".join(
+            l for l in open(os.path.join(d, "agent.log")).readlines()[-20:])
+        if os.path.exists(os.path.join(d, "agent.log")) else "")
     res = json.loads(r.stdout)
     files = sorted(glob.glob(os.path.join(out, res["trace_id"], "*.pt.trace.json.gz")))
     return res, files
@@ -162,9 +170,15 @@ def agent_job(d, n):
         line = [l for l in table.splitlines() if " %d " % ranks[1] in l][0]
         assert line.split()[4] == "1/%d" % n, table
 
-        res, files = trace_job(d, dm.sock, "ddp", "--iterations", "5")
+        try:
+            res, files = trace_job(d, dm.sock, "ddp", "--iterations", "5")
+        except AssertionError:
+            print(dm.log()[-3000:])
+            raise
         nums = check_ranks(res, files, launcher, [launcher, helper], n)
+        # every rank began on the step the daemon chose, though rank 0 counted 17 more
         assert all(x == nums[0] for x in nums), nums
+        assert dm.wait("every process begins at step %d" % nums[0][0]), dm.log()
         assert nums[0][0] % 10 == 0, nums  # the roundup: all start on a multiple of 10
         for f in files:
             summary, err = validate(f, steps=5, ranges=["forward", "layer0", "backward"])
