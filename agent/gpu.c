@@ -638,17 +638,155 @@ static void release(void)
 /*
  * The tail: a rank that waits on a collective, or any loop whose CPU runs
  * ahead of its GPU, ends the window with work still queued, and that work
- * belongs to the trace. Its records are written as it completes, into
- * buffers CUPTI holds; cuptiActivityFlushAll(0) hands back only buffers
- * whose records are all complete, and a forced flush gives up on the rest
- * (seen on H200s under DDP: the waiting rank's trace kept 13 of its 335
- * kernels). torch.profiler synchronises the device at its end; the agent
- * may not stall the application, so its own thread waits instead: the
- * kinds go off at the window's end (nothing new is recorded), then it
- * flushes without forcing until CUPTI has handed back every buffer it was
- * given, at most GPROF_GPU_TAIL_MS (default 2000), and forces out what
- * is left after that.
+ * belongs to the trace. Its records are written as it completes, after
+ * the kinds are off, into buffers CUPTI may not even have asked for yet;
+ * a forced flush gives up on them (seen on H200s under DDP: the waiting
+ * rank's trace kept 13 of its 335 kernels; on one GPU 118 of 120).
+ * torch.profiler synchronises the device at its end; the agent may not
+ * stall the application, so its own thread waits instead: the kinds go
+ * off at the window's end (nothing new is recorded), then it flushes
+ * without forcing (complete buffers only) and reads what came, until every
+ * launch recorded in the window (a runtime or driver call that puts a
+ * kernel, copy or set on the GPU, by name: ids differ between CUDA
+ * versions) has its GPU record. It gives up after GPROF_GPU_TAIL_MS
+ * (default 2000), or after 300 ms with nothing new and no buffer
+ * outstanding (a launch that makes no record); a burst without API records
+ * ends when nothing came for 20 ms. Then it forces out the rest.
  */
+struct tail {
+	uint32_t *want;      /* correlation ids of launches awaiting GPU records */
+	size_t nwant, capwant, scanned;
+	uint32_t *have;      /* GPU records' correlation ids: open addressing */
+	size_t havemask, nhave;
+	bool kernels, copies, sets; /* GPU kinds of the burst */
+};
+
+static bool have_has(const struct tail *t, uint32_t id)
+{
+	size_t i;
+
+	if (t->have == NULL)
+		return false;
+	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
+		if (t->have[i] == id)
+			return true;
+	return false;
+}
+
+static void have_add(struct tail *t, uint32_t id);
+
+/* Doubles the set (4096 slots at first), keeping it at most half full. */
+static void have_grow(struct tail *t)
+{
+	uint32_t *old = t->have;
+	size_t oldmask = t->havemask, k;
+
+	t->havemask = t->havemask ? t->havemask * 2 + 1 : 4095;
+	t->have = calloc(t->havemask + 1, sizeof(*t->have));
+	if (t->have == NULL) {
+		t->have = old;
+		t->havemask = oldmask;
+		return;
+	}
+	t->nhave = 0;
+	for (k = 0; old != NULL && k <= oldmask; k++)
+		if (old[k])
+			have_add(t, old[k]);
+	free(old);
+}
+
+static void have_add(struct tail *t, uint32_t id)
+{
+	size_t i;
+
+	if (id == 0)
+		return;
+	if ((t->nhave + 1) * 2 > t->havemask + 1)
+		have_grow(t);
+	if (t->have == NULL || (t->nhave + 1) * 2 > t->havemask + 1)
+		return; /* out of memory: the wait ends by its time limits */
+	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
+		if (t->have[i] == id)
+			return;
+	t->have[i] = id;
+	t->nhave++;
+}
+
+/* Does this API call put work on the GPU that a kind of the burst records? */
+static bool launches(const struct tail *t, CUpti_ActivityKind kind, uint32_t cbid)
+{
+	const char *n;
+
+	cache_cb_name(kind, cbid);
+	n = cbid < CBID_MAX ? cb_names[kind == CUPTI_ACTIVITY_KIND_DRIVER][cbid] : NULL;
+	if (n == NULL)
+		return false;
+	n += strncmp(n, "cuda", 4) == 0 ? 4 : strncmp(n, "cu", 2) == 0 ? 2 : 0;
+	return (t->kernels && (strncmp(n, "Launch", 6) == 0 || strncmp(n, "GraphLaunch", 11) == 0)) ||
+	       (t->copies && strncmp(n, "Memcpy", 6) == 0) ||
+	       (t->sets && strncmp(n, "Memset", 6) == 0);
+}
+
+static void want_add(struct tail *t, uint32_t id)
+{
+	if (t->nwant == t->capwant) {
+		size_t cap = t->capwant ? t->capwant * 2 : 1024;
+		uint32_t *v = realloc(t->want, cap * sizeof(*v));
+
+		if (v == NULL)
+			return;
+		t->want = v;
+		t->capwant = cap;
+	}
+	t->want[t->nwant++] = id;
+}
+
+/* Reads the buffers that came since the last call; lock held, CUPTI held. */
+static void tail_scan(struct tail *t)
+{
+	for (; t->scanned < n_done; t->scanned++) {
+		struct done_buf *b = &done[t->scanned];
+		CUpti_Activity *rec = NULL;
+
+		while (p_cuptiActivityGetNextRecord(b->buf, b->valid, &rec) == CUPTI_SUCCESS) {
+			switch (rec->kind) {
+			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+			case CUPTI_ACTIVITY_KIND_KERNEL:
+				have_add(t, ((CUpti_ActivityKernel10 *)rec)->correlationId);
+				break;
+			case CUPTI_ACTIVITY_KIND_MEMCPY:
+				have_add(t, ((CUpti_ActivityMemcpy6 *)rec)->correlationId);
+				break;
+			case CUPTI_ACTIVITY_KIND_MEMSET:
+				have_add(t, ((CUpti_ActivityMemset4 *)rec)->correlationId);
+				break;
+			case CUPTI_ACTIVITY_KIND_RUNTIME:
+			case CUPTI_ACTIVITY_KIND_DRIVER: {
+				CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)rec;
+
+				if (a->returnValue == 0 && launches(t, rec->kind, a->cbid))
+					want_add(t, a->correlationId);
+				break;
+			}
+			default:
+				break;
+			}
+		}
+	}
+}
+
+/* Launches still without their GPU record (the list is pruned). */
+static size_t tail_missing(struct tail *t)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < t->nwant; i++)
+		if (!have_has(t, t->want[i]))
+			t->want[n++] = t->want[i];
+	t->nwant = n;
+	return n;
+}
+
 static uint64_t tail_limit_ms(void)
 {
 	const char *env = getenv("GPROF_GPU_TAIL_MS");
@@ -661,32 +799,63 @@ static uint64_t tail_limit_ms(void)
 	return *end == '\0' && v <= 60000 ? v : 2000;
 }
 
-/* TRACING -> HELD (drain and harvest) -> release */
-void gpu_stop(void)
+/* Kinds off, then wait for the window's GPU work (see above). */
+static void drain_tail(void)
 {
 	struct timespec five_ms = { 0, 5 * 1000 * 1000 };
-	int (*rt)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
-	uint64_t t0 = agent_now_ns(), waited, limit = tail_limit_ms() * 1000000ull;
+	uint64_t limit = tail_limit_ms() * 1000000ull, t0 = agent_now_ns(), now = t0;
+	uint64_t progress = t0;
+	struct tail t = { 0 };
+	size_t i, missing = 0, last_missing = (size_t)-1, last_scanned = 0, rounds = 0;
+	bool api = false;
 	int64_t out;
-	size_t i, rounds = 0;
 
-	if (atomic_load(&cs) != CS_TRACING)
-		return;
-	for (i = 0; i < n_enabled; i++)
-		p_cuptiActivityDisable((CUpti_ActivityKind)enabled_kinds[i]);
+	for (i = 0; i < n_enabled; i++) {
+		int64_t k = enabled_kinds[i];
+
+		t.kernels |= k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL;
+		t.copies |= k == CUPTI_ACTIVITY_KIND_MEMCPY;
+		t.sets |= k == CUPTI_ACTIVITY_KIND_MEMSET;
+		api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
+		p_cuptiActivityDisable((CUpti_ActivityKind)k);
+	}
 	n_enabled = 0;
 	for (;;) {
 		p_cuptiActivityFlushAll(0);
 		rounds++;
+		pthread_mutex_lock(&buf_lock);
+		tail_scan(&t);
+		missing = tail_missing(&t);
+		pthread_mutex_unlock(&buf_lock);
+		now = agent_now_ns();
+		if (missing < last_missing || t.scanned != last_scanned)
+			progress = now;
+		last_missing = missing;
+		last_scanned = t.scanned;
 		out = (int64_t)atomic_load(&handed) - (int64_t)atomic_load(&returned);
-		waited = agent_now_ns() - t0;
-		if (out <= 0 || waited >= limit)
+		/* Without launch records (kernel-only bursts) the wait ends when
+		 * no buffer is outstanding and none came for 20 ms. */
+		if ((api && missing == 0) || now - t0 >= limit ||
+		    (out <= 0 && now - progress >= (api ? 300000000ull : 20000000ull)))
 			break;
 		nanosleep(&five_ms, NULL);
 	}
+	agent_log("tail: %zu flushes in %.1f ms for the window's GPU work; %zu launches without "
+	          "their GPU record%s", rounds, (double)(now - t0) / 1e6, missing,
+	          missing ? " (gave up waiting)" : "");
+	free(t.want);
+	free(t.have);
+}
+
+/* TRACING -> HELD (drain and harvest) -> release */
+void gpu_stop(void)
+{
+	int (*rt)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
+
+	if (atomic_load(&cs) != CS_TRACING)
+		return;
+	drain_tail();
 	p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-	agent_log("tail: %zu flushes in %.1f ms until the window's GPU work completed%s", rounds,
-	          (double)waited / 1e6, out > 0 ? " (gave up: GPROF_GPU_TAIL_MS)" : "");
 	atomic_store(&cs, CS_HELD);
 	pthread_mutex_lock(&buf_lock);
 	harvest();

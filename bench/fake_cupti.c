@@ -30,6 +30,13 @@
  * FAKE_CUPTI_HELD=NAME makes cuptiSubscribe_v2 fail as when NAME (another
  * tool) holds CUPTI.
  *
+ * FAKE_CUPTI_GPU_LAG_US=N plays a GPU that runs N us behind the CPU: a
+ * kernel launched while the kernel kind is on gets its record only when it
+ * "completes", N us later (at the next call or flush after that), even if
+ * the kind was turned off meanwhile, as CUPTI writes the records of work
+ * queued inside a window after the window. An agent that stops waiting
+ * for them at once loses the window's last kernels.
+ *
  * Records are laid out back to back at 8-byte alignment, and
  * cuptiActivityGetNextRecord walks them by their kind's struct size, which
  * is all the agent relies on.
@@ -61,6 +68,12 @@ static uint8_t *cur;                    /* the buffer being filled */
 static size_t cur_size, cur_off;
 static char *names[4];                  /* this session's kernel names */
 static uint32_t next_corr = 1;
+/* launched kernels the lagging GPU has not completed: a FIFO */
+struct inflight { uint32_t corr; int k; uint64_t due; };
+static struct inflight queued[4096];
+static size_t q_head, q_len;
+static long lag_ns = -1;
+static void complete_due(void);
 static atomic_ulong n_sessions, n_finalizes, n_records;
 
 static void die(const char *what)
@@ -183,6 +196,11 @@ CUptiResult cuptiFinalize(void)
 		die("cuptiFinalize called outside an API callback");
 	atomic_store(&finalizer_tid, tid());
 	pthread_mutex_lock(&lock);
+	/* it synchronises the device: what was queued completes, unread */
+	while (q_len > 0) {
+		queued[q_head].due = 0;
+		complete_due();
+	}
 	hand_back();
 	subscribed = 0;
 	runtime_domain = false;
@@ -246,6 +264,7 @@ CUptiResult cuptiActivityFlushAll(uint32_t f)
 	(void)f;
 	enter("cuptiActivityFlushAll", false);
 	pthread_mutex_lock(&lock);
+	complete_due();
 	if (cur_off > 0)
 		hand_back();
 	pthread_mutex_unlock(&lock);
@@ -324,6 +343,32 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static long gpu_lag_ns(void)
+{
+	if (lag_ns < 0) {
+		const char *v = getenv("FAKE_CUPTI_GPU_LAG_US");
+
+		lag_ns = v ? atol(v) * 1000 : 0;
+	}
+	return lag_ns;
+}
+
+static void write_kernel(uint32_t corr, int k, uint64_t start);
+
+/* The lagging GPU completes what is due by now. Lock held. */
+static void complete_due(void)
+{
+	uint64_t now = now_ns();
+
+	while (q_len > 0 && queued[q_head].due <= now) {
+		struct inflight *f = &queued[q_head];
+
+		write_kernel(f->corr, f->k, f->due - 2000);
+		q_head = (q_head + 1) % (sizeof(queued) / sizeof(queued[0]));
+		q_len--;
+	}
+}
+
 /*
  * One CUDA runtime call on the calling thread: cudaLaunchKernel of kernel
  * k (0-3) when k >= 0, else a call that launches nothing (a stream sync).
@@ -331,8 +376,6 @@ static uint64_t now_ns(void)
 void fake_cuda_call(int k);
 void fake_cuda_call(int k)
 {
-	static const char *const kname[4] = { "_Z5scalePff", "_Z7add_onePf", "gemm_128x64",
-	                                       "elementwise" };
 	CUpti_CallbackData cb;
 	uint64_t slot = 0;
 	CUpti_CallbackFunc fn;
@@ -377,23 +420,17 @@ void fake_cuda_call(int k)
 			atomic_fetch_add(&n_records, 1);
 		}
 	}
+	complete_due();
 	if (k >= 0 && kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]) {
-		CUpti_ActivityKernel10 *r = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*r)));
+		if (gpu_lag_ns() == 0 || q_len == sizeof(queued) / sizeof(queued[0])) {
+			write_kernel(corr, k, t1);
+		} else {
+			struct inflight *f = &queued[(q_head + q_len++) % (sizeof(queued) /
+			                                                   sizeof(queued[0]))];
 
-		if (r != NULL) {
-			if (names[k & 3] == NULL)
-				names[k & 3] = strdup(kname[k & 3]);
-			memset(r, 0, sizeof(*r));
-			r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-			r->start = t1;
-			r->end = t1 + 2000;
-			r->streamId = 7 + (uint32_t)(k & 1);
-			r->correlationId = corr;
-			r->gridX = r->gridY = r->gridZ = 1;
-			r->blockX = 256; r->blockY = r->blockZ = 1;
-			r->name = names[k & 3];
-			cur_off += ALIGN8(sizeof(*r));
-			atomic_fetch_add(&n_records, 1);
+			f->corr = corr;
+			f->k = k;
+			f->due = t1 + (uint64_t)gpu_lag_ns();
 		}
 	}
 	domain = subscribed && runtime_domain;
@@ -406,6 +443,30 @@ void fake_cuda_call(int k)
 		fn(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb); /* may finalize */
 		in_callback = 0;
 	}
+}
+
+/* A kernel's record, as the GPU completes it. Lock held. */
+static void write_kernel(uint32_t corr, int k, uint64_t start)
+{
+	static const char *const kname[4] = { "_Z5scalePff", "_Z7add_onePf", "gemm_128x64",
+	                                       "elementwise" };
+	CUpti_ActivityKernel10 *r = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*r)));
+
+	if (r == NULL)
+		return;
+	if (names[k & 3] == NULL)
+		names[k & 3] = strdup(kname[k & 3]);
+	memset(r, 0, sizeof(*r));
+	r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	r->start = start;
+	r->end = start + 2000;
+	r->streamId = 7 + (uint32_t)(k & 1);
+	r->correlationId = corr;
+	r->gridX = r->gridY = r->gridZ = 1;
+	r->blockX = 256; r->blockY = r->blockZ = 1;
+	r->name = names[k & 3];
+	cur_off += ALIGN8(sizeof(*r));
+	atomic_fetch_add(&n_records, 1);
 }
 
 /* Sessions begun, finalizes done, records written by fake_cuda_call. */
