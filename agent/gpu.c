@@ -639,26 +639,30 @@ static void release(void)
  * The tail: a rank that waits on a collective, or any loop whose CPU runs
  * ahead of its GPU, ends the window with work still queued, and that work
  * belongs to the trace. Its records are written as it completes, after
- * the kinds are off, into buffers CUPTI may not even have asked for yet;
- * a forced flush gives up on them (seen on H200s under DDP: the waiting
- * rank's trace kept 13 of its 335 kernels; on one GPU 118 of 120).
+ * the kinds are off: CUPTI keeps a buffer holding a record not yet
+ * complete (its API records too), or writes them into buffers it has not
+ * even asked for yet; a forced flush gives up on them (seen on H200s: the
+ * waiting rank of a DDP job kept 13 of its 335 kernels; on one GPU 118 of
+ * 120, or 2 records left incomplete).
  * torch.profiler synchronises the device at its end; the agent may not
  * stall the application, so its own thread waits instead: the kinds go
  * off at the window's end (nothing new is recorded), then it flushes
- * without forcing (complete buffers only) and reads what came, until every
- * launch recorded in the window (a runtime or driver call that puts a
- * kernel, copy or set on the GPU, by name: ids differ between CUDA
- * versions) has its GPU record. It gives up after GPROF_GPU_TAIL_MS
+ * without forcing (complete buffers only) and reads what came, until CUPTI
+ * holds no buffer of the burst and every launch recorded in the window (a
+ * runtime or driver call that puts a kernel, copy or set on the GPU, by
+ * name: ids differ between CUDA versions) has its complete GPU record. It gives up after GPROF_GPU_TAIL_MS
  * (default 2000), or after 300 ms with nothing new and no buffer
  * outstanding (a launch that makes no record); a burst without API records
  * ends when nothing came for 20 ms. Then it forces out the rest.
  */
 struct tail {
 	uint32_t *want;      /* correlation ids of launches awaiting GPU records */
+	const char **what;   /* their API names, for the log */
 	size_t nwant, capwant, scanned;
 	uint32_t *have;      /* GPU records' correlation ids: open addressing */
 	size_t havemask, nhave;
 	bool kernels, copies, sets; /* GPU kinds of the burst */
+	uint64_t t_end;      /* the window's end: later launches are not waited for */
 };
 
 static bool have_has(const struct tail *t, uint32_t id)
@@ -727,17 +731,23 @@ static bool launches(const struct tail *t, CUpti_ActivityKind kind, uint32_t cbi
 	       (t->sets && strncmp(n, "Memset", 6) == 0);
 }
 
-static void want_add(struct tail *t, uint32_t id)
+static void want_add(struct tail *t, uint32_t id, const char *what)
 {
 	if (t->nwant == t->capwant) {
 		size_t cap = t->capwant ? t->capwant * 2 : 1024;
 		uint32_t *v = realloc(t->want, cap * sizeof(*v));
+		const char **w;
 
 		if (v == NULL)
 			return;
 		t->want = v;
+		w = realloc(t->what, cap * sizeof(*w));
+		if (w == NULL)
+			return;
+		t->what = w;
 		t->capwant = cap;
 	}
+	t->what[t->nwant] = what;
 	t->want[t->nwant++] = id;
 }
 
@@ -750,22 +760,37 @@ static void tail_scan(struct tail *t)
 
 		while (p_cuptiActivityGetNextRecord(b->buf, b->valid, &rec) == CUPTI_SUCCESS) {
 			switch (rec->kind) {
+			/* only complete records count */
 			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-			case CUPTI_ACTIVITY_KIND_KERNEL:
-				have_add(t, ((CUpti_ActivityKernel10 *)rec)->correlationId);
+			case CUPTI_ACTIVITY_KIND_KERNEL: {
+				CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
+
+				if (k->start != 0 && k->end >= k->start)
+					have_add(t, k->correlationId);
 				break;
-			case CUPTI_ACTIVITY_KIND_MEMCPY:
-				have_add(t, ((CUpti_ActivityMemcpy6 *)rec)->correlationId);
+			}
+			case CUPTI_ACTIVITY_KIND_MEMCPY: {
+				CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)rec;
+
+				if (m->start != 0 && m->end >= m->start)
+					have_add(t, m->correlationId);
 				break;
-			case CUPTI_ACTIVITY_KIND_MEMSET:
-				have_add(t, ((CUpti_ActivityMemset4 *)rec)->correlationId);
+			}
+			case CUPTI_ACTIVITY_KIND_MEMSET: {
+				CUpti_ActivityMemset4 *m = (CUpti_ActivityMemset4 *)rec;
+
+				if (m->start != 0 && m->end >= m->start)
+					have_add(t, m->correlationId);
 				break;
+			}
 			case CUPTI_ACTIVITY_KIND_RUNTIME:
 			case CUPTI_ACTIVITY_KIND_DRIVER: {
 				CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)rec;
 
-				if (a->returnValue == 0 && launches(t, rec->kind, a->cbid))
-					want_add(t, a->correlationId);
+				if (a->returnValue == 0 && (t->t_end == 0 || a->start <= t->t_end) &&
+				    launches(t, rec->kind, a->cbid))
+					want_add(t, a->correlationId,
+					         cb_names[rec->kind == CUPTI_ACTIVITY_KIND_DRIVER][a->cbid]);
 				break;
 			}
 			default:
@@ -775,14 +800,22 @@ static void tail_scan(struct tail *t)
 	}
 }
 
+static bool is_gpu_kind(int64_t k)
+{
+	return k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL ||
+	       k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET;
+}
+
 /* Launches still without their GPU record (the list is pruned). */
 static size_t tail_missing(struct tail *t)
 {
 	size_t i, n = 0;
 
 	for (i = 0; i < t->nwant; i++)
-		if (!have_has(t, t->want[i]))
+		if (!have_has(t, t->want[i])) {
+			t->what[n] = t->what[i];
 			t->want[n++] = t->want[i];
+		}
 	t->nwant = n;
 	return n;
 }
@@ -810,15 +843,23 @@ static void drain_tail(void)
 	bool api = false;
 	int64_t out;
 
+	t.t_end = atomic_load(&A.t_end);
+	/* API kinds first: a launch recorded after its GPU kind went off would
+	 * be waited for in vain (those after the window are not waited for) */
 	for (i = 0; i < n_enabled; i++) {
 		int64_t k = enabled_kinds[i];
 
 		t.kernels |= k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL;
 		t.copies |= k == CUPTI_ACTIVITY_KIND_MEMCPY;
 		t.sets |= k == CUPTI_ACTIVITY_KIND_MEMSET;
-		api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
-		p_cuptiActivityDisable((CUpti_ActivityKind)k);
+		if (!is_gpu_kind(k)) {
+			api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
+			p_cuptiActivityDisable((CUpti_ActivityKind)k);
+		}
 	}
+	for (i = 0; i < n_enabled; i++)
+		if (is_gpu_kind(enabled_kinds[i]))
+			p_cuptiActivityDisable((CUpti_ActivityKind)enabled_kinds[i]);
 	n_enabled = 0;
 	for (;;) {
 		p_cuptiActivityFlushAll(0);
@@ -833,17 +874,23 @@ static void drain_tail(void)
 		last_missing = missing;
 		last_scanned = t.scanned;
 		out = (int64_t)atomic_load(&handed) - (int64_t)atomic_load(&returned);
-		/* Without launch records (kernel-only bursts) the wait ends when
-		 * no buffer is outstanding and none came for 20 ms. */
-		if ((api && missing == 0) || now - t0 >= limit ||
-		    (out <= 0 && now - progress >= (api ? 300000000ull : 20000000ull)))
+		/* Done when CUPTI holds no buffer of the burst (one with a record
+		 * still incomplete is not handed back) and every launch has its
+		 * GPU record (they can come later, in buffers not asked for yet);
+		 * without launch records (kernel-only bursts), when nothing came
+		 * for 20 ms either. */
+		if (out <= 0 && (api ? missing == 0 : now - progress >= 20000000ull))
+			break;
+		if (now - t0 >= limit || (out <= 0 && now - progress >= 300000000ull))
 			break;
 		nanosleep(&five_ms, NULL);
 	}
 	agent_log("tail: %zu flushes in %.1f ms for the window's GPU work; %zu launches without "
-	          "their GPU record%s", rounds, (double)(now - t0) / 1e6, missing,
-	          missing ? " (gave up waiting)" : "");
+	          "their GPU record%s%s%s", rounds, (double)(now - t0) / 1e6, missing,
+	          missing ? " (gave up waiting; the first: " : "",
+	          missing ? (t.what[0] ? t.what[0] : "?") : "", missing ? ")" : "");
 	free(t.want);
+	free(t.what);
 	free(t.have);
 }
 

@@ -42,7 +42,15 @@ static struct corr *cmap_get(struct cmap *m, uint32_t id, bool add)
 	}
 }
 
-struct pass { struct cmap m; uint64_t t0, t1, napi, kept_api, kept_gpu, dup_api; size_t nbuf; };
+struct pass {
+	struct cmap m;
+	uint64_t t0, t1, napi, kept_api, kept_gpu, dup_api;
+	size_t nbuf;
+	/* correlation ids are one sequence across runtime and driver calls:
+	 * the last call before the window and the first after it bound what
+	 * was launched inside it */
+	uint32_t pre_max, post_min;
+};
 
 static void count_api(struct tw *w, CUpti_Activity *r, void *ud)
 {
@@ -68,6 +76,10 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
 		return;
 	}
 	c->kept = a->start >= p->t0 && a->start <= p->t1 && a->start != 0 && a->end >= a->start;
+	if (a->start != 0 && a->start < p->t0 && a->correlationId > p->pre_max)
+		p->pre_max = a->correlationId;
+	if (a->start > p->t1 && a->correlationId < p->post_min)
+		p->post_min = a->correlationId;
 	c->tid = (int)a->threadId;
 	c->start = a->start;
 	c->end = a->end;
@@ -77,8 +89,12 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
 	}
 }
 
-/* Whether a GPU record belongs: launched in the window, or (launched by
- * an API not traced, e.g. the driver API) started in it. */
+/* Whether a GPU record belongs: launched in the window; or, launched by
+ * an API not traced (cuBLAS's and NCCL's cuLaunchKernel when the driver
+ * API is off), when its correlation id falls between the last traced call
+ * before the window and the first after it (it may run long after the
+ * window, on a GPU that lags); with no traced call at all, when it started
+ * in the window. */
 static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint64_t end,
                              bool *keep, bool flow)
 {
@@ -89,7 +105,8 @@ static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint
 		gpu_count_incomplete();
 		return NULL;
 	}
-	*keep = c ? c->kept : start >= p->t0 && start <= p->t1;
+	*keep = c ? c->kept : p->napi > 0 ? corr > p->pre_max && corr < p->post_min :
+	        start >= p->t0 && start <= p->t1;
 	if (c && *keep && flow)
 		c->gpu = 1; /* the launch gets a flow arrow to this GPU event */
 	if (*keep)
@@ -405,7 +422,7 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 
 void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 {
-	struct pass p = { .t0 = t0, .t1 = t1 };
+	struct pass p = { .t0 = t0, .t1 = t1, .post_min = UINT32_MAX };
 	size_t size = 16;
 
 	if (!gpu_loaded())

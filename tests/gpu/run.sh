@@ -81,7 +81,9 @@ agent_checks() {
 	local wpid=$!
 	wait_reg cw || log "FAIL: the workload did not register"
 	s=$(date +%s%N)
+	# memset is not a default activity: asked for, as the check counts it
 	ctl trace --job cw --iterations 5 --iteration-range iteration --iteration-roundup 1 \
+		--activities kernel,memcpy,memset,cuda_runtime,nvtx \
 		--output-dir "$work/out-cw" --timeout 60 >"$OUT/cw.txt" 2>&1
 	log "workload 5 iterations: gprofctl exit $? after $((($(date +%s%N) - s) / 1000000)) ms"
 	f=$(first "$work/out-cw"); cp "$f" "$OUT/workload.pt.trace.json.gz"
@@ -96,6 +98,7 @@ agent_checks() {
 	done
 	# a later burst in the same process is as exact as the first
 	ctl trace --job cw --iterations 5 --iteration-range iteration --iteration-roundup 1 \
+		--activities kernel,memcpy,memset,cuda_runtime,nvtx \
 		--output-dir "$work/out-cw2" --timeout 60 >"$OUT/cw2.txt" 2>&1
 	f=$(first "$work/out-cw2"); cp "$f" "$OUT/workload-again.pt.trace.json.gz"
 	python3 "$root/tests/gpu/agent_check.py" workload "$f" 2>&1 | tail -2 | tee -a "$OUT/summary.txt"
@@ -381,9 +384,9 @@ sys.exit(0 if len(ok) >= int(sys.argv[1]) else 1)' "$2" && return 0
 	done
 	return 1
 }
-ddp_one() { # label, job, slow rank, command...: start, wait, trace 5 iterations, judge, stop
-	local label=$1 job=$2 slow=$3 stop=$work/$1.stop out=$work/$1-out t0 t1 rc jp
-	shift 3
+ddp_one() { # label, job, slow rank, check flag, command...: start, wait, trace 5 iterations, judge, stop
+	local label=$1 job=$2 slow=$3 flag=$4 stop=$work/$1.stop out=$work/$1-out t0 t1 rc jp
+	shift 4
 	rm -f "$stop"
 	PYTHONUNBUFFERED=1 "$@" --stop "$stop" --slow-rank "$slow" --max-s 240 >"$OUT/$label.log" 2>&1 &
 	jp=$!
@@ -402,7 +405,7 @@ print("delivered %d of %d, skipped %d:" % (r["delivered"], r["matched"], r.get("
       "; ".join("pid %d rank %d %s%s" % (p["pid"], p["rank"], p["state"],
                 (" (" + p["reason"][:90] + ")") if p["state"] == "skipped" else "")
                 for h in r["hosts"] for p in h["processes"]))' "$OUT/$label-trace.json" 2>&1)"
-	python3 "$root/tests/gpu/ddp_check.py" "$out" --ranks 2 --steps 5 --slow-rank "$slow" --label "$label" \
+	python3 "$root/tests/gpu/ddp_check.py" "$out" --ranks 2 --steps 5 --slow-rank "$slow" --label "$label" $flag \
 		2>&1 | tee -a "$OUT/summary.txt"
 	for f in $(find "$out" -name '*.gz'); do cp "$f" "$OUT/$label-$(basename "$f")"; done
 	touch "$stop"; wait $jp
@@ -416,12 +419,12 @@ ddp_checks() {
 	local L=$root/.devlibs/ctl/gprofctl T="torchrun --nproc_per_node=2 --master_port"
 	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
 	# the agent, through gprofctl launch from the build-tree layout
-	GPROF_AGENT_LOG=$OUT/ddp-agent-agent.log ddp_one ddp-agent ddp 1 \
+	GPROF_AGENT_LOG=$OUT/ddp-agent-agent.log ddp_one ddp-agent ddp 1 --same-kernels \
 		"$L" --socket "$sock" launch --job ddp -- $T 29510 "$root/tests/gpu/ddp_train.py"
-	GPROF_AGENT_LOG=$OUT/ddp-spawn-agent.log ddp_one ddp-spawn spawn -1 \
+	GPROF_AGENT_LOG=$OUT/ddp-spawn-agent.log ddp_one ddp-spawn spawn -1 --same-kernels \
 		"$L" --socket "$sock" launch --job spawn -- python3 "$root/tests/gpu/ddp_train.py" --spawn 2
 	# stock PyTorch, no agent
-	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=777 ddp_one ddp-kineto 777 1 \
+	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=777 ddp_one ddp-kineto 777 1 "" \
 		$T 29520 "$root/tests/gpu/ddp_train.py"
 }
 
