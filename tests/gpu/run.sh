@@ -409,7 +409,12 @@ print("delivered %d of %d, skipped %d:" % (r["delivered"], r["matched"], r.get("
 		2>&1 | tee -a "$OUT/summary.txt"
 	for f in $(find "$out" -name '*.gz'); do cp "$f" "$OUT/$label-$(basename "$f")"; done
 	touch "$stop"; wait $jp
-	log "$label: job exit status $? ; $(grep -h '"rank"' "$OUT/$label.log" | tr '\n' ' ')"
+	rc=$?
+	log "$label: job exit status $rc ; $(grep -h '"rank"' "$OUT/$label.log" | tr '\n' ' ')"
+	if [ "$rc" != 0 ]; then # what the job and the agents said
+		tail -30 "$OUT/$label.log" | sed "s/^/  job: /"
+		tail -12 "$OUT/$label-agent.log" 2>/dev/null | sed "s/^/  agent: /"
+	fi
 }
 ddp_checks() {
 	local n
@@ -419,12 +424,13 @@ ddp_checks() {
 	local L=$root/.devlibs/ctl/gprofctl T="torchrun --nproc_per_node=2 --master_port"
 	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
 	# the agent, through gprofctl launch from the build-tree layout
-	GPROF_AGENT_LOG=$OUT/ddp-agent-agent.log ddp_one ddp-agent ddp 1 --same-kernels \
+	local cases=" ${DDP_CASES:-agent spawn kineto} "
+	[[ $cases == *" agent "* ]] && GPROF_AGENT_LOG=$OUT/ddp-agent-agent.log ddp_one ddp-agent ddp 1 --same-kernels \
 		"$L" --socket "$sock" launch --job ddp -- $T 29510 "$root/tests/gpu/ddp_train.py"
-	GPROF_AGENT_LOG=$OUT/ddp-spawn-agent.log ddp_one ddp-spawn spawn -1 --same-kernels \
+	[[ $cases == *" spawn "* ]] && GPROF_AGENT_LOG=$OUT/ddp-spawn-agent.log ddp_one ddp-spawn spawn -1 --same-kernels \
 		"$L" --socket "$sock" launch --job spawn -- python3 "$root/tests/gpu/ddp_train.py" --spawn 2
 	# stock PyTorch, no agent
-	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=777 ddp_one ddp-kineto 777 1 "" \
+	[[ $cases == *" kineto "* ]] && KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=777 ddp_one ddp-kineto 777 1 "" \
 		$T 29520 "$root/tests/gpu/ddp_train.py"
 }
 
