@@ -40,6 +40,7 @@ struct link {
 	int got;               /* 0 waiting, 1 reply, -1 error reply */
 	char err[256];
 	int64_t hb_reply;      /* register_reply.heartbeat_ms */
+	int told;              /* early heartbeats sent on this connection (early_steps) */
 	uint32_t transfer;
 };
 
@@ -409,6 +410,15 @@ static int min_timeout(int a, int b)
 	return a < b ? a : b;
 }
 
+/* 0 before the first step, 1 from it, 2 once 9 steps give a median step
+ * time: each stage is reported at once, not at the next heartbeat. */
+static int early_steps(void)
+{
+	uint64_t n = atomic_load(&A.steps);
+
+	return n >= 9 ? 2 : n >= 1 ? 1 : 0;
+}
+
 void *link_main(void *arg)
 {
 	struct link l = { .fd = -1, .next_id = 1 };
@@ -437,13 +447,18 @@ void *link_main(void *arg)
 		if (l.fd < 0 && now >= next_try && !capture_busy()) {
 			if (connect_daemon(&l) == 0) {
 				backoff_ms = 100;
+				l.told = 0; /* a new daemon: tell it at once */
 				next_hb = now + (uint64_t)l.heartbeat_ms;
 			} else {
 				next_try = now + backoff_ms;
 				backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
 			}
 		}
-		if (l.fd >= 0 && now >= next_hb) {
+		/* The first step is told at once (rec_step wakes us): a trace
+		 * request leaves out processes that never stepped while others
+		 * did, and must not take a rank that just began for one. */
+		if (l.fd >= 0 && (now >= next_hb || l.told < early_steps())) {
+			l.told = early_steps();
 			heartbeat(&l);
 			next_hb = now + (uint64_t)l.heartbeat_ms;
 		}

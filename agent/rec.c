@@ -229,6 +229,11 @@ void rec_step(void)
 	uint64_t n = atomic_fetch_add_explicit(&A.steps, 1, memory_order_relaxed) + 1;
 	uint64_t prev = atomic_exchange_explicit(&A.last_step_ns, now, memory_order_relaxed);
 
+	/* The daemon hears at once of the first step, and of the ninth, by
+	 * which the median step time is known (link.c): a trace requested
+	 * just after a job began needs both. */
+	if (n == 1 || n == 9)
+		agent_wake();
 	if (prev != 0) {
 		unsigned i = atomic_fetch_add_explicit(&A.step_i, 1, memory_order_relaxed);
 

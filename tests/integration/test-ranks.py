@@ -154,10 +154,11 @@ def agent_job(d, n):
         for p in pids:
             assert dm.wait("registered pid %d " % p), dm.log()
 
-        # the daemon has seen every rank step (their heartbeats)
+        # the daemon knows every rank's steps and step time (the agent
+        # tells it at the first and the ninth step, then every heartbeat)
         def stepped():
             ps = {p["pid"]: p for p in listing(dm.sock, "ddp")}
-            return ps if all(ps[r]["steps"] > 0 for r in ranks) else None
+            return ps if all(ps[r]["steps"] >= 9 for r in ranks) else None
         ps = until("ranks stepping", stepped)
         assert ps[launcher]["role"] == "launcher", ps[launcher]
         for r, p in enumerate(ranks):
