@@ -372,13 +372,13 @@ overhead_checks() {
 }
 
 # ---- multi-GPU jobs (issue 13) ----
-ddp_wait() { # job, processes that must be stepping (or registered: kineto): 0 when they are
+ddp_wait() { # job, processes that must be in their steady state (100 steps; kineto: registered)
 	local i
 	for i in $(seq 1200); do
 		ctl --json list --job "$1" 2>/dev/null | python3 -c '
 import json, sys
 ps = json.load(sys.stdin)["processes"]
-ok = [p for p in ps if p["role"] == "traced" and (p["steps"] > 0 or p["kind"] == "kineto")]
+ok = [p for p in ps if p["role"] == "traced" and (p["steps"] >= 100 or p["kind"] == "kineto")]
 sys.exit(0 if len(ok) >= int(sys.argv[1]) else 1)' "$2" && return 0
 		sleep 0.1
 	done
