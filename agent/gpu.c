@@ -635,265 +635,6 @@ static void release(void)
 	}
 }
 
-/*
- * The tail: a rank that waits on a collective, or any loop whose CPU runs
- * ahead of its GPU, ends the window with work still queued, and that work
- * belongs to the trace. Its records are written as it completes, after
- * the kinds are off: CUPTI keeps a buffer holding a record not yet
- * complete (its API records too), or writes them into buffers it has not
- * even asked for yet; a forced flush gives up on them (seen on H200s: the
- * waiting rank of a DDP job kept 13 of its 335 kernels; on one GPU 118 of
- * 120, or 2 records left incomplete).
- * torch.profiler synchronises the device at its end; the agent may not
- * stall the application, so its own thread waits instead: the kinds go
- * off at the window's end (nothing new is recorded), then it flushes
- * without forcing (complete buffers only) and reads what came, until CUPTI
- * holds no buffer of the burst and every launch recorded in the window (a
- * runtime or driver call that puts a kernel, copy or set on the GPU, by
- * name: ids differ between CUDA versions) has its complete GPU record. It gives up after GPROF_GPU_TAIL_MS
- * (default 2000), or after 300 ms with nothing new and no buffer
- * outstanding (a launch that makes no record); a burst without API records
- * ends when nothing came for 20 ms. Then it forces out the rest.
- */
-struct tail {
-	uint32_t *want;      /* correlation ids of launches awaiting GPU records */
-	const char **what;   /* their API names, for the log */
-	size_t nwant, capwant, scanned;
-	uint32_t *have;      /* GPU records' correlation ids: open addressing */
-	size_t havemask, nhave;
-	bool kernels, copies, sets; /* GPU kinds of the burst */
-	uint64_t t_end;      /* the window's end: later launches are not waited for */
-};
-
-static bool have_has(const struct tail *t, uint32_t id)
-{
-	size_t i;
-
-	if (t->have == NULL)
-		return false;
-	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
-		if (t->have[i] == id)
-			return true;
-	return false;
-}
-
-static void have_add(struct tail *t, uint32_t id);
-
-/* Doubles the set (4096 slots at first), keeping it at most half full. */
-static void have_grow(struct tail *t)
-{
-	uint32_t *old = t->have;
-	size_t oldmask = t->havemask, k;
-
-	t->havemask = t->havemask ? t->havemask * 2 + 1 : 4095;
-	t->have = calloc(t->havemask + 1, sizeof(*t->have));
-	if (t->have == NULL) {
-		t->have = old;
-		t->havemask = oldmask;
-		return;
-	}
-	t->nhave = 0;
-	for (k = 0; old != NULL && k <= oldmask; k++)
-		if (old[k])
-			have_add(t, old[k]);
-	free(old);
-}
-
-static void have_add(struct tail *t, uint32_t id)
-{
-	size_t i;
-
-	if (id == 0)
-		return;
-	if ((t->nhave + 1) * 2 > t->havemask + 1)
-		have_grow(t);
-	if (t->have == NULL || (t->nhave + 1) * 2 > t->havemask + 1)
-		return; /* out of memory: the wait ends by its time limits */
-	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
-		if (t->have[i] == id)
-			return;
-	t->have[i] = id;
-	t->nhave++;
-}
-
-/* Does this API call put work on the GPU that a kind of the burst records? */
-static bool launches(const struct tail *t, CUpti_ActivityKind kind, uint32_t cbid)
-{
-	const char *n;
-
-	cache_cb_name(kind, cbid);
-	n = cbid < CBID_MAX ? cb_names[kind == CUPTI_ACTIVITY_KIND_DRIVER][cbid] : NULL;
-	if (n == NULL)
-		return false;
-	n += strncmp(n, "cuda", 4) == 0 ? 4 : strncmp(n, "cu", 2) == 0 ? 2 : 0;
-	return (t->kernels && (strncmp(n, "Launch", 6) == 0 || strncmp(n, "GraphLaunch", 11) == 0)) ||
-	       (t->copies && strncmp(n, "Memcpy", 6) == 0) ||
-	       (t->sets && strncmp(n, "Memset", 6) == 0);
-}
-
-static void want_add(struct tail *t, uint32_t id, const char *what)
-{
-	if (t->nwant == t->capwant) {
-		size_t cap = t->capwant ? t->capwant * 2 : 1024;
-		uint32_t *v = realloc(t->want, cap * sizeof(*v));
-		const char **w;
-
-		if (v == NULL)
-			return;
-		t->want = v;
-		w = realloc(t->what, cap * sizeof(*w));
-		if (w == NULL)
-			return;
-		t->what = w;
-		t->capwant = cap;
-	}
-	t->what[t->nwant] = what;
-	t->want[t->nwant++] = id;
-}
-
-/* Reads the buffers that came since the last call; lock held, CUPTI held. */
-static void tail_scan(struct tail *t)
-{
-	for (; t->scanned < n_done; t->scanned++) {
-		struct done_buf *b = &done[t->scanned];
-		CUpti_Activity *rec = NULL;
-
-		while (p_cuptiActivityGetNextRecord(b->buf, b->valid, &rec) == CUPTI_SUCCESS) {
-			switch (rec->kind) {
-			/* only complete records count */
-			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-			case CUPTI_ACTIVITY_KIND_KERNEL: {
-				CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
-
-				if (k->start != 0 && k->end >= k->start)
-					have_add(t, k->correlationId);
-				break;
-			}
-			case CUPTI_ACTIVITY_KIND_MEMCPY: {
-				CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)rec;
-
-				if (m->start != 0 && m->end >= m->start)
-					have_add(t, m->correlationId);
-				break;
-			}
-			case CUPTI_ACTIVITY_KIND_MEMSET: {
-				CUpti_ActivityMemset4 *m = (CUpti_ActivityMemset4 *)rec;
-
-				if (m->start != 0 && m->end >= m->start)
-					have_add(t, m->correlationId);
-				break;
-			}
-			case CUPTI_ACTIVITY_KIND_RUNTIME:
-			case CUPTI_ACTIVITY_KIND_DRIVER: {
-				CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)rec;
-
-				if (a->returnValue == 0 && (t->t_end == 0 || a->start <= t->t_end) &&
-				    launches(t, rec->kind, a->cbid))
-					want_add(t, a->correlationId,
-					         cb_names[rec->kind == CUPTI_ACTIVITY_KIND_DRIVER][a->cbid]);
-				break;
-			}
-			default:
-				break;
-			}
-		}
-	}
-}
-
-static bool is_gpu_kind(int64_t k)
-{
-	return k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL ||
-	       k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET;
-}
-
-/* Launches still without their GPU record (the list is pruned). */
-static size_t tail_missing(struct tail *t)
-{
-	size_t i, n = 0;
-
-	for (i = 0; i < t->nwant; i++)
-		if (!have_has(t, t->want[i])) {
-			t->what[n] = t->what[i];
-			t->want[n++] = t->want[i];
-		}
-	t->nwant = n;
-	return n;
-}
-
-static uint64_t tail_limit_ms(void)
-{
-	const char *env = getenv("GPROF_GPU_TAIL_MS");
-	char *end;
-	unsigned long long v;
-
-	if (env == NULL || !*env)
-		return 2000;
-	v = strtoull(env, &end, 10);
-	return *end == '\0' && v <= 60000 ? v : 2000;
-}
-
-/* Kinds off, then wait for the window's GPU work (see above). */
-static void drain_tail(void)
-{
-	struct timespec five_ms = { 0, 5 * 1000 * 1000 };
-	uint64_t limit = tail_limit_ms() * 1000000ull, t0 = agent_now_ns(), now = t0;
-	uint64_t progress = t0;
-	struct tail t = { 0 };
-	size_t i, missing = 0, last_missing = (size_t)-1, last_scanned = 0, rounds = 0;
-	bool api = false;
-	int64_t out;
-
-	t.t_end = atomic_load(&A.t_end);
-	/* API kinds first: a launch recorded after its GPU kind went off would
-	 * be waited for in vain (those after the window are not waited for) */
-	for (i = 0; i < n_enabled; i++) {
-		int64_t k = enabled_kinds[i];
-
-		t.kernels |= k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL;
-		t.copies |= k == CUPTI_ACTIVITY_KIND_MEMCPY;
-		t.sets |= k == CUPTI_ACTIVITY_KIND_MEMSET;
-		if (!is_gpu_kind(k)) {
-			api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
-			p_cuptiActivityDisable((CUpti_ActivityKind)k);
-		}
-	}
-	for (i = 0; i < n_enabled; i++)
-		if (is_gpu_kind(enabled_kinds[i]))
-			p_cuptiActivityDisable((CUpti_ActivityKind)enabled_kinds[i]);
-	n_enabled = 0;
-	for (;;) {
-		p_cuptiActivityFlushAll(0);
-		rounds++;
-		pthread_mutex_lock(&buf_lock);
-		tail_scan(&t);
-		missing = tail_missing(&t);
-		pthread_mutex_unlock(&buf_lock);
-		now = agent_now_ns();
-		if (missing < last_missing || t.scanned != last_scanned)
-			progress = now;
-		last_missing = missing;
-		last_scanned = t.scanned;
-		out = (int64_t)atomic_load(&handed) - (int64_t)atomic_load(&returned);
-		/* Done when CUPTI holds no buffer of the burst (one with a record
-		 * still incomplete is not handed back) and every launch has its
-		 * GPU record (they can come later, in buffers not asked for yet);
-		 * without launch records (kernel-only bursts), when nothing came
-		 * for 20 ms either. */
-		if (out <= 0 && (api ? missing == 0 : now - progress >= 20000000ull))
-			break;
-		if (now - t0 >= limit || (out <= 0 && now - progress >= 300000000ull))
-			break;
-		nanosleep(&five_ms, NULL);
-	}
-	agent_log("tail: %zu flushes in %.1f ms for the window's GPU work; %zu launches without "
-	          "their GPU record%s%s%s", rounds, (double)(now - t0) / 1e6, missing,
-	          missing ? " (gave up waiting; the first: " : "",
-	          missing ? (t.what[0] ? t.what[0] : "?") : "", missing ? ")" : "");
-	free(t.want);
-	free(t.what);
-	free(t.have);
-}
-
 /* TRACING -> HELD (drain and harvest) -> release */
 void gpu_stop(void)
 {
@@ -901,7 +642,9 @@ void gpu_stop(void)
 
 	if (atomic_load(&cs) != CS_TRACING)
 		return;
-	drain_tail();
+	/* the kinds go off; the window's GPU work still queued is waited for */
+	gpu_tail_drain(enabled_kinds, n_enabled);
+	n_enabled = 0;
 	p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	atomic_store(&cs, CS_HELD);
 	pthread_mutex_lock(&buf_lock);
@@ -1063,7 +806,43 @@ void gpu_write_meta(struct tw *w)
 	}
 }
 
-/* ---- what gpu_events.c reads (gpu_int.h) ---- */
+/* ---- what gpu_tail.c and gpu_events.c use (gpu_int.h) ---- */
+
+void gpu_kind_off(int64_t kind)
+{
+	p_cuptiActivityDisable((CUpti_ActivityKind)kind);
+}
+
+void gpu_flush_complete(void)
+{
+	p_cuptiActivityFlushAll(0);
+}
+
+int64_t gpu_buffers_out(void)
+{
+	return (int64_t)atomic_load(&handed) - (int64_t)atomic_load(&returned);
+}
+
+size_t gpu_each_new_record(size_t *scanned, gpu_rec_fn fn, void *ud)
+{
+	size_t n;
+
+	pthread_mutex_lock(&buf_lock);
+	for (; *scanned < n_done; (*scanned)++) {
+		CUpti_Activity *rec = NULL;
+
+		while (p_cuptiActivityGetNextRecord(done[*scanned].buf, done[*scanned].valid, &rec) ==
+		       CUPTI_SUCCESS) {
+			if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
+			    rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
+				cache_cb_name(rec->kind, ((CUpti_ActivityAPI *)rec)->cbid);
+			fn(NULL, rec, ud);
+		}
+	}
+	n = n_done;
+	pthread_mutex_unlock(&buf_lock);
+	return n;
+}
 
 void gpu_records_lock(void)
 {

@@ -1,6 +1,7 @@
 /*
- * gpu_int.h: what gpu_events.c (the records as trace events) reads of
- * gpu.c (CUPTI's life cycle and buffers). Both are built only where the
+ * gpu_int.h: what gpu_events.c (the records as trace events) and
+ * gpu_tail.c (the end of a burst) use of gpu.c (CUPTI's life cycle and
+ * buffers). Both are built only where the
  * CUPTI headers exist.
  */
 #ifndef GPROF_AGENT_GPU_INT_H
@@ -30,5 +31,16 @@ AGENT_HIDDEN bool gpu_loaded(void);
 AGENT_HIDDEN int gpu_sm_count(uint32_t dev);
 /* A record that never completed: counted with the dropped ones. */
 AGENT_HIDDEN void gpu_count_incomplete(void);
+
+/* For gpu_tail.c, on the agent thread while CUPTI is held: */
+AGENT_HIDDEN void gpu_kind_off(int64_t kind);
+AGENT_HIDDEN void gpu_flush_complete(void);       /* cuptiActivityFlushAll(0) */
+AGENT_HIDDEN int64_t gpu_buffers_out(void);       /* buffers CUPTI holds of this burst */
+/* Calls fn (w = NULL) for each record of the buffers that came back since
+ * *scanned (advanced), under the buffer lock; returns the buffers so far. */
+AGENT_HIDDEN size_t gpu_each_new_record(size_t *scanned, gpu_rec_fn fn, void *ud);
+/* Turns the kinds off (API kinds first), then waits for the GPU records of
+ * the window's launches (gpu_tail.c). */
+AGENT_HIDDEN void gpu_tail_drain(const int64_t *kinds, size_t nkinds);
 
 #endif

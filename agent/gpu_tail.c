@@ -1,0 +1,268 @@
+/*
+ * gpu_tail.c: the end of a burst, while the GPU still runs the window's
+ * work (see below). gpu.c calls gpu_tail_drain from gpu_stop, CUPTI held;
+ * the primitives it uses (turning a kind off, a flush of complete
+ * buffers, the records of buffers that came back, the count of buffers
+ * CUPTI still holds) are gpu.c's, in gpu_int.h. Everything here lives for
+ * one call: the sets it builds are freed before it returns.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cupti.h>
+
+#include "agent.h"
+#include "gpu_int.h"
+
+/*
+ * The tail: a rank that waits on a collective, or any loop whose CPU runs
+ * ahead of its GPU, ends the window with work still queued, and that work
+ * belongs to the trace. Its records are written as it completes, after
+ * the kinds are off: CUPTI keeps a buffer holding a record not yet
+ * complete (its API records too), or writes them into buffers it has not
+ * even asked for yet; a forced flush gives up on them (seen on H200s: the
+ * waiting rank of a DDP job kept 13 of its 335 kernels; on one GPU 118 of
+ * 120, or 2 records left incomplete).
+ * torch.profiler synchronises the device at its end; the agent may not
+ * stall the application, so its own thread waits instead: the kinds go
+ * off at the window's end (nothing new is recorded), then it flushes
+ * without forcing (complete buffers only) and reads what came, until CUPTI
+ * holds no buffer of the burst and every launch recorded in the window (a
+ * runtime or driver call that puts a kernel, copy or set on the GPU, by
+ * name: ids differ between CUDA versions) has its complete GPU record. It
+ * gives up after GPROF_GPU_TAIL_MS (default 2000), or after 300 ms with
+ * nothing new and no buffer
+ * outstanding (a launch that makes no record); a burst without API records
+ * ends when nothing came for 20 ms. Then it forces out the rest.
+ */
+struct tail {
+	uint32_t *want;      /* correlation ids of launches awaiting GPU records */
+	const char **what;   /* their API names, for the log */
+	size_t nwant, capwant;
+	uint32_t *have;      /* GPU records' correlation ids: open addressing */
+	size_t havemask, nhave;
+	bool kernels, copies, sets; /* GPU kinds of the burst */
+	uint64_t t_end;      /* the window's end: later launches are not waited for */
+};
+
+static bool have_has(const struct tail *t, uint32_t id)
+{
+	size_t i;
+
+	if (t->have == NULL)
+		return false;
+	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
+		if (t->have[i] == id)
+			return true;
+	return false;
+}
+
+static void have_add(struct tail *t, uint32_t id);
+
+/* Doubles the set (4096 slots at first), keeping it at most half full. */
+static void have_grow(struct tail *t)
+{
+	uint32_t *old = t->have;
+	size_t oldmask = t->havemask, k;
+
+	t->havemask = t->havemask ? t->havemask * 2 + 1 : 4095;
+	t->have = calloc(t->havemask + 1, sizeof(*t->have));
+	if (t->have == NULL) {
+		t->have = old;
+		t->havemask = oldmask;
+		return;
+	}
+	t->nhave = 0;
+	for (k = 0; old != NULL && k <= oldmask; k++)
+		if (old[k])
+			have_add(t, old[k]);
+	free(old);
+}
+
+static void have_add(struct tail *t, uint32_t id)
+{
+	size_t i;
+
+	if (id == 0)
+		return;
+	if ((t->nhave + 1) * 2 > t->havemask + 1)
+		have_grow(t);
+	if (t->have == NULL || (t->nhave + 1) * 2 > t->havemask + 1)
+		return; /* out of memory: the wait ends by its time limits */
+	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
+		if (t->have[i] == id)
+			return;
+	t->have[i] = id;
+	t->nhave++;
+}
+
+/* Does this API call put work on the GPU that a kind of the burst records?
+ * Its name (without the _vNNNN), when it does; else NULL. */
+static const char *launches(const struct tail *t, CUpti_ActivityKind kind, uint32_t cbid)
+{
+	size_t len;
+	const char *name = gpu_api_name(kind, cbid, &len), *n = name;
+
+	n += strncmp(n, "cuda", 4) == 0 ? 4 : strncmp(n, "cu", 2) == 0 ? 2 : 0;
+	return (t->kernels && (strncmp(n, "Launch", 6) == 0 || strncmp(n, "GraphLaunch", 11) == 0)) ||
+	       (t->copies && strncmp(n, "Memcpy", 6) == 0) ||
+	       (t->sets && strncmp(n, "Memset", 6) == 0) ? name : NULL;
+}
+
+static void want_add(struct tail *t, uint32_t id, const char *what)
+{
+	if (t->nwant == t->capwant) {
+		size_t cap = t->capwant ? t->capwant * 2 : 1024;
+		uint32_t *v = realloc(t->want, cap * sizeof(*v));
+		const char **w;
+
+		if (v == NULL)
+			return;
+		t->want = v;
+		w = realloc(t->what, cap * sizeof(*w));
+		if (w == NULL)
+			return;
+		t->what = w;
+		t->capwant = cap;
+	}
+	t->what[t->nwant] = what;
+	t->want[t->nwant++] = id;
+}
+
+/* One record of the burst (gpu_each_new_record). */
+static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
+{
+	struct tail *t = ud;
+
+	(void)w;
+	switch (rec->kind) {
+	/* only complete records count */
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+	case CUPTI_ACTIVITY_KIND_KERNEL: {
+		CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
+
+		if (k->start != 0 && k->end >= k->start)
+			have_add(t, k->correlationId);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY: {
+		CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)rec;
+
+		if (m->start != 0 && m->end >= m->start)
+			have_add(t, m->correlationId);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMSET: {
+		CUpti_ActivityMemset4 *m = (CUpti_ActivityMemset4 *)rec;
+
+		if (m->start != 0 && m->end >= m->start)
+			have_add(t, m->correlationId);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER: {
+		CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)rec;
+		const char *name;
+
+		if (a->returnValue == 0 && (t->t_end == 0 || a->start <= t->t_end) &&
+		    (name = launches(t, rec->kind, a->cbid)) != NULL)
+			want_add(t, a->correlationId, name);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static bool is_gpu_kind(int64_t k)
+{
+	return k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL ||
+	       k == CUPTI_ACTIVITY_KIND_MEMCPY || k == CUPTI_ACTIVITY_KIND_MEMSET;
+}
+
+/* Launches still without their GPU record (the list is pruned). */
+static size_t tail_missing(struct tail *t)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < t->nwant; i++)
+		if (!have_has(t, t->want[i])) {
+			t->what[n] = t->what[i];
+			t->want[n++] = t->want[i];
+		}
+	t->nwant = n;
+	return n;
+}
+
+static uint64_t tail_limit_ms(void)
+{
+	const char *env = getenv("GPROF_GPU_TAIL_MS");
+	char *end;
+	unsigned long long v;
+
+	if (env == NULL || !*env)
+		return 2000;
+	v = strtoull(env, &end, 10);
+	return *end == '\0' && v <= 60000 ? v : 2000;
+}
+
+void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
+{
+	struct timespec five_ms = { 0, 5 * 1000 * 1000 };
+	uint64_t limit = tail_limit_ms() * 1000000ull, t0 = agent_now_ns(), now = t0;
+	uint64_t progress = t0;
+	struct tail t = { 0 };
+	size_t i, missing = 0, last_missing = (size_t)-1, scanned = 0, last_scanned = 0, rounds = 0;
+	bool api = false;
+	int64_t out;
+
+	t.t_end = atomic_load(&A.t_end);
+	/* API kinds first: a launch recorded after its GPU kind went off would
+	 * be waited for in vain (those after the window are not waited for) */
+	for (i = 0; i < nkinds; i++) {
+		int64_t k = kinds[i];
+
+		t.kernels |= k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL;
+		t.copies |= k == CUPTI_ACTIVITY_KIND_MEMCPY;
+		t.sets |= k == CUPTI_ACTIVITY_KIND_MEMSET;
+		if (!is_gpu_kind(k)) {
+			api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
+			gpu_kind_off(k);
+		}
+	}
+	for (i = 0; i < nkinds; i++)
+		if (is_gpu_kind(kinds[i]))
+			gpu_kind_off(kinds[i]);
+	for (;;) {
+		gpu_flush_complete();
+		rounds++;
+		gpu_each_new_record(&scanned, tail_record, &t);
+		missing = tail_missing(&t);
+		now = agent_now_ns();
+		if (missing < last_missing || scanned != last_scanned)
+			progress = now;
+		last_missing = missing;
+		last_scanned = scanned;
+		out = gpu_buffers_out();
+		/* Done when CUPTI holds no buffer of the burst (one with a record
+		 * still incomplete is not handed back) and every launch has its
+		 * GPU record (they can come later, in buffers not asked for yet);
+		 * without launch records (kernel-only bursts), when nothing came
+		 * for 20 ms either. */
+		if (out <= 0 && (api ? missing == 0 : now - progress >= 20000000ull))
+			break;
+		if (now - t0 >= limit || (out <= 0 && now - progress >= 300000000ull))
+			break;
+		nanosleep(&five_ms, NULL);
+	}
+	agent_log("tail: %zu flushes in %.1f ms for the window's GPU work; %zu launches without "
+	          "their GPU record%s%s%s", rounds, (double)(now - t0) / 1e6, missing,
+	          missing ? " (gave up waiting; the first: " : "",
+	          missing ? (t.what[0] ? t.what[0] : "?") : "", missing ? ")" : "");
+	free(t.want);
+	free(t.what);
+	free(t.have);
+}
+
