@@ -81,6 +81,7 @@ static void usage(FILE *f)
 	        "                         cuda_runtime,nvtx)\n"
 	        "  --process-limit N      at most N processes per host (default 1000)\n"
 	        "  --timeout S            give up after S seconds (default 600)\n"
+	        "  --report               then print what the traces say (gprofctl report on them)\n"
 	        "A process already capturing takes this trace when that one ends. Interrupting\n"
 	        "gprofctl trace cancels the trace on every host.\n"
 	        "exit status: 0 every matched process delivered; 1 some did not (the summary says\n"
@@ -504,7 +505,7 @@ static int summarize(struct client *cl)
 int cmd_trace(struct opts *o, int argc, char **argv)
 {
 	enum { O_JOB = 256, O_PID, O_ITER, O_DUR, O_START, O_ROUND, O_ACT, O_LIMIT, O_OUT, O_TIMEOUT,
-	       O_ID, O_RANGE };
+	       O_ID, O_RANGE, O_REPORT };
 	static const struct option topts[] = {
 		{ "job", required_argument, NULL, O_JOB },
 		{ "pid", required_argument, NULL, O_PID },
@@ -517,13 +518,14 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 		{ "process-limit", required_argument, NULL, O_LIMIT },
 		{ "output-dir", required_argument, NULL, O_OUT },
 		{ "trace-id", required_argument, NULL, O_ID },
+		{ "report", no_argument, NULL, O_REPORT },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct client_ops ops = { ready, message, chunk, failed, finished };
 	const char *start = NULL;
-	bool roundup_given = false;
+	bool roundup_given = false, report = false;
 	struct client cl;
 	struct thost *hs;
 	struct perr err;
@@ -602,6 +604,9 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 			break;
 		case O_OUT:
 			T.outdir = optarg;
+			break;
+		case O_REPORT:
+			report = true;
 			break;
 		case O_ID:
 			snprintf(T.trace_id, sizeof(T.trace_id), "%s", optarg);
@@ -698,6 +703,16 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 	}
 	client_run(&cl);
 	code = summarize(&cl);
+	if (report && !o->json) {
+		/* what the traces say, after where they are (gprofctl report) */
+		char dir[4096];
+
+		snprintf(dir, sizeof(dir), "%s/%s", T.outdir, T.trace_id);
+		printf("\n");
+		fflush(stdout);
+		if (report_dir(dir, false) != EXIT_OK && code == EXIT_OK)
+			code = EXIT_FAILED;
+	}
 	for (i = 0; i < cl.n; i++) {
 		dlq_free(&hs[i].q);
 		free(hs[i].procs);

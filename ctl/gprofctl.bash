@@ -4,7 +4,7 @@ _gprofctl()
 	local cur prev words cword
 	_init_completion || return
 	local globals="--host --hostfile --slurm-job --socket --port --token-file --json --timeout --version --help"
-	local commands="status list trace metrics fetch cancel launch help"
+	local commands="status list trace metrics fetch cancel launch report help"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
@@ -25,14 +25,15 @@ _gprofctl()
 		compopt -o nospace
 		return ;;
 	--host|--slurm-job|--port|--timeout|--job|--pid|--iterations|--duration-ms|--start-at|\
-	--iteration-roundup|--iteration-range|--process-limit|--trace-id)
+	--iteration-roundup|--iteration-range|--process-limit|--trace-id|--top)
 		return ;;
 	esac
 	case $cmd in
 	"") COMPREPLY=($(compgen -W "$globals $commands" -- "$cur")) ;;
 	trace) COMPREPLY=($(compgen -W "--job --pid --iterations --duration-ms --start-at
 	                      --iteration-roundup --iteration-range --activities --process-limit --output-dir
-	                      --trace-id --timeout --help" -- "$cur")) ;;
+	                      --trace-id --timeout --report --help" -- "$cur")) ;;
+	report) [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--top --help" -- "$cur")) || _filedir ;;
 	list) COMPREPLY=($(compgen -W "--job --help" -- "$cur")) ;;
 	fetch) COMPREPLY=($(compgen -W "--output-dir --help" -- "$cur")) ;;
 	cancel) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;

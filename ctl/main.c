@@ -33,6 +33,7 @@ static const struct command commands[] = {
 	{ "fetch", cmd_fetch, "download a stored trace again" },
 	{ "cancel", cmd_cancel, "end a running trace on every host" },
 	{ "launch", cmd_launch, "run a command with the agent injected" },
+	{ "report", cmd_report, "what the traces say: GPU time, top kernels, ranks, findings" },
 	{ "help", cmd_help, "this help, or a command's: gprofctl help trace" },
 };
 

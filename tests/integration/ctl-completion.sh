@@ -24,6 +24,9 @@ check() { # check "words..." expected-substring
   fi
 }
 check "gprofctl tr" trace
+check "gprofctl rep" report
+check "gprofctl report --t" --top
+check "gprofctl trace --rep" --report
 check "gprofctl --host h1 st" status
 check "gprofctl trace --it" --iterations
 check "gprofctl trace --it" --iteration-roundup

@@ -189,6 +189,12 @@ def agent_job(d, n):
         # by time, the helper is traced too; the launcher never
         res, files = trace_job(d, dm.sock, "ddp", "--duration-ms", "100")
         assert res["delivered"] == n + 1 and res["skipped"] == 1, res
+        # --report: the summary, then what the rank traces say
+        r = ctl(dm.sock, "trace", "--job", "ddp", "--iterations", "3", "--report",
+                "--output-dir", os.path.join(d, "rep"), "--timeout", str(TIMEOUT))
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        assert "delivered" in r.stdout and "== across ranks" in r.stdout and \
+            "iterations: 3," in r.stdout and "== findings" in r.stdout, r.stdout
         job.stdin.close()
         tail = job.stdout.read().split()
         assert tail == ["exit"] + ["0"] * (n + 1), tail

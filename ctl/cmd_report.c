@@ -1,0 +1,188 @@
+/*
+ * gprofctl report PATH... [--top N]: what the traces say (report.c), for
+ * trace files (gzip or plain) or directories of them (one file per rank,
+ * as gprofctl trace writes them). Works offline: no daemon is asked.
+ * report_dir() is also what `gprofctl trace --report` calls on the
+ * directory it downloaded into.
+ */
+#include <dirent.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ctl.h"
+#include "report.h"
+
+struct inputs { char **v; size_t n, cap; };
+
+static int add(struct inputs *in, const char *path)
+{
+	if (in->n == in->cap) {
+		size_t cap = in->cap ? in->cap * 2 : 16;
+		char **v = realloc(in->v, cap * sizeof(*v));
+
+		if (v == NULL)
+			return -1;
+		in->v = v;
+		in->cap = cap;
+	}
+	return (in->v[in->n++] = strdup(path)) ? 0 : -1;
+}
+
+static bool trace_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return name[0] != '.' && ((n > 5 && strcmp(name + n - 5, ".json") == 0) ||
+	                          (n > 8 && strcmp(name + n - 8, ".json.gz") == 0));
+}
+
+/* A file, or a directory's trace files (not recursive). */
+static int expand(struct inputs *in, const char *path)
+{
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	if (stat(path, &st) != 0) {
+		fprintf(stderr, "gprofctl report: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return add(in, path);
+	if ((d = opendir(path)) == NULL) {
+		fprintf(stderr, "gprofctl report: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d)) != NULL) {
+		char p[4096];
+
+		if (!trace_name(e->d_name))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+		if (add(in, p) < 0)
+			break;
+	}
+	closedir(d);
+	return 0;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct rstats *x = *(struct rstats *const *)a, *y = *(struct rstats *const *)b;
+
+	if (x->rank != y->rank)
+		return x->rank < 0 ? 1 : y->rank < 0 ? -1 : x->rank < y->rank ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+static int run(struct inputs *in, bool json, size_t top)
+{
+	struct rstats **st = calloc(in->n ? in->n : 1, sizeof(*st));
+	size_t i, bad = 0;
+
+	if (st == NULL)
+		return EXIT_USAGE;
+	for (i = 0; i < in->n; i++) {
+		st[i] = malloc(sizeof(**st));
+		if (st[i] == NULL || report_read(in->v[i], st[i]) < 0) {
+			bad++;
+			if (st[i] != NULL)
+				fprintf(stderr, "gprofctl report: %s: %s\n", in->v[i], st[i]->error);
+		}
+	}
+	for (i = 0; i < in->n && st[i] != NULL; i++)
+		;
+	if (i == in->n) {
+		qsort(st, in->n, sizeof(*st), by_rank);
+		if (json) {
+			cJSON *root = report_json(st, in->n, top);
+			char *text = cJSON_Print(root);
+
+			printf("%s\n", text);
+			cJSON_free(text);
+			cJSON_Delete(root);
+		} else
+			report_print(stdout, st, in->n, top);
+	}
+	for (i = 0; i < in->n; i++) {
+		if (st[i] != NULL)
+			report_free(st[i]);
+		free(st[i]);
+	}
+	free(st);
+	return bad ? EXIT_FAILED : EXIT_OK;
+}
+
+int report_dir(const char *dir, bool json)
+{
+	struct inputs in = { 0 };
+	int code;
+	size_t i;
+
+	if (expand(&in, dir) < 0 || in.n == 0) {
+		free(in.v);
+		return EXIT_FAILED;
+	}
+	code = run(&in, json, 10);
+	for (i = 0; i < in.n; i++)
+		free(in.v[i]);
+	free(in.v);
+	return code;
+}
+
+int cmd_report(struct opts *o, int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "top", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct inputs in = { 0 };
+	long top = 10;
+	char *end;
+	int c, code;
+	size_t i;
+
+	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
+		if (c == 't') {
+			top = strtol(optarg, &end, 10);
+			if (*end || top < 1 || top > 10000) {
+				fprintf(stderr, "gprofctl report: --top takes a number from 1 to 10000\n");
+				return EXIT_USAGE;
+			}
+		} else if (c == 'h') {
+			printf("usage: gprofctl [--json] report PATH... [--top N]\n"
+			       "What the traces say: per rank the window, GPU busy and idle time per device\n"
+			       "and stream (idle gaps by length), iterations, the top N kernels by GPU time\n"
+			       "(count, total, mean, median, max, share), copies and sets with bandwidth,\n"
+			       "CUDA API and NCCL time; across ranks the step time, GPU busy, NCCL wait;\n"
+			       "then findings with their evidence and the usual fix. PATH is a trace file\n"
+			       "(.json or .json.gz, gprofd's or PyTorch's) or a directory of them (one per\n"
+			       "rank, as gprofctl trace writes them). No daemon is needed.\n");
+			return EXIT_OK;
+		} else
+			return EXIT_USAGE;
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "gprofctl report: give trace files or a directory of them\n");
+		return EXIT_USAGE;
+	}
+	for (; optind < argc; optind++)
+		if (expand(&in, argv[optind]) < 0) {
+			code = EXIT_USAGE;
+			goto out;
+		}
+	if (in.n == 0) {
+		fprintf(stderr, "gprofctl report: no trace file (*.json, *.json.gz) there\n");
+		code = EXIT_USAGE;
+		goto out;
+	}
+	code = run(&in, o->json, (size_t)top);
+out:
+	for (i = 0; i < in.n; i++)
+		free(in.v[i]);
+	free(in.v);
+	return code;
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""gprofctl report on small hand-built traces whose every figure is known.
+
+usage: test-report.py GPROFCTL
+
+Two ranks of one job: on device 0, two 100 us gemm kernels (stream 7), a
+5 us kernel inside the first (stream 8), an NCCL all-reduce (stream 9:
+300 us on rank 0, which waits, 10 us on rank 1, the straggler), a 1 MB
+host-to-device copy from pageable memory in 50 us; two iterations of 350
+and 450 us; four CUDA runtime calls, one a 30 us cudaStreamSynchronize.
+Rank 0 is gzip with decimal timestamps, rank 1 plain JSON with integers.
+Then a truncated file and a malformed one.
+"""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+GPROFCTL = sys.argv[1]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import runner  # noqa: E402
+
+
+def trace(rank, nccl_dur, decimals):
+    def t(v):
+        return float(v) if decimals else int(v)
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#10", "pid": 1, "tid": 1,
+         "ts": t(0), "dur": t(350)},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#11", "pid": 1, "tid": 1,
+         "ts": t(350), "dur": t(450)},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": t(0), "dur": t(10)},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": t(190), "dur": t(10)},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": t(390), "dur": t(10)},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
+         "ts": t(320), "dur": t(30)},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t(0),
+         "dur": t(100), "args": {"stream": 7, "grid": [1, 1, 1]}},
+        {"ph": "X", "cat": "kernel", "name": "small", "pid": 0, "tid": 8, "ts": t(50),
+         "dur": t(5), "args": {}},
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t(200),
+         "dur": t(100)},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0,
+         "tid": 9, "ts": t(400), "dur": t(nccl_dur)},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
+         "tid": 7, "ts": t(720), "dur": t(50), "args": {"bytes": 1000000}},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 3, "pid": 0, "tid": 7, "ts": t(400)},
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+    ]
+    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank,
+                                                   "world_size": 2},
+            "deviceProperties": [{"id": 0, "name": "X"}], "traceEvents": ev,
+            "traceName": "x"}
+
+
+def write(d, name, doc, gz):
+    path = os.path.join(d, name)
+    text = json.dumps(doc, indent=1).replace('"rank":', '"rank": ')
+    with (gzip.open(path, "wt") if gz else open(path, "w")) as f:
+        f.write(text)
+    return path
+
+
+def report(*args):
+    r = subprocess.run([GPROFCTL] + list(args), capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
+def near(a, b):
+    return abs(a - b) < 1e-6 * max(1, abs(b))
+
+
+def test_figures(d):
+    """Every figure of both ranks, the comparison and the findings."""
+    run = os.path.join(d, "run")
+    os.makedirs(run)
+    write(run, "h_1_rank0.1.pt.trace.json.gz", trace(0, 300, True), True)
+    write(run, "h_2_rank1.1.pt.trace.json", trace(1, 10, False), False)
+    open(os.path.join(run, "notes.txt"), "w").write("not a trace")
+    code, out, err = report("--json", "report", run)
+    assert code == 0, (code, out, err)
+    doc = json.loads(out)
+    r0, r1 = doc["ranks"]
+    assert (r0["rank"], r1["rank"], r0["world_size"]) == (0, 1, 2), (r0["rank"], r1["rank"])
+    assert r0["window_us"] == 800 and r0["events"] == 13 and r0["gpu_events"] == 5, r0
+    dev = [g for g in r0["gpus"] if "stream" not in g][0]
+    # device busy: [0,100] [200,300] [400,700] [720,770] (the 5 us kernel inside the first)
+    assert dev["busy_us"] == 550 and dev["idle_us"] == 250, dev
+    # idle gaps: 100, 100 (0.1-1 ms); 20, 30 (10-100 us)
+    assert dev["idle_gaps_us"] == [0, 50, 200, 0, 0], dev
+    streams = {g["stream"]: g["busy_us"] for g in r0["gpus"] if "stream" in g}
+    assert streams == {7: 250, 8: 5, 9: 300}, streams
+    it = r0["iterations"]
+    assert (it["count"], it["median_us"], it["min_us"], it["max_us"]) == (2, 400, 350, 450), it
+    top = r0["top_kernels"]
+    assert [k["name"] for k in top] == ["ncclDevKernel_AllReduce_Sum_f32_RING_LL", "gemm",
+                                        "small"], top
+    assert top[1]["count"] == 2 and top[1]["median_us"] == 100 and top[1]["max_us"] == 100
+    assert near(top[0]["share"], 300 / 505), top[0]
+    assert r0["kernel_us"] == 505 and r0["nccl_us"] == 300 and r0["nccl_us_per_iteration"] == 150
+    assert r0["cuda_api_us"] == 60 and r0["sync_us"] == 30 and r0["short_kernels"] == 1, r0
+    cp = r0["copies"][0]
+    assert cp["name"].startswith("Memcpy HtoD (Pageable") and cp["bytes"] == 1000000, cp
+    assert r1["nccl_us"] == 10 and r1["window_us"] == 800, r1
+    f = doc["findings"]
+    assert any("rank 1 is the straggler" in x and "0.15 ms" in x for x in f), f
+    assert any("pageable" in x for x in f), f
+    # the text report says the same
+    code, text, err = report("report", run)
+    assert code == 0, err
+    for want in ("rank 0 of 2", "busy 0.550 ms (68.8% of the window)", "iterations: 2, median 0.400 ms",
+                 "== across ranks", "rank 1 is the straggler", "1.  "[:2]):
+        assert want in text, (want, text)
+
+
+def test_bad_input(d):
+    """A truncated file and a malformed one: a clear error with the
+    position, exit 1, and what could be read is still reported."""
+    good = json.dumps(trace(0, 300, True))
+    cut = os.path.join(d, "cut.json")
+    with open(cut, "w") as f:
+        f.write(good[:len(good) * 2 // 3])
+    code, out, err = report("--json", "report", cut)
+    assert code == 1 and "ends early" in err, (code, err)
+    assert json.loads(out)["ranks"][0]["events"] > 0, out
+    bad = os.path.join(d, "bad.json.gz")
+    with gzip.open(bad, "wt") as f:
+        f.write('{"traceEvents": [{"name": "a", "ph": "X", "ts": 1, "dur": 2}, {"name": ]}')
+    code, out, err = report("report", bad)
+    assert code == 1 and "not valid JSON at byte" in err, (code, err)
+    assert "2 events" not in out and "1 events" in out, out
+    code, out, err = report("report", os.path.join(d, "missing"))
+    assert code == 3 and "missing" in err, (code, err)
+    code, out, err = report("report", "--top", "0", cut)
+    assert code == 3 and "--top" in err, (code, err)
+
+
+if __name__ == "__main__":
+    sys.exit(runner.run([test_figures, test_bad_input], "gprof-report-"))
