@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gprofctl report on small hand-built traces whose every figure is known.
 
-usage: test-report.py GPROFCTL
+usage: test-report.py GPROFCTL FIXTURES
 
 Two ranks of one job: on device 0, two 100 us gemm kernels (stream 7), a
 5 us kernel inside the first (stream 8), an NCCL all-reduce (stream 9:
@@ -9,7 +9,10 @@ Two ranks of one job: on device 0, two 100 us gemm kernels (stream 7), a
 host-to-device copy from pageable memory in 50 us; two iterations of 350
 and 450 us; four CUDA runtime calls, one a 30 us cudaStreamSynchronize.
 Rank 0 is gzip with decimal timestamps, rank 1 plain JSON with integers.
-Then a truncated file and a malformed one.
+Then a truncated file and a malformed one, and two real rank traces of a
+DDP job from the H200 host (tests/fixtures/traces: the agent's, rank 1 a
+deliberate straggler), checked against figures computed here from the
+same files.
 """
 import gzip
 import json
@@ -18,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-GPROFCTL = sys.argv[1]
+GPROFCTL, FIXTURES = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import runner  # noqa: E402
 
@@ -140,5 +143,34 @@ def test_bad_input(d):
     assert code == 3 and "--top" in err, (code, err)
 
 
+def test_real_ddp(d):
+    """The H200 DDP traces: every figure equals what this test computes
+    from the files with Python's json; the straggler is named."""
+    code, out, err = report("--json", "report", "--top", "1000", FIXTURES)
+    assert code == 0, (code, err)
+    doc = json.loads(out)
+    files = sorted(os.path.join(FIXTURES, f) for f in os.listdir(FIXTURES))
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1], doc["ranks"]
+    for r, path in zip(doc["ranks"], files):
+        ev = json.load(gzip.open(path, "rt"))["traceEvents"]
+        x = [e for e in ev if e.get("ph") == "X"]
+        kern = [e for e in x if e.get("cat") == "kernel"]
+        nccl = sum(e["dur"] for e in kern if "nccl" in e["name"].lower())
+        steps = sorted(e["dur"] for e in x if e["name"].startswith("ProfilerStep#"))
+        assert r["events"] == len(ev), (r["events"], len(ev))
+        assert r["gpu_events"] == sum(1 for e in x if e.get("cat") in
+                                      ("kernel", "gpu_memcpy", "gpu_memset")), r
+        assert sum(k["count"] for k in r["top_kernels"]) == len(kern), r
+        assert near(r["nccl_us"], nccl) and near(r["kernel_us"], sum(e["dur"] for e in kern)), r
+        assert r["iterations"]["count"] == len(steps) == 5, r["iterations"]
+        assert abs(r["iterations"]["max_us"] - steps[-1]) < 0.01, (r["iterations"], steps)
+        t0 = min(e["ts"] for e in x)
+        t1 = max(e["ts"] + e["dur"] for e in x)
+        assert abs(r["window_us"] - (t1 - t0)) < 0.01, (r["window_us"], t1 - t0)
+    assert doc["ranks"][0]["nccl_us_per_iteration"] > 5000 > 200 > \
+        doc["ranks"][1]["nccl_us_per_iteration"], doc["ranks"]
+    assert any(f.startswith("rank 1 is the straggler") for f in doc["findings"]), doc["findings"]
+
+
 if __name__ == "__main__":
-    sys.exit(runner.run([test_figures, test_bad_input], "gprof-report-"))
+    sys.exit(runner.run([test_figures, test_bad_input, test_real_ddp], "gprof-report-"))
