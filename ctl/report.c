@@ -254,14 +254,45 @@ static int on_number(struct parse *p, double v)
 	return 1;
 }
 
-static int cb_integer(void *ctx, long long v)
+/* The number's text as yajl found it (it skips its own conversion when
+ * given this callback): only the few numbers read are converted, and the
+ * usual ones (digits, a point, digits) without strtod. */
+static int cb_number(void *ctx, const char *s, size_t n)
 {
-	return on_number(ctx, (double)v);
-}
+	struct parse *p = ctx;
+	char tmp[64];
+	double v = 0, scale = 1;
+	size_t i = 0;
+	bool neg = false, simple = true;
 
-static int cb_double(void *ctx, double v)
-{
-	return on_number(ctx, v);
+	enum key k = p->depth <= DEPTH_MAX ? p->key[p->depth] : K_OTHER;
+
+	/* only these numbers are read: the rest (correlation ids, grids...) skipped */
+	if (!(in_event(p) && (k == K_PID || k == K_TID || k == K_TS || k == K_DUR)) &&
+	    !(in_args(p) && k == K_BYTES) && !(in_dist(p) && (k == K_RANK || k == K_WORLD)))
+		return 1;
+	if (n > 0 && s[0] == '-') {
+		neg = true;
+		i = 1;
+	}
+	for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+		v = v * 10 + (s[i] - '0');
+	if (i < n && s[i] == '.')
+		for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+			scale /= 10;
+			v += (s[i] - '0') * scale;
+		}
+	if (i < n)
+		simple = false; /* an exponent: the general way */
+	if (!simple) {
+		if (n >= sizeof(tmp))
+			return 1;
+		memcpy(tmp, s, n);
+		tmp[n] = '\0';
+		v = strtod(tmp, NULL);
+		neg = false;
+	}
+	return on_number(p, neg ? -v : v);
 }
 
 static int cb_string(void *ctx, const unsigned char *s, size_t n)
@@ -343,7 +374,7 @@ static int cb_end_array(void *ctx)
 }
 
 static const yajl_callbacks callbacks = {
-	NULL, NULL, cb_integer, cb_double, NULL, cb_string, cb_start_map, cb_key, cb_end_map,
+	NULL, NULL, NULL, NULL, cb_number, cb_string, cb_start_map, cb_key, cb_end_map,
 	cb_start_array, cb_end_array,
 };
 
