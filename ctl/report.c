@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
@@ -149,10 +150,29 @@ static bool has_ci(const char *s, const char *needle)
 	return false;
 }
 
+/* What an event's cat says, across Kineto's versions (older ones wrote
+ * "Kernel", "Memcpy", "Memset", "Runtime", "Driver"). */
+enum cat { C_OTHER, C_KERNEL, C_COPY, C_RUNTIME, C_GPU_ANNOTATION };
+
+static enum cat cat_of(const char *c)
+{
+	if (strcasecmp(c, "kernel") == 0)
+		return C_KERNEL;
+	if (strcmp(c, "gpu_memcpy") == 0 || strcmp(c, "gpu_memset") == 0 ||
+	    strcmp(c, "Memcpy") == 0 || strcmp(c, "Memset") == 0)
+		return C_COPY;
+	if (strcmp(c, "cuda_runtime") == 0 || strcmp(c, "cuda_driver") == 0 ||
+	    strcmp(c, "Runtime") == 0 || strcmp(c, "Driver") == 0)
+		return C_RUNTIME;
+	if (strcmp(c, "gpu_user_annotation") == 0)
+		return C_GPU_ANNOTATION;
+	return C_OTHER;
+}
+
 /* One complete event: folded into the file's figures. */
 static bool fold(struct rstats *st, const struct ev *e)
 {
-	bool gpu_ev;
+	enum cat c = cat_of(e->cat);
 	struct gpu *g, *s;
 
 	st->events++;
@@ -162,15 +182,13 @@ static bool fold(struct rstats *st, const struct ev *e)
 		st->t0 = e->ts;
 	if (e->ts + e->dur > st->t1)
 		st->t1 = e->ts + e->dur;
-	gpu_ev = strcmp(e->cat, "kernel") == 0 || strcmp(e->cat, "gpu_memcpy") == 0 ||
-	         strcmp(e->cat, "gpu_memset") == 0;
-	if (gpu_ev) {
+	if (c == C_KERNEL || c == C_COPY) {
 		st->gpu_events++;
 		if ((g = gpu_get(st, e->pid, -1)) == NULL || !ivals_add(&g->iv, e->ts, e->ts + e->dur) ||
 		    (s = gpu_get(st, e->pid, e->tid)) == NULL || !ivals_add(&s->iv, e->ts, e->ts + e->dur))
 			return false;
 	}
-	if (strcmp(e->cat, "kernel") == 0) {
+	if (c == C_KERNEL) {
 		struct kstat *k = kstat_add(&st->kernels, e->name, e->dur, 0);
 
 		if (k == NULL)
@@ -184,15 +202,16 @@ static bool fold(struct rstats *st, const struct ev *e)
 			st->nccl += e->dur;
 		return true;
 	}
-	if (strcmp(e->cat, "gpu_memcpy") == 0 || strcmp(e->cat, "gpu_memset") == 0)
+	if (c == C_COPY)
 		return kstat_add(&st->copies, e->name, e->dur, e->bytes) != NULL;
-	if (strcmp(e->cat, "cuda_runtime") == 0 || strcmp(e->cat, "cuda_driver") == 0) {
+	if (c == C_RUNTIME) {
 		st->runtime_total += e->dur;
 		if (strstr(e->name, "Synchronize") != NULL)
 			st->sync_total += e->dur;
 		return true;
 	}
-	if (strncmp(e->name, "ProfilerStep#", 13) == 0)
+	/* the CPU's iterations; Kineto copies them onto GPU rows too */
+	if (c != C_GPU_ANNOTATION && strncmp(e->name, "ProfilerStep#", 13) == 0)
 		return durs_add(&st->steps, e->dur);
 	return true;
 }

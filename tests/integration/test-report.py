@@ -53,6 +53,9 @@ def trace(rank, nccl_dur, decimals):
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
          "tid": 7, "ts": t(720), "dur": t(50), "args": {"bytes": 1000000}},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 3, "pid": 0, "tid": 7, "ts": t(400)},
+        # Kineto's copy of an iteration on a GPU row: not an iteration of its own
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#10", "pid": 0, "tid": 7,
+         "ts": t(0), "dur": t(300)},
         {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
     ]
     return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank,
@@ -90,7 +93,7 @@ def test_figures(d):
     doc = json.loads(out)
     r0, r1 = doc["ranks"]
     assert (r0["rank"], r1["rank"], r0["world_size"]) == (0, 1, 2), (r0["rank"], r1["rank"])
-    assert r0["window_us"] == 800 and r0["events"] == 13 and r0["gpu_events"] == 5, r0
+    assert r0["window_us"] == 800 and r0["events"] == 14 and r0["gpu_events"] == 5, r0
     dev = [g for g in r0["gpus"] if "stream" not in g][0]
     # device busy: [0,100] [200,300] [400,700] [720,770] (the 5 us kernel inside the first)
     assert dev["busy_us"] == 550 and dev["idle_us"] == 250, dev
@@ -143,6 +146,23 @@ def test_bad_input(d):
     assert code == 3 and "--top" in err, (code, err)
 
 
+def test_older_kineto_names(d):
+    """Older Kineto wrote "Kernel", "Memcpy", "Runtime" as categories, and
+    integer microseconds: read the same."""
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 20},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0,
+         "tid": 7, "ts": 40, "dur": 10, "args": {"bytes": 100}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": 5, "ts": 0,
+         "dur": 8}]}
+    path = write(d, "old.json", doc, False)
+    code, out, err = report("--json", "report", path)
+    assert code == 0, err
+    r = json.loads(out)["ranks"][0]
+    assert (r["gpu_events"], r["kernel_us"], r["cuda_api_us"], r["window_us"]) == (2, 20, 8, 50), r
+    assert r["rank"] == -1 and r["copies"][0]["bytes"] == 100, r
+
+
 def test_real_ddp(d):
     """The H200 DDP traces: every figure equals what this test computes
     from the files with Python's json; the straggler is named."""
@@ -173,4 +193,4 @@ def test_real_ddp(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_figures, test_bad_input, test_real_ddp], "gprof-report-"))
+    sys.exit(runner.run([test_figures, test_bad_input, test_older_kineto_names, test_real_ddp], "gprof-report-"))
