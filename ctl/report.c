@@ -432,7 +432,8 @@ static void merge(struct gpu *g, double t0, double t1)
 	double end = t0, busy = 0;
 	size_t i;
 
-	qsort(g->iv.v, g->iv.n / 2, 2 * sizeof(double), cmp_double_pairs);
+	if (g->iv.n > 0)
+		qsort(g->iv.v, g->iv.n / 2, 2 * sizeof(double), cmp_double_pairs);
 	for (i = 0; i < g->iv.n; i += 2) {
 		double a = g->iv.v[i], z = g->iv.v[i + 1];
 
@@ -461,7 +462,8 @@ static void finish(struct rstats *st)
 		qsort(st->kernels.v[i].d.v, st->kernels.v[i].d.n, sizeof(float), cmp_float);
 	for (i = 0; i < st->copies.n; i++)
 		qsort(st->copies.v[i].d.v, st->copies.v[i].d.n, sizeof(float), cmp_float);
-	qsort(st->steps.v, st->steps.n, sizeof(float), cmp_float);
+	if (st->steps.n > 0) /* qsort's base may not be NULL, even for nothing */
+		qsort(st->steps.v, st->steps.n, sizeof(float), cmp_float);
 }
 
 int report_read(const char *path, struct rstats *st)
@@ -579,7 +581,8 @@ static struct kstat **ranked(const struct kmap *m)
 		return NULL;
 	for (i = 0; i < m->n; i++)
 		v[i] = &m->v[i];
-	qsort(v, m->n, sizeof(*v), by_total);
+	if (m->n > 0)
+		qsort(v, m->n, sizeof(*v), by_total);
 	return v;
 }
 
