@@ -111,6 +111,19 @@ static struct kstat *kmap_get(struct kmap *m, const char *name)
 	return &m->v[m->n++];
 }
 
+/* name's entry, or NULL; never adds. */
+static const struct kstat *kmap_find(const struct kmap *m, const char *name)
+{
+	size_t i;
+
+	if (m->slot == NULL)
+		return NULL;
+	for (i = hash(name) & m->mask; m->slot[i] != SIZE_MAX; i = (i + 1) & m->mask)
+		if (strcmp(m->v[m->slot[i]].name, name) == 0)
+			return &m->v[m->slot[i]];
+	return NULL;
+}
+
 static struct kstat *kstat_add(struct kmap *m, const char *name, double dur, double bytes)
 {
 	struct kstat *k = kmap_get(m, name);
@@ -152,7 +165,7 @@ static bool has_ci(const char *s, const char *needle)
 
 /* What an event's cat says, across Kineto's versions (older ones wrote
  * "Kernel", "Memcpy", "Memset", "Runtime", "Driver"). */
-enum cat { C_OTHER, C_KERNEL, C_COPY, C_RUNTIME, C_GPU_ANNOTATION };
+enum cat { C_OTHER, C_KERNEL, C_COPY, C_RUNTIME, C_ANNOTATION, C_GPU_ANNOTATION };
 
 static enum cat cat_of(const char *c)
 {
@@ -166,6 +179,8 @@ static enum cat cat_of(const char *c)
 		return C_RUNTIME;
 	if (strcmp(c, "gpu_user_annotation") == 0)
 		return C_GPU_ANNOTATION;
+	if (strcmp(c, "user_annotation") == 0)
+		return C_ANNOTATION;
 	return C_OTHER;
 }
 
@@ -211,8 +226,13 @@ static bool fold(struct rstats *st, const struct ev *e)
 		return true;
 	}
 	/* the CPU's iterations; Kineto copies them onto GPU rows too */
-	if (c != C_GPU_ANNOTATION && strncmp(e->name, "ProfilerStep#", 13) == 0)
-		return durs_add(&st->steps, e->dur);
+	if (strncmp(e->name, "ProfilerStep#", 13) == 0)
+		return c == C_GPU_ANNOTATION || durs_add(&st->steps, e->dur);
+	/* a user range, and the GPU time of the work launched inside it */
+	if (c == C_ANNOTATION)
+		return kstat_add(&st->ranges, e->name, e->dur, 0) != NULL;
+	if (c == C_GPU_ANNOTATION)
+		return kstat_add(&st->granges, e->name, e->dur, 0) != NULL;
 	return true;
 }
 
@@ -547,6 +567,8 @@ void report_free(struct rstats *st)
 
 	kmap_free(&st->kernels);
 	kmap_free(&st->copies);
+	kmap_free(&st->ranges);
+	kmap_free(&st->granges);
 	for (i = 0; i < st->ngpus; i++)
 		free(st->gpus[i].iv.v);
 	free(st->gpus);
@@ -753,6 +775,19 @@ static void print_one(FILE *f, const struct rstats *s, size_t top)
 		fprintf(f, "copies and sets:\n");
 		print_top(f, &s->copies, top, 0, true);
 	}
+	if (s->ranges.n) {
+		struct kstat **v = ranked(&s->ranges);
+
+		fprintf(f, "ranges (NVTX, record_function) by CPU time, with the GPU time of the work "
+		        "launched inside them:\n  %10s %10s %7s %s\n", "CPU ms", "GPU ms", "count", "name");
+		for (i = 0; v != NULL && i < s->ranges.n && i < top; i++) {
+			const struct kstat *g = kmap_find(&s->granges, v[i]->name);
+
+			fprintf(f, "  %10.3f %10.3f %7llu %.100s\n", v[i]->total / 1000,
+			        g ? g->total / 1000 : 0, (unsigned long long)v[i]->count, v[i]->name);
+		}
+		free(v);
+	}
 }
 
 void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
@@ -865,6 +900,22 @@ cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
 		cJSON_AddNumberToObject(r, "short_kernels", (double)s->short_kernels);
 		cJSON_AddItemToObject(r, "top_kernels", top_json(&s->kernels, top, s->kernel_total));
 		cJSON_AddItemToObject(r, "copies", top_json(&s->copies, top, 0));
+		{
+			cJSON *ra = cJSON_AddArrayToObject(r, "ranges");
+			struct kstat **v = ranked(&s->ranges);
+
+			for (j = 0; v != NULL && j < s->ranges.n && j < top; j++) {
+				const struct kstat *g = kmap_find(&s->granges, v[j]->name);
+				cJSON *o = cJSON_CreateObject();
+
+				cJSON_AddStringToObject(o, "name", v[j]->name);
+				cJSON_AddNumberToObject(o, "count", (double)v[j]->count);
+				cJSON_AddNumberToObject(o, "cpu_us", v[j]->total);
+				cJSON_AddNumberToObject(o, "gpu_us", g ? g->total : 0);
+				cJSON_AddItemToArray(ra, o);
+			}
+			free(v);
+		}
 		cJSON_AddItemToArray(ranks, r);
 	}
 	k = findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));

@@ -51,6 +51,7 @@ struct rstats {
 	uint64_t events, gpu_events;
 	double t0, t1;             /* the window: first start, last end (us) */
 	struct kmap kernels, copies;
+	struct kmap ranges, granges; /* user ranges (NVTX, record_function): CPU, GPU projection */
 	struct gpu *gpus;
 	size_t ngpus, capgpus;
 	struct durs steps;

@@ -7,7 +7,8 @@ Two ranks of one job: on device 0, two 100 us gemm kernels (stream 7), a
 5 us kernel inside the first (stream 8), an NCCL all-reduce (stream 9:
 300 us on rank 0, which waits, 10 us on rank 1, the straggler), a 1 MB
 host-to-device copy from pageable memory in 50 us; two iterations of 350
-and 450 us; four CUDA runtime calls, one a 30 us cudaStreamSynchronize.
+and 450 us; a "forward" range of 150 us whose launches ran 300 us on the
+GPU; four CUDA runtime calls, one a 30 us cudaStreamSynchronize.
 Rank 0 is gzip with decimal timestamps, rank 1 plain JSON with integers.
 Then a truncated file and a malformed one, and two real rank traces of a
 DDP job from the H200 host (tests/fixtures/traces: the agent's, rank 1 a
@@ -53,6 +54,11 @@ def trace(rank, nccl_dur, decimals):
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
          "tid": 7, "ts": t(720), "dur": t(50), "args": {"bytes": 1000000}},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 3, "pid": 0, "tid": 7, "ts": t(400)},
+        # a user range on the CPU, and the GPU time of what it launched
+        {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1,
+         "ts": t(0), "dur": t(150)},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "forward", "pid": 0, "tid": 7,
+         "ts": t(0), "dur": t(300)},
         # Kineto's copy of an iteration on a GPU row: not an iteration of its own
         {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#10", "pid": 0, "tid": 7,
          "ts": t(0), "dur": t(300)},
@@ -93,7 +99,8 @@ def test_figures(d):
     doc = json.loads(out)
     r0, r1 = doc["ranks"]
     assert (r0["rank"], r1["rank"], r0["world_size"]) == (0, 1, 2), (r0["rank"], r1["rank"])
-    assert r0["window_us"] == 800 and r0["events"] == 14 and r0["gpu_events"] == 5, r0
+    assert r0["window_us"] == 800 and r0["events"] == 16 and r0["gpu_events"] == 5, r0
+    assert r0["ranges"] == [{"name": "forward", "count": 1, "cpu_us": 150, "gpu_us": 300}], r0
     dev = [g for g in r0["gpus"] if "stream" not in g][0]
     # device busy: [0,100] [200,300] [400,700] [720,770] (the 5 us kernel inside the first)
     assert dev["busy_us"] == 550 and dev["idle_us"] == 250, dev
