@@ -154,11 +154,13 @@ def agent_job(d, n):
         for p in pids:
             assert dm.wait("registered pid %d " % p), dm.log()
 
-        # the daemon knows every rank's steps and step time (the agent
-        # tells it at the first and the ninth step, then every heartbeat)
+        # the daemon knows every rank's step rate well: a periodic
+        # heartbeat's median over 64 steps (the early ones, at the first
+        # and ninth step, can be too young to pick one start for ranks
+        # steps apart: a limit docs/AGENT.md states)
         def stepped():
             ps = {p["pid"]: p for p in listing(dm.sock, "ddp")}
-            return ps if all(ps[r]["steps"] >= 9 for r in ranks) else None
+            return ps if all(ps[r]["steps"] >= 200 for r in ranks) else None
         ps = until("ranks stepping", stepped)
         assert ps[launcher]["role"] == "launcher", ps[launcher]
         for r, p in enumerate(ranks):
