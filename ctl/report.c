@@ -614,7 +614,8 @@ static double window(const struct rstats *st)
 }
 
 
-static double steps_per_window(const struct rstats *st)
+/* per-iteration figures divide by this: the iterations, or 1 when none */
+static double iterations_or_1(const struct rstats *st)
 {
 	return st->steps.n ? (double)st->steps.n : 1;
 }
@@ -682,20 +683,20 @@ static size_t findings(struct rstats *const *st, size_t n, struct finding *out, 
 		size_t lo = 0, hi = 0;
 
 		for (i = 1; i < n; i++) {
-			if (st[i]->nccl / steps_per_window(st[i]) < st[lo]->nccl / steps_per_window(st[lo]))
+			if (st[i]->nccl / iterations_or_1(st[i]) < st[lo]->nccl / iterations_or_1(st[lo]))
 				lo = i;
-			if (st[i]->nccl / steps_per_window(st[i]) > st[hi]->nccl / steps_per_window(st[hi]))
+			if (st[i]->nccl / iterations_or_1(st[i]) > st[hi]->nccl / iterations_or_1(st[hi]))
 				hi = i;
 		}
-		if (st[hi]->nccl / steps_per_window(st[hi]) >
-		    2 * st[lo]->nccl / steps_per_window(st[lo]) + 100) {
+		if (st[hi]->nccl / iterations_or_1(st[hi]) >
+		    2 * st[lo]->nccl / iterations_or_1(st[lo]) + 100) {
 			out[k].weight = 0.9;
 			snprintf(out[k++].text, sizeof(out[0].text), "rank %lld is the straggler: rank "
 			         "%lld waits %.2f ms per iteration in NCCL kernels, rank %lld %.2f ms; "
 			         "look at what rank %lld does besides the collectives (its data, its "
 			         "share of the work, its GPU)", (long long)st[lo]->rank,
-			         (long long)st[hi]->rank, st[hi]->nccl / steps_per_window(st[hi]) / 1000,
-			         (long long)st[lo]->rank, st[lo]->nccl / steps_per_window(st[lo]) / 1000,
+			         (long long)st[hi]->rank, st[hi]->nccl / iterations_or_1(st[hi]) / 1000,
+			         (long long)st[lo]->rank, st[lo]->nccl / iterations_or_1(st[lo]) / 1000,
 			         (long long)st[lo]->rank);
 		}
 	}
@@ -814,7 +815,7 @@ void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
 				kernels += st[i]->kernels.v[j].count;
 			fprintf(f, "  %5lld %12.3f %12.1f %14.3f %10llu\n", (long long)st[i]->rank,
 			        median(&st[i]->steps) / 1000, w > 0 ? 100 * busy / w : 0,
-			        st[i]->nccl / steps_per_window(st[i]) / 1000, (unsigned long long)kernels);
+			        st[i]->nccl / iterations_or_1(st[i]) / 1000, (unsigned long long)kernels);
 		}
 		fprintf(f, "\n");
 	}
@@ -894,7 +895,7 @@ cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
 		cJSON_AddNumberToObject(steps, "max_us", s->steps.n ? s->steps.v[s->steps.n - 1] : 0);
 		cJSON_AddNumberToObject(r, "kernel_us", s->kernel_total);
 		cJSON_AddNumberToObject(r, "nccl_us", s->nccl);
-		cJSON_AddNumberToObject(r, "nccl_us_per_iteration", s->nccl / steps_per_window(s));
+		cJSON_AddNumberToObject(r, "nccl_us_per_iteration", s->nccl / iterations_or_1(s));
 		cJSON_AddNumberToObject(r, "cuda_api_us", s->runtime_total);
 		cJSON_AddNumberToObject(r, "sync_us", s->sync_total);
 		cJSON_AddNumberToObject(r, "short_kernels", (double)s->short_kernels);

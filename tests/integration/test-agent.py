@@ -305,11 +305,7 @@ def test_python_helper(d):
             "print(mapped(), g.steps())\n" % agent)
     env = dict(os.environ, PYTHONPATH=":".join([helper, fake, other]), GPROF_TORCH_STEPS="1",
                CUDA_INJECTION64_PATH=AGENT, GPROF_SOCKET=os.path.join(d, "none.sock"))
-    # the sanitizer build's agent needs its runtime first in a plain python
-    ldd = subprocess.run(["ldd", AGENT], capture_output=True, text=True).stdout
-    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
-    if asan:
-        env.update(LD_PRELOAD=asan[0], ASAN_OPTIONS="detect_leaks=0")
+    env.update(runner.sanitizer_env(AGENT))  # the sanitizer build's agent in a plain python
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=TIMEOUT)
     assert r.returncode == 0 and r.stdout == "True 3\n", (r.returncode, r.stdout, r.stderr)

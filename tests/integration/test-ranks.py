@@ -141,10 +141,7 @@ def agent_job(d, n):
                CUDA_INJECTION64_PATH=AGENT, NVTX_INJECTION64_PATH=AGENT,
                PYTHONPATH=HELPER, GPROF_TORCH_STEPS="1",
                GPROF_AGENT_LOG=os.path.join(d, "agent.log"))
-    ldd = subprocess.run(["ldd", AGENT], capture_output=True, text=True).stdout
-    asan = [l.split("=>")[1].split()[0] for l in ldd.splitlines() if "libasan" in l and "=>" in l]
-    if asan:  # the sanitizer build's agent, in a plain python
-        env.update(LD_PRELOAD=asan[0], ASAN_OPTIONS="detect_leaks=0")
+    env.update(runner.sanitizer_env(AGENT))  # the sanitizer build's agent in a plain python
     job = subprocess.Popen([sys.executable, script, APP, str(n)], env=env,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
