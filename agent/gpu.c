@@ -8,11 +8,12 @@
  *
  *   UNLOADED --load--> FREE --subscribe--> HELD --enable--> TRACING
  *   TRACING --drain (disable, flush, harvest)--> HELD
- *   HELD --release--> RELEASING              (default: finalize)
+ *   HELD --release (default: unsubscribe)--> FREE
+ *   HELD --release (GPROF_CUPTI_RELEASE=finalize, one CUDA thread seen)-->
+ *             RELEASING
  *   RELEASING --an application thread's next runtime-API exit-->
  *             FINALIZING (it calls cuptiFinalize there) --> FREE
  *   RELEASING --reclaim (a new burst before that call came)--> HELD
- *   HELD --release (GPROF_CUPTI_RELEASE=unsubscribe)--> FREE
  *
  * The agent thread makes every transition except the two an application
  * thread makes inside on_callback. The rule that keeps the host program
@@ -205,13 +206,17 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 }
 
 /*
- * Giving CUPTI back after a burst (measured on an H100, docs/gpu-validation.md):
- * disabling the kinds and unsubscribing leaves CUPTI's instrumentation in
- * place (steps stayed slower) and, with the toolkit's libcupti, stopped
- * correlation ids from advancing in the next burst. So by default the
- * agent finalizes CUPTI, which tears all of it down; cuptiFinalize must
- * run inside an API exit callback, so `release` enables the runtime-API
- * domain and the application's next CUDA call does it, here.
+ * Giving CUPTI back after a burst: by default the kinds go off and the
+ * agent unsubscribes. cuptiFinalize tears CUPTI down further, but it is
+ * safe only when no other thread is inside CUDA meanwhile: in PyTorch
+ * jobs (autograd and NCCL threads call CUDA too) it corrupted the heap
+ * within 3-70 back-to-back bursts on an H200, where unsubscribing ran
+ * 612 bursts clean (docs/gpu-validation.md, 2026-11-23). So finalize is
+ * opt-in (GPROF_CUPTI_RELEASE=finalize, for single-threaded CUDA
+ * programs), and even then skipped once a burst's API records show a
+ * second thread calling CUDA. cuptiFinalize must run inside an API exit
+ * callback, so `release` enables the runtime-API domain and the
+ * application's next CUDA call does it, here.
  */
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
@@ -234,11 +239,16 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	}
 }
 
+/* Threads seen calling CUDA in the bursts' API records: the first, and
+ * whether another ever did (then finalizing could race it). */
+static uint32_t cuda_tid;
+static bool cuda_threads;
+
 static bool release_by_finalize(void)
 {
 	const char *p = getenv("GPROF_CUPTI_RELEASE");
 
-	return p == NULL || strcmp(p, "unsubscribe") != 0;
+	return p != NULL && strcmp(p, "finalize") == 0 && !cuda_threads;
 }
 
 static const char *cupti_err(CUptiResult r)
@@ -608,9 +618,21 @@ static void harvest(void)
 				break;
 			}
 			case CUPTI_ACTIVITY_KIND_RUNTIME:
-			case CUPTI_ACTIVITY_KIND_DRIVER:
-				cache_cb_name(rec->kind, ((CUpti_ActivityAPI *)rec)->cbid);
+			case CUPTI_ACTIVITY_KIND_DRIVER: {
+				const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
+
+				cache_cb_name(rec->kind, a->cbid);
+				if (cuda_tid == 0)
+					cuda_tid = a->threadId;
+				else if (a->threadId != cuda_tid && !cuda_threads) {
+					cuda_threads = true;
+					agent_log("threads %u and %u call CUDA: CUPTI is given back by "
+					          "unsubscribing, never finalized (a finalize beside "
+					          "another thread's CUDA call can corrupt the process)",
+					          (unsigned)cuda_tid, (unsigned)a->threadId);
+				}
 				break;
+			}
 			default:
 				break;
 			}

@@ -16,7 +16,9 @@
  *
  * It also holds the agent to the rules real CUPTI needs, and aborts the
  * process (a test failure) when one is broken:
- *  - no CUPTI call from another thread while cuptiFinalize runs;
+ *  - no CUPTI call, and no CUDA call (fake_cuda_call), from another thread
+ *    while cuptiFinalize runs (it lasts 2 ms here, as real CUPTI waits
+ *    for the device);
  *  - cuptiFinalize only inside an API callback;
  *  - after a finalize, no call but the start of a session
  *    (cuptiSetThreadIdType, cuptiSubscribe_v2, cuptiGetResultString):
@@ -48,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cupti.h>
@@ -195,6 +198,12 @@ CUptiResult cuptiFinalize(void)
 	if (!in_callback)
 		die("cuptiFinalize called outside an API callback");
 	atomic_store(&finalizer_tid, tid());
+	/* it waits for the device: long enough for another thread's call */
+	{
+		struct timespec ts = { 0, 2 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&lock);
 	/* it synchronises the device: what was queued completes, unread */
 	while (q_len > 0) {
@@ -386,6 +395,10 @@ void fake_cuda_call(int k)
 	uint32_t cbid = k >= 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
 	                       : CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
 
+	/* real CUPTI corrupted PyTorch jobs' heaps when one thread finalized
+	 * while another was inside CUDA (H200, 2026-11-23) */
+	if (atomic_load(&finalizer_tid) != 0 && atomic_load(&finalizer_tid) != tid())
+		die("a CUDA call on one thread while another is in cuptiFinalize");
 	pthread_mutex_lock(&lock);
 	corr = next_corr++;
 	domain = subscribed && runtime_domain;
@@ -450,17 +463,22 @@ static void write_kernel(uint32_t corr, int k, uint64_t start)
 {
 	static const char *const kname[4] = { "_Z5scalePff", "_Z7add_onePf", "gemm_128x64",
 	                                       "elementwise" };
+	static uint64_t stream_end[3]; /* a stream runs one kernel at a time */
+	uint32_t stream = k == 3 ? 9 : 7 + (uint32_t)(k & 1);
 	CUpti_ActivityKernel10 *r = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*r)));
 
 	if (r == NULL)
 		return;
+	if (start < stream_end[stream - 7])
+		start = stream_end[stream - 7];
+	stream_end[stream - 7] = start + 2000;
 	if (names[k & 3] == NULL)
 		names[k & 3] = strdup(kname[k & 3]);
 	memset(r, 0, sizeof(*r));
 	r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 	r->start = start;
 	r->end = start + 2000;
-	r->streamId = 7 + (uint32_t)(k & 1);
+	r->streamId = stream;
 	r->correlationId = corr;
 	r->gridX = r->gridY = r->gridZ = 1;
 	r->blockX = 256; r->blockY = r->blockZ = 1;

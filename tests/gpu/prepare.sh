@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run HERE (the development machine), after building: fills .devlibs/ (git-
 # ignored) with what tests/gpu/run.sh needs on the GPU host, which has no
-# libuv, libyaml, cJSON or libmicrohttpd (its Nettle and GnuTLS are newer
+# libuv, libyaml, cJSON, yajl or libmicrohttpd (its Nettle and GnuTLS are newer
 # than Debian's and are used as they are: carrying Debian's Nettle would
 # shadow the one its GnuTLS needs): the built gprofd and gprofctl, and those
 # libraries unpacked from Debian's packages. Then carry .devlibs in the
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .devlibs && mkdir -p .devlibs/debs .devlibs/bin .devlibs/lib
-(cd .devlibs/debs && apt-get download libuv1 libyaml-0-2 libcjson1 libmicrohttpd12)
+(cd .devlibs/debs && apt-get download libuv1 libyaml-0-2 libcjson1 libmicrohttpd12 libyajl2)
 for f in .devlibs/debs/*.deb; do dpkg -x "$f" .devlibs/root; done
 cp -a .devlibs/root/usr/lib/x86_64-linux-gnu/*.so* .devlibs/lib/
 cp build/daemon/gprofd build/ctl/gprofctl .devlibs/bin/

@@ -41,6 +41,10 @@
 #           Kineto (KINETO_USE_DAEMON=1), and under mp.spawn with the
 #           agent: one trace request each, every rank delivered, the
 #           launcher left out, tests/gpu/ddp_check.py judges the traces.
+#   report  real traces of one loop with the usual bottlenecks (tests/gpu/
+#           report_train.py: DataLoader, pageable copies, tiny kernels,
+#           .item()): torch.profiler's and the agent's, for gprofctl
+#           report's fixtures, and what gprofctl report says of them.
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
 #           traces (a training loop, one still starting, one that never
 #           steps), a duration trace, a dyno-format request over TCP, each
@@ -114,7 +118,7 @@ agent_checks() {
 			--width 4096 --only-idle --ctl "$ctl_dir" --out "$OUT" --tag idle-$n >>"$OUT/agent-train-idle.log" 2>&1
 	done
 	# the phases: traces taken while the loop waits at go1 and go2; once
-	# with each policy for giving CUPTI back (finalize is the default)
+	# with each policy for giving CUPTI back (unsubscribe is the default)
 	for policy in finalize unsubscribe; do
 		rm -f "$ctl_dir"/*
 		env $inj PYTHONPATH=$root/python GPROF_JOB_ID=pt-$policy RANK=0 WORLD_SIZE=1 \
@@ -298,6 +302,28 @@ kineto_checks() {
 	tail -3 "$OUT/train.log" | tee -a "$OUT/summary.txt"
 }
 
+# ---- real traces for gprofctl report's fixtures (issue 14) ----
+report_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so f rpid
+	local inj="CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock PYTHONPATH=$root/python"
+	python3 "$root/tests/gpu/report_train.py" --mode torch --out "$OUT/report-torch.pt.trace.json.gz" \
+		2>&1 | tail -2 | tee -a "$OUT/summary.txt"
+	env $inj GPROF_JOB_ID=rep python3 "$root/tests/gpu/report_train.py" --mode agent --steps 400 \
+		>"$OUT/report-agent.log" 2>&1 &
+	rpid=$!
+	for i in $(seq 600); do grep -q "training started" "$OUT/report-agent.log" && break; sleep 0.1; done
+	ctl trace --job rep --iterations 5 --iteration-roundup 1 --output-dir "$work/out-rep" --timeout 60 \
+		>"$OUT/report-trace.txt" 2>&1
+	log "agent trace for report: gprofctl exit $?"
+	f=$(find "$work/out-rep" -name '*.pt.trace.json.gz' | head -1)
+	cp "$f" "$OUT/report-agent.pt.trace.json.gz"
+	wait $rpid; log "report_train exit $?: $(tail -1 "$OUT/report-agent.log")"
+	for f in torch agent; do
+		"$B/gprofctl" report "$OUT/report-$f.pt.trace.json.gz" >"$OUT/report-$f.txt" 2>&1
+		log "gprofctl report ($f) exit $?"; grep -A8 "== findings" "$OUT/report-$f.txt" | tee -a "$OUT/summary.txt"
+	done
+}
+
 # ---- the agent under random requests (issue 12) ----
 stress_run() { # label, agent library, extra test-stress.py arguments...
 	local label=$1 lib=$2; shift 2
@@ -310,21 +336,25 @@ stress_run() { # label, agent library, extra test-stress.py arguments...
 }
 stress_checks() {
 	local A=$root/.devlibs/lib/libgprof_agent.so n=${STRESS_BURSTS:-500} p
+	local pids=""
 	for p in ${STRESS_PROGRAMS:-cuda torch sanitizer}; do
 		case $p in
 		cuda) stress_run cuda "$A" --bursts "$n" --program "$B/stress" \
 			--kernels "inc(float*, float)" & ;;
 		torch) PYTHONPATH=$root/python stress_run torch "$A" --bursts "$n" \
 			--program "python3 $root/tests/gpu/stress_train.py" & ;;
-		# compute-sanitizer (memcheck) around the CUDA C loop, fewer bursts
+		# compute-sanitizer (memcheck) around the CUDA C loop, fewer bursts;
+		# it holds CUPTI itself: the agent refuses every
+		# request, saying so, and the program must live and stay correct
 		sanitizer) stress_run sanitizer "$A" --bursts "${SANITIZER_BURSTS:-40}" \
 			--program "compute-sanitizer --error-exitcode 9 --print-limit 20 $B/stress" \
-			--kernels "inc(float*, float)" &
+			--refused "CUPTI is held by another tool" &
 			;;
 		esac
-		[ -n "${STRESS_PARALLEL:-}" ] || wait
+		pids="$pids $!"
+		[ -n "${STRESS_PARALLEL:-}" ] || wait $!
 	done
-	wait
+	wait $pids # not gprofd, also a child of this shell
 	grep -h "ERROR SUMMARY" "$OUT/stress-sanitizer.log" 2>/dev/null | head -3 | tee -a "$OUT/summary.txt"
 }
 # STRESS_VARIANTS="label;K=V K2=V2;activities label2;..." (one word each):

@@ -13,6 +13,10 @@
  * breaks one of CUPTI's rules, so a rule broken is a dead program.
  * Without it the program is NVTX-only, as on a host with no GPU.
  *
+ * STRESS_THREADS=N (stand-in only) adds N-1 threads making CUDA calls in
+ * their own loop, as PyTorch's autograd and NCCL threads do beside the
+ * training loop.
+ *
  * Runs until stdin closes, then prints
  *   "done ITERATIONS max_stall_us US sessions S finalizes F records R"
  * (the longest time between two iteration starts, and the stand-in's
@@ -20,6 +24,9 @@
  */
 #include <dlfcn.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,13 +49,29 @@ static uint64_t mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+static void (*call)(int);
+static atomic_bool stopping;
+
+/* another thread that calls CUDA (STRESS_THREADS) */
+static void *side_thread(void *arg)
+{
+	uint64_t x = (uint64_t)(uintptr_t)arg | 1;
+
+	while (!atomic_load(&stopping)) {
+		call(3); /* on a stream of its own */
+		x = spin(x, 12);
+	}
+	return (void *)(uintptr_t)(x & 1);
+}
+
 int main(void)
 {
-	void (*call)(int) = NULL;
 	void (*stats)(unsigned long *, unsigned long *, unsigned long *) = NULL;
 	unsigned long sessions = 0, finalizes = 0, records = 0;
 	uint64_t n, x = 1, prev = 0, stall = 0;
 	const char *fake = getenv("STRESS_FAKE_CUDA");
+	pthread_t side[8];
+	int nside;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (fake && *fake && strcmp(fake, "0") != 0) {
@@ -69,6 +92,16 @@ int main(void)
 		}
 		InitializeInjection(); /* as cuInit does with CUDA_INJECTION64_PATH */
 	}
+	nside = getenv("STRESS_THREADS") ? atoi(getenv("STRESS_THREADS")) - 1 : 0;
+	if (nside < 0 || nside > 8 || (nside > 0 && call == NULL)) {
+		fprintf(stderr, "stress-app: STRESS_THREADS is 1-9, with STRESS_FAKE_CUDA\n");
+		return 2;
+	}
+	for (int i = 0; i < nside; i++)
+		if (pthread_create(&side[i], NULL, side_thread, (void *)(uintptr_t)(i + 1)) != 0) {
+			fprintf(stderr, "stress-app: cannot start a thread\n");
+			return 2;
+		}
 	printf("ready\n");
 	for (n = 1;; n++) {
 		uint64_t t = mono_us();
@@ -90,6 +123,9 @@ int main(void)
 		if (n % 1000 == 0 && stdin_closed())
 			break;
 	}
+	atomic_store(&stopping, true);
+	for (int i = 0; i < nside; i++)
+		pthread_join(side[i], NULL);
 	if (stats)
 		stats(&sessions, &finalizes, &records);
 	printf("done %llu max_stall_us %llu sessions %lu finalizes %lu records %lu (%llu)\n",

@@ -10,12 +10,16 @@ usage: test-stress.py GPROFD GPROFCTL STRESS_APP LIBGPROF_AGENT FAKE_CUPTI VALID
 In CI, two programs one after the other: NVTX-only (no CUDA, as on a host
 without a GPU) and a "CUDA" program driving the stand-in libcupti
 (bench/fake_cupti.c), which aborts the program when the agent breaks one
-of CUPTI's rules (a call during or after cuptiFinalize, kernel names read
-after it). With --program, a real one instead (tests/gpu/run.sh: the CUDA
+of CUPTI's rules (a call during or after cuptiFinalize, on any thread;
+kernel names read after it): with two threads calling CUDA (the default
+release, unsubscribe), then with GPROF_CUPTI_RELEASE=finalize on one
+thread (finalized) and on three (the agent must notice and not finalize). With --program, a real one instead (tests/gpu/run.sh: the CUDA
 C loop and the PyTorch loop on a GPU), the agent injected through
 CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH; it prints "ready", runs
 until stdin closes, then prints "done N max_stall_us US ..." and exits 0;
---kernels lists the only kernel names its traces may hold (|-separated).
+--kernels lists the only kernel names its traces may hold (|-separated);
+--refused TEXT: requests failing with TEXT in their output (compute-sanitizer
+holding CUPTI) are refused as they must be, and only counted.
 Lines a wrapper prints around the program's (compute-sanitizer) are skipped.
 Request kinds, drawn at random:
   duration   --duration-ms 5..80
@@ -65,6 +69,8 @@ ap.add_argument("--only", choices=["nvtx", "fake"])
 ap.add_argument("--program")
 ap.add_argument("--activities", help="gprofctl trace --activities for every request")
 ap.add_argument("--kernels")
+ap.add_argument("--refused", help="a request that fails saying this is refused as it should be "
+                "(compute-sanitizer holds CUPTI): counted, not a failure; the program must live")
 ARGS = ap.parse_args()
 sys.path.insert(0, os.path.dirname(ARGS.validator))
 from validate_trace import validate  # noqa: E402
@@ -89,7 +95,7 @@ def ctl(dm, *args):
 
 
 class Stress:
-    def __init__(self, d, mode):
+    def __init__(self, d, mode, extra_env=None, bursts=None):
         self.d = d
         self.mode = mode  # "nvtx", "fake" or "program"
         self.fake = mode == "fake"
@@ -101,6 +107,7 @@ class Stress:
         self.traces = []
         self.n = 0
         self.daemons = 0
+        self.bursts = bursts or ARGS.bursts
         env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
                    GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d)
         cmd = [ARGS.app]
@@ -111,6 +118,7 @@ class Stress:
         elif mode == "program":
             env.update(CUDA_INJECTION64_PATH=ARGS.agent)
             cmd = shlex.split(ARGS.program)
+        env.update(extra_env or {})
         self.dm = self.start_daemon()
         env["GPROF_SOCKET"] = self.dm.sock
         self.app = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE,
@@ -216,7 +224,10 @@ class Stress:
         self.expect_delivered(kind, tid, p)
         if reply.get("activityProfilersTriggered") == [self.pid]:
             t = reply["traceId"]
-            if self.dm.wait("trace %s done" % t):
+            failed = self.dm.wait("trace %s: pid" % t) if ARGS.refused else None
+            if failed and ARGS.refused in failed:
+                self.outcomes["dyno refused, saying why"] += 1
+            elif not ARGS.refused and self.dm.wait("trace %s done" % t):
                 self.outcomes["dyno delivered"] += 1
             else:
                 self.outcomes["dyno FAILED"] += 1
@@ -254,7 +265,7 @@ class Stress:
                (self.op_dyno, 8), (self.op_restart, 3)]
         fns = [f for f, w in ops for _ in range(w)]
         t0 = time.time()
-        for i in range(ARGS.bursts):
+        for i in range(self.bursts):
             if i and i % 100 == 0:
                 print("  ... %d operations, %.0f s: %s" % (i, time.time() - t0,
                       dict(sorted(self.outcomes.items()))), flush=True)
@@ -269,6 +280,9 @@ class Stress:
         out, err = self.app.communicate(b"", timeout=TIMEOUT)
         self.dm.stop()
         done = [l for l in out.decode().splitlines() if l.startswith("done ")]
+        # compute-sanitizer's verdict, when it wraps the program
+        self.verdict = [l.strip() for l in (out + err).decode(errors="replace").splitlines()
+                        if "ERROR SUMMARY" in l]
         return self.app.returncode, done[-1] if done else out.decode()[-2000:], err.decode()
 
     def check_traces(self):
@@ -292,7 +306,7 @@ class Stress:
             if self.fake and (ends != len(kernels) or launches != len(kernels)):
                 self.bad.append("%s trace %s: %d kernels, %d flow ends, %d launches" % (
                     kind, path, len(kernels), ends, launches))
-        if self.mode != "nvtx":
+        if self.mode != "nvtx" and not ARGS.refused:
             expected = set(ARGS.kernels.split("|")) if ARGS.kernels else KERNELS
             if not names:
                 self.bad.append("no kernel in any trace of the CUDA program")
@@ -303,24 +317,34 @@ class Stress:
         return names
 
 
-def stress(d, mode):
-    s = Stress(d, mode)
+def stress(d, mode, extra_env=None, bursts=None, finalized=None):
+    """finalized: whether CUPTI must have been finalized (True), never
+    (False), or either (None)."""
+    s = Stress(d, mode, extra_env, bursts)
     try:
         s.run()
     finally:
         rc, out, err = s.finish()
     names = s.check_traces()
+    if ARGS.refused:
+        refused = [b for b in s.bad if ARGS.refused in b]
+        s.bad = [b for b in s.bad if ARGS.refused not in b]
+        s.outcomes["refused, saying why"] = len(refused)
+        for k in [k for k in s.outcomes if k.endswith(" FAILED")]:
+            del s.outcomes[k]
     print("  %s: seed %d, %d requests in %.1f s, daemons %d: %s" % (
         {"fake": "CUDA program (stand-in CUPTI)", "nvtx": "NVTX-only program",
          "program": ARGS.program}[mode], s.seed, s.n, s.elapsed, s.daemons,
         dict(sorted(s.outcomes.items()))))
     print("  program: exit %s, %s; kernels traced %d" % (rc, out.strip(), sum(names.values())))
+    for line in s.verdict:
+        print("  " + line)
     assert rc == 0, "the traced program died (exit status %s): %s" % (rc, err[-6000:])
     assert out.startswith("done "), out
     assert not s.bad, "%d bad requests:\n  %s" % (len(s.bad), "\n  ".join(s.bad[:20]))
-    if mode == "fake":
+    if finalized is not None:
         f = dict(zip(out.split()[2::2], out.split()[3::2]))
-        assert int(f["finalizes"]) > 0, out  # CUPTI was given back, by finalize
+        assert (int(f["finalizes"]) > 0) == finalized, out
 
 
 def test_stress_nvtx_only(d):
@@ -329,8 +353,26 @@ def test_stress_nvtx_only(d):
 
 
 def test_stress_stand_in_cupti(d):
-    """Random requests to a CUDA program, CUPTI's rules enforced."""
-    stress(d, "fake")
+    """Random requests to a CUDA program calling CUDA on two threads (as
+    PyTorch's autograd thread does), CUPTI's rules enforced: given back by
+    unsubscribing, never finalized (the default)."""
+    stress(d, "fake", {"STRESS_THREADS": "2"}, finalized=False)
+
+
+def test_stress_finalize_one_thread(d):
+    """GPROF_CUPTI_RELEASE=finalize, one thread calling CUDA: finalized."""
+    stress(d, "fake", {"GPROF_CUPTI_RELEASE": "finalize"}, ARGS.bursts // 3, finalized=True)
+
+
+def test_stress_finalize_two_threads(d):
+    """GPROF_CUPTI_RELEASE=finalize with a second thread calling CUDA: the
+    agent sees it in the API records and never finalizes (the stand-in
+    aborts on a CUDA call beside cuptiFinalize, as real CUPTI corrupted
+    PyTorch jobs)."""
+    stress(d, "fake", {"GPROF_CUPTI_RELEASE": "finalize", "STRESS_THREADS": "3"},
+           ARGS.bursts // 3, finalized=False)
+    log = open(os.path.join(d, "agent.log")).read()
+    assert "call CUDA: CUPTI is given back by unsubscribing" in log, log[-3000:]
 
 
 def test_stress_program(d):
@@ -345,11 +387,12 @@ def agent_log(d):
 
 
 def main():
-    tests = [test_stress_nvtx_only, test_stress_stand_in_cupti]
+    tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_finalize_one_thread,
+             test_stress_finalize_two_threads]
     if ARGS.program:
         tests = [test_stress_program]
     elif ARGS.only:
-        tests = [tests[0] if ARGS.only == "nvtx" else tests[1]]
+        tests = tests[:1] if ARGS.only == "nvtx" else tests[1:]
     return runner.run(tests, "gprof-stress-", agent_log)
 
 
