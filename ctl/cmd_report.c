@@ -1,15 +1,18 @@
 /*
- * gprofctl report PATH... [--top N]: what the traces say (report.c), for
+ * gprofctl report PATH... [--top N] [--html FILE]: what the traces say
+ * (report.c; text, --json, or one HTML page written to FILE), for
  * trace files (gzip or plain) or directories of them (one file per rank,
  * as gprofctl trace writes them). Works offline: no daemon is asked.
  * report_dir() is also what `gprofctl trace --report` calls on the
  * directory it downloaded into.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "report.h"
@@ -77,7 +80,39 @@ static int by_rank(const void *a, const void *b)
 	return strcmp(x->path, y->path);
 }
 
-static int run(struct inputs *in, bool json, size_t top)
+/* The page goes to a temporary file renamed over FILE once whole, so a
+ * failed run leaves no half page. */
+static int write_html(const char *path, struct rstats **st, size_t n, size_t top)
+{
+	char tmp[4096];
+	FILE *f;
+	int fd;
+
+	if (strcmp(path, "-") == 0) {
+		report_html(stdout, st, n, top);
+		return fflush(stdout) == 0 ? 0 : -1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	if ((fd = mkstemp(tmp)) < 0 || (f = fdopen(fd, "w")) == NULL) {
+		fprintf(stderr, "gprofctl report: cannot write %s: %s\n", path, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+		}
+		return -1;
+	}
+	report_html(f, st, n, top);
+	if (fchmod(fd, 0644) != 0 || fflush(f) != 0 || ferror(f) || fclose(f) != 0 ||
+	    rename(tmp, path) != 0) {
+		fprintf(stderr, "gprofctl report: cannot write %s: %s\n", path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	fprintf(stderr, "gprofctl report: wrote %s\n", path);
+	return 0;
+}
+
+static int run(struct inputs *in, bool json, const char *html, size_t top)
 {
 	struct rstats **st = calloc(in->n ? in->n : 1, sizeof(*st));
 	size_t i, bad = 0;
@@ -96,7 +131,10 @@ static int run(struct inputs *in, bool json, size_t top)
 		;
 	if (i == in->n) {
 		qsort(st, in->n, sizeof(*st), by_rank);
-		if (json) {
+		if (html != NULL) {
+			if (write_html(html, st, in->n, top) < 0)
+				bad++;
+		} else if (json) {
 			cJSON *root = report_json(st, in->n, top);
 			char *text = cJSON_Print(root);
 
@@ -125,7 +163,7 @@ int report_dir(const char *dir, bool json)
 		free(in.v);
 		return EXIT_FAILED;
 	}
-	code = run(&in, json, 10);
+	code = run(&in, json, NULL, 10);
 	for (i = 0; i < in.n; i++)
 		free(in.v[i]);
 	free(in.v);
@@ -136,11 +174,13 @@ int cmd_report(struct opts *o, int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "top", required_argument, NULL, 't' },
+		{ "html", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct inputs in = { 0 };
 	long top = 10;
+	const char *html = NULL;
 	char *end;
 	int c, code;
 	size_t i;
@@ -152,13 +192,18 @@ int cmd_report(struct opts *o, int argc, char **argv)
 				fprintf(stderr, "gprofctl report: --top takes a number from 1 to 10000\n");
 				return EXIT_USAGE;
 			}
+		} else if (c == 'H') {
+			html = optarg;
 		} else if (c == 'h') {
-			printf("usage: gprofctl [--json] report PATH... [--top N]\n"
+			printf("usage: gprofctl [--json] report PATH... [--top N] [--html FILE]\n"
 			       "What the traces say: per rank the window, GPU busy and idle time per device\n"
-			       "and stream (idle gaps by length), iterations, the top N kernels by GPU time\n"
-			       "(count, total, mean, median, max, share), copies and sets with bandwidth,\n"
-			       "CUDA API and NCCL time; across ranks the step time, GPU busy, NCCL wait;\n"
-			       "then findings with their evidence and the usual fix. PATH is a trace file\n"
+			       "and stream (idle gaps by length, the longest located, those after\n"
+			       "synchronising calls), iterations, the top N kernels by GPU time (count,\n"
+			       "total, mean, median, max, share), copies and sets with bandwidth, ranges\n"
+			       "with CPU and GPU time, launch-bound stretches, data loading, CUDA API and\n"
+			       "NCCL time; across ranks the step time, GPU busy, NCCL wait; then findings\n"
+			       "with their evidence and the usual fix. --html FILE writes it all as one\n"
+			       "self-contained page with charts (- for stdout). PATH is a trace file\n"
 			       "(.json or .json.gz, gprofd's or PyTorch's) or a directory of them (one per\n"
 			       "rank, as gprofctl trace writes them). No daemon is needed.\n");
 			return EXIT_OK;
@@ -179,7 +224,7 @@ int cmd_report(struct opts *o, int argc, char **argv)
 		code = EXIT_USAGE;
 		goto out;
 	}
-	code = run(&in, o->json, (size_t)top);
+	code = run(&in, o->json, html, (size_t)top);
 out:
 	for (i = 0; i < in.n; i++)
 		free(in.v[i]);

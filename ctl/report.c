@@ -67,6 +67,14 @@ static bool ivals_add(struct ivals *iv, double a, double b)
 	return true;
 }
 
+static bool spans_add(struct spans *sp, double a, double b, size_t name, int64_t dev)
+{
+	if (!grow((void **)&sp->v, &sp->cap, sp->n + 1, sizeof(*sp->v)))
+		return false;
+	sp->v[sp->n++] = (struct span){ a, b, (uint32_t)name, (int32_t)dev };
+	return true;
+}
+
 /* ---- kernels (and copies) by name: open addressing over an array ---- */
 
 static uint64_t hash(const char *s)
@@ -112,7 +120,7 @@ static struct kstat *kmap_get(struct kmap *m, const char *name)
 }
 
 /* name's entry, or NULL; never adds. */
-static const struct kstat *kmap_find(const struct kmap *m, const char *name)
+const struct kstat *report_kmap_find(const struct kmap *m, const char *name)
 {
 	size_t i;
 
@@ -221,18 +229,31 @@ static bool fold(struct rstats *st, const struct ev *e)
 		return kstat_add(&st->copies, e->name, e->dur, e->bytes) != NULL;
 	if (c == C_RUNTIME) {
 		st->runtime_total += e->dur;
-		if (strstr(e->name, "Synchronize") != NULL)
+		if (strstr(e->name, "Synchronize") != NULL) {
+			struct kstat *k = kstat_add(&st->syncs, e->name, e->dur, 0);
+
 			st->sync_total += e->dur;
+			return k != NULL && spans_add(&st->sync_spans, e->ts, e->ts + e->dur,
+			                              (size_t)(k - st->syncs.v), -1);
+		}
 		return true;
 	}
 	/* the CPU's iterations; Kineto copies them onto GPU rows too */
 	if (strncmp(e->name, "ProfilerStep#", 13) == 0)
-		return c == C_GPU_ANNOTATION || durs_add(&st->steps, e->dur);
-	/* a user range, and the GPU time of the work launched inside it */
-	if (c == C_ANNOTATION)
-		return kstat_add(&st->ranges, e->name, e->dur, 0) != NULL;
-	if (c == C_GPU_ANNOTATION)
-		return kstat_add(&st->granges, e->name, e->dur, 0) != NULL;
+		return c == C_GPU_ANNOTATION ||
+		       (durs_add(&st->steps, e->dur) &&
+		        spans_add(&st->step_spans, e->ts, e->ts + e->dur,
+		                  strtoul(e->name + 13, NULL, 10), -1));
+	/* a user range, and its projection on the GPU: from the start of the
+	 * first GPU work launched inside it to the end of the last */
+	if (c == C_ANNOTATION || c == C_GPU_ANNOTATION) {
+		struct kmap *m = c == C_ANNOTATION ? &st->ranges : &st->granges;
+		struct kstat *k = kstat_add(m, e->name, e->dur, 0);
+
+		return k != NULL && spans_add(c == C_ANNOTATION ? &st->cpu_spans : &st->gpu_spans,
+		                              e->ts, e->ts + e->dur, (size_t)(k - m->v),
+		                              c == C_ANNOTATION ? -1 : e->pid);
+	}
 	return true;
 }
 
@@ -433,7 +454,14 @@ static int cmp_float(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void gap(struct gpu *g, double len)
+static int by_end(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->b < y->b ? -1 : x->b > y->b;
+}
+
+static void bucket(struct gpu *g, double len)
 {
 	static const double edges[4] = { 10, 100, 1000, 10000 }; /* us */
 	size_t b;
@@ -445,45 +473,275 @@ static void gap(struct gpu *g, double len)
 	g->idle_bucket[b] += len;
 }
 
-/* Merges a device's or stream's intervals: busy time, and idle gaps by
- * length (from the window's start to its end, t0..t1). */
-static void merge(struct gpu *g, double t0, double t1)
+/* The longest gaps, longest first. */
+static void keep_gap(struct gpu *g, double a, double b)
 {
-	double end = t0, busy = 0;
-	size_t i;
+	size_t i = REPORT_TOP_GAPS;
 
-	if (g->iv.n > 0)
-		qsort(g->iv.v, g->iv.n / 2, 2 * sizeof(double), cmp_double_pairs);
-	for (i = 0; i < g->iv.n; i += 2) {
-		double a = g->iv.v[i], z = g->iv.v[i + 1];
-
-		if (a > end)
-			gap(g, a - end);
-		if (i == 0 || a > end) {
-			busy += z - a;
-			end = z;
-		} else if (z > end) {
-			busy += z - end;
-			end = z;
-		}
+	while (i > 0 && g->top_gaps[i - 1].b - g->top_gaps[i - 1].a < b - a) {
+		if (i < REPORT_TOP_GAPS)
+			g->top_gaps[i] = g->top_gaps[i - 1];
+		i--;
 	}
-	gap(g, t1 - end);
-	g->busy = busy;
-	g->span = g->iv.n ? end - g->iv.v[0] : 0;
+	if (i < REPORT_TOP_GAPS)
+		g->top_gaps[i] = (struct gap){ a, b };
 }
 
-static void finish(struct rstats *st)
-{
-	size_t i;
+/* Launch-bound stretches (docs/REPORT.md): at least 32 GPU operations in a
+ * row, each shorter than 20 us, none more than 100 us after the previous
+ * one ended, with the GPU busy less than 60 % of the stretch. The
+ * device's operations, sorted by start. */
+#define LB_SHORT 20.0
+#define LB_GAP 100.0
+#define LB_OPS 32
+#define LB_BUSY 0.6
 
-	for (i = 0; i < st->ngpus; i++)
-		merge(&st->gpus[i], st->t0, st->t1);
+static void keep_stretch(struct rstats *st, struct stretch s)
+{
+	double idle = s.b - s.a - s.busy;
+	size_t k = st->nstretches < 3 ? st->nstretches++ : 3;
+
+	while (k > 0 && st->stretches[k - 1].b - st->stretches[k - 1].a - st->stretches[k - 1].busy <
+	                idle) {
+		if (k < 3)
+			st->stretches[k] = st->stretches[k - 1];
+		k--;
+	}
+	if (k < 3)
+		st->stretches[k] = s;
+}
+
+static void stretches(struct rstats *st, const struct gpu *g)
+{
+	const double *v = g->iv.v;
+	size_t n = g->iv.n / 2, i = 0, j;
+
+	while (i < n) {
+		double end, busy;
+
+		if (v[2 * i + 1] - v[2 * i] >= LB_SHORT) {
+			i++;
+			continue;
+		}
+		end = v[2 * i + 1];
+		busy = end - v[2 * i];
+		for (j = i + 1; j < n && v[2 * j + 1] - v[2 * j] < LB_SHORT && v[2 * j] - end < LB_GAP;
+		     j++)
+			if (v[2 * j + 1] > end) {
+				busy += v[2 * j + 1] - (v[2 * j] > end ? v[2 * j] : end);
+				end = v[2 * j + 1];
+			}
+		if (j - i >= LB_OPS && busy < LB_BUSY * (end - v[2 * i])) {
+			st->stretch_idle += end - v[2 * i] - busy;
+			keep_stretch(st, (struct stretch){ v[2 * i], end, busy, (uint32_t)(j - i), g->dev });
+		}
+		i = j;
+	}
+}
+
+/* Merges a device's or stream's operations (sorted by start) into
+ * disjoint busy intervals, in place, with their prefix sums: busy time;
+ * idle gaps from the window's start t0 to its end t1 by length; for a
+ * device, the longest gaps and those a synchronising call opened (the
+ * call was waiting when the GPU went idle and returned inside the gap:
+ * the idle that follows a .item() or a stream sync). syncs: by end. */
+static bool merge(struct gpu *g, const struct spans *syncs, double t0, double t1)
+{
+	double end = t0, busy = 0, *v = g->iv.v;
+	size_t i, m = 0, p = 0, q;
+	bool device = g->stream < 0;
+
+	for (i = 0; i < g->iv.n; i += 2) {
+		double a = v[i], z = v[i + 1];
+
+		if (i > 0 && a <= end) { /* overlaps the merged interval */
+			if (z > end) {
+				busy += z - end;
+				end = z;
+				v[2 * m - 1] = z;
+			}
+			continue;
+		}
+		if (a > end) {
+			bucket(g, a - end);
+			if (device) {
+				keep_gap(g, end, a);
+				while (p < syncs->n && syncs->v[p].b < end - 5)
+					p++;
+				for (q = p; q < syncs->n && syncs->v[q].b <= a; q++)
+					if (syncs->v[q].a <= end + 5) {
+						g->idle_after_sync += a - end;
+						g->sync_gaps++;
+						break;
+					}
+			}
+		}
+		v[2 * m] = a; /* a new merged interval */
+		v[2 * m + 1] = z;
+		m++;
+		busy += z - a;
+		end = z;
+	}
+	if (t1 > end) {
+		bucket(g, t1 - end);
+		if (device && m)
+			keep_gap(g, end, t1);
+	}
+	g->iv.n = 2 * m;
+	g->busy = busy;
+	g->span = m ? end - v[0] : 0;
+	if ((g->prefix = malloc((m ? m : 1) * sizeof(*g->prefix))) == NULL)
+		return false;
+	for (i = 0, busy = 0; i < m; i++) {
+		g->prefix[i] = busy;
+		busy += v[2 * i + 1] - v[2 * i];
+	}
+	return true;
+}
+
+/* GPU busy time between a and b on a merged device or stream. */
+static double busy_between(const struct gpu *g, double a, double b)
+{
+	const double *v = g->iv.v;
+	size_t n = g->iv.n / 2, lo = 0, hi = n, first, last;
+	double sum;
+
+	if (n == 0 || b <= a || g->prefix == NULL)
+		return 0;
+	while (lo < hi) { /* the first interval ending after a */
+		size_t mid = (lo + hi) / 2;
+
+		if (v[2 * mid + 1] <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	first = lo;
+	hi = n;
+	while (lo < hi) { /* the first interval starting at or after b */
+		size_t mid = (lo + hi) / 2;
+
+		if (v[2 * mid] < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo <= first)
+		return 0;
+	last = lo - 1;
+	sum = g->prefix[last] + (v[2 * last + 1] - v[2 * last]) - g->prefix[first];
+	if (a > v[2 * first])
+		sum -= a - v[2 * first];
+	if (v[2 * last + 1] > b)
+		sum -= v[2 * last + 1] - b;
+	return sum > 0 ? sum : 0;
+}
+
+static bool data_range(const char *name)
+{
+	return has_ci(name, "dataloader") || has_ci(name, "data_load") || has_ci(name, "data load");
+}
+
+/* The busiest device's busy time between a and b. */
+static double device_busy(const struct rstats *st, double a, double b)
+{
+	double busy = 0, x;
+	size_t k;
+
+	for (k = 0; k < st->ngpus; k++)
+		if (st->gpus[k].stream < 0 && (x = busy_between(&st->gpus[k], a, b)) > busy)
+			busy = x;
+	return busy;
+}
+
+static bool finish(struct rstats *st)
+{
+	double w = st->t1 > st->t0 ? st->t1 - st->t0 : 0;
+	size_t i, k;
+
+	if (st->sync_spans.n > 0)
+		qsort(st->sync_spans.v, st->sync_spans.n, sizeof(struct span), by_end);
+	for (i = 0; i < st->ngpus; i++) {
+		struct gpu *g = &st->gpus[i];
+
+		if (g->iv.n > 0)
+			qsort(g->iv.v, g->iv.n / 2, 2 * sizeof(double), cmp_double_pairs);
+		if (g->stream < 0)
+			stretches(st, g);
+		if (!merge(g, &st->sync_spans, st->t0, st->t1))
+			return false;
+		for (k = 0; g->stream < 0 && w > 0 && k < REPORT_BINS; k++) {
+			double a = st->t0 + w * (double)k / REPORT_BINS;
+
+			g->bins[k] = (float)(busy_between(g, a, a + w / REPORT_BINS) / (w / REPORT_BINS));
+		}
+	}
+	/* each projection's GPU busy time, to its range */
+	if ((st->granges_busy = calloc(st->granges.n ? st->granges.n : 1, sizeof(double))) == NULL)
+		return false;
+	for (i = 0; i < st->gpu_spans.n; i++) {
+		const struct span *sp = &st->gpu_spans.v[i];
+
+		for (k = 0; k < st->ngpus; k++)
+			if (st->gpus[k].stream < 0 && st->gpus[k].dev == sp->dev)
+				st->granges_busy[sp->name] += busy_between(&st->gpus[k], sp->a, sp->b);
+	}
+	/* data loading: CPU time in its ranges, and how idle the GPU was */
+	for (i = 0; i < st->cpu_spans.n; i++) {
+		const struct span *sp = &st->cpu_spans.v[i];
+
+		if (!data_range(st->ranges.v[sp->name].name))
+			continue;
+		st->data_calls++;
+		st->data_cpu += sp->b - sp->a;
+		st->data_idle += sp->b - sp->a - device_busy(st, sp->a, sp->b);
+	}
 	for (i = 0; i < st->kernels.n; i++)
 		qsort(st->kernels.v[i].d.v, st->kernels.v[i].d.n, sizeof(float), cmp_float);
 	for (i = 0; i < st->copies.n; i++)
 		qsort(st->copies.v[i].d.v, st->copies.v[i].d.n, sizeof(float), cmp_float);
 	if (st->steps.n > 0) /* qsort's base may not be NULL, even for nothing */
 		qsort(st->steps.v, st->steps.n, sizeof(float), cmp_float);
+	return true;
+}
+
+/* The innermost span of sp holding t (on dev, or any when dev < 0). */
+static const struct span *innermost(const struct spans *sp, int64_t dev, double t)
+{
+	const struct span *best = NULL;
+	size_t i;
+
+	for (i = 0; i < sp->n; i++)
+		if (sp->v[i].a <= t && t <= sp->v[i].b && (dev < 0 || sp->v[i].dev == dev) &&
+		    (best == NULL || sp->v[i].b - sp->v[i].a < best->b - best->a))
+			best = &sp->v[i];
+	return best;
+}
+
+void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
+                  size_t n)
+{
+	const struct span *g = innermost(&st->gpu_spans, dev, t), *c = innermost(&st->cpu_spans, -1, t);
+	const struct span *step = NULL;
+	const char *name = NULL;
+	size_t i;
+
+	if (c && (cpu_first || g == NULL))
+		name = st->ranges.v[c->name].name;
+	else if (g)
+		name = st->granges.v[g->name].name;
+	/* the GPU runs behind the CPU: the last iteration begun by then */
+	for (i = 0; i < st->step_spans.n; i++)
+		if (st->step_spans.v[i].a <= t && (step == NULL || st->step_spans.v[i].a > step->a))
+			step = &st->step_spans.v[i];
+	if (name && step)
+		snprintf(out, n, "in '%.80s', ProfilerStep#%u", name, (unsigned)step->name);
+	else if (name)
+		snprintf(out, n, "in '%.80s'", name);
+	else if (step)
+		snprintf(out, n, "in ProfilerStep#%u, outside any range", (unsigned)step->name);
+	else
+		snprintf(out, n, "outside any range");
 }
 
 int report_read(const char *path, struct rstats *st)
@@ -545,7 +803,8 @@ int report_read(const char *path, struct rstats *st)
 	}
 	yajl_free(h);
 	gzclose(gz);
-	finish(st);
+	if (!finish(st) && !st->error[0])
+		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
 	return st->error[0] ? -1 : 0;
 }
 
@@ -569,359 +828,18 @@ void report_free(struct rstats *st)
 	kmap_free(&st->copies);
 	kmap_free(&st->ranges);
 	kmap_free(&st->granges);
-	for (i = 0; i < st->ngpus; i++)
+	kmap_free(&st->syncs);
+	free(st->cpu_spans.v);
+	free(st->gpu_spans.v);
+	free(st->sync_spans.v);
+	free(st->step_spans.v);
+	free(st->granges_busy);
+	for (i = 0; i < st->ngpus; i++) {
 		free(st->gpus[i].iv.v);
+		free(st->gpus[i].prefix);
+	}
 	free(st->gpus);
 	free(st->steps.v);
 	memset(st, 0, sizeof(*st));
 }
 
-/* ---- figures the outputs share ---- */
-
-static double median(const struct durs *d)
-{
-	if (d->n == 0)
-		return 0;
-	return d->n % 2 ? d->v[d->n / 2] : (d->v[d->n / 2 - 1] + d->v[d->n / 2]) / 2;
-}
-
-static int by_total(const void *a, const void *b)
-{
-	const struct kstat *x = *(struct kstat *const *)a, *y = *(struct kstat *const *)b;
-
-	return x->total > y->total ? -1 : x->total < y->total;
-}
-
-/* The kernels (or copies) by GPU time, largest first: an array of n
- * pointers the caller frees. */
-static struct kstat **ranked(const struct kmap *m)
-{
-	struct kstat **v = malloc((m->n ? m->n : 1) * sizeof(*v));
-	size_t i;
-
-	if (v == NULL)
-		return NULL;
-	for (i = 0; i < m->n; i++)
-		v[i] = &m->v[i];
-	if (m->n > 0)
-		qsort(v, m->n, sizeof(*v), by_total);
-	return v;
-}
-
-static double window(const struct rstats *st)
-{
-	return st->t1 > st->t0 ? st->t1 - st->t0 : 0;
-}
-
-
-/* per-iteration figures divide by this: the iterations, or 1 when none */
-static double iterations_or_1(const struct rstats *st)
-{
-	return st->steps.n ? (double)st->steps.n : 1;
-}
-
-/* Findings, most important first: written into out (one per line,
- * "what; evidence; what to do"), at most max. */
-struct finding { double weight; char text[400]; };
-
-static int by_weight(const void *a, const void *b)
-{
-	const struct finding *x = a, *y = b;
-
-	return x->weight > y->weight ? -1 : x->weight < y->weight;
-}
-
-static size_t findings(struct rstats *const *st, size_t n, struct finding *out, size_t max)
-{
-	size_t k = 0, i, j;
-
-	for (i = 0; i < n && k + 4 < max; i++) {
-		const struct rstats *s = st[i];
-		double w = window(s), busy = 0, kernels = 0;
-		char who[32] = "";
-
-		if (n > 1)
-			snprintf(who, sizeof(who), "rank %lld: ", (long long)s->rank);
-		for (j = 0; j < s->ngpus; j++)
-			if (s->gpus[j].stream < 0 && s->gpus[j].busy > busy)
-				busy = s->gpus[j].busy;
-		for (j = 0; j < s->kernels.n; j++)
-			kernels += (double)s->kernels.v[j].count;
-		if (w > 0 && s->gpu_events > 0 && busy / w < 0.7) {
-			out[k].weight = 1 - busy / w;
-			snprintf(out[k++].text, sizeof(out[0].text), "%sthe GPU is idle %.0f%% of the "
-			         "window; look at what the CPU does in the gaps (data loading, host "
-			         "copies, synchronisation, launch overhead)", who, 100 * (1 - busy / w));
-		}
-		if (kernels >= 20 && (double)s->short_kernels / kernels > 0.5) {
-			out[k].weight = 0.5 * (double)s->short_kernels / kernels;
-			snprintf(out[k++].text, sizeof(out[0].text), "%s%.0f%% of kernels run shorter "
-			         "than 10 us: the loop is launch-bound; fuse them (torch.compile), or "
-			         "replay them as a CUDA graph", who,
-			         100 * (double)s->short_kernels / kernels);
-		}
-		for (j = 0; j < s->copies.n; j++)
-			if (strstr(s->copies.v[j].name, "Pageable") != NULL) {
-				out[k].weight = 0.4;
-				snprintf(out[k++].text, sizeof(out[0].text), "%s%llu copies from or to "
-				         "pageable host memory (%s): pin the host buffers "
-				         "(pin_memory=True)", who, (unsigned long long)s->copies.v[j].count,
-				         s->copies.v[j].name);
-				break;
-			}
-		if (w > 0 && s->sync_total / w > 0.1) {
-			out[k].weight = s->sync_total / w;
-			snprintf(out[k++].text, sizeof(out[0].text), "%s%.0f%% of the window in "
-			         "synchronising CUDA calls: each stops the CPU until the GPU catches up; "
-			         "remove the .item()/.cpu() calls in the loop, or move them out of it",
-			         who, 100 * s->sync_total / w);
-		}
-	}
-	if (n > 1 && k < max) {
-		/* the straggler: the rank that waits least in collectives while
-		 * another waits much longer */
-		size_t lo = 0, hi = 0;
-
-		for (i = 1; i < n; i++) {
-			if (st[i]->nccl / iterations_or_1(st[i]) < st[lo]->nccl / iterations_or_1(st[lo]))
-				lo = i;
-			if (st[i]->nccl / iterations_or_1(st[i]) > st[hi]->nccl / iterations_or_1(st[hi]))
-				hi = i;
-		}
-		if (st[hi]->nccl / iterations_or_1(st[hi]) >
-		    2 * st[lo]->nccl / iterations_or_1(st[lo]) + 100) {
-			out[k].weight = 0.9;
-			snprintf(out[k++].text, sizeof(out[0].text), "rank %lld is the straggler: rank "
-			         "%lld waits %.2f ms per iteration in NCCL kernels, rank %lld %.2f ms; "
-			         "look at what rank %lld does besides the collectives (its data, its "
-			         "share of the work, its GPU)", (long long)st[lo]->rank,
-			         (long long)st[hi]->rank, st[hi]->nccl / iterations_or_1(st[hi]) / 1000,
-			         (long long)st[lo]->rank, st[lo]->nccl / iterations_or_1(st[lo]) / 1000,
-			         (long long)st[lo]->rank);
-		}
-	}
-	qsort(out, k, sizeof(*out), by_weight);
-	return k;
-}
-
-/* ---- text ---- */
-
-static void print_top(FILE *f, const struct kmap *m, size_t top, double total, bool copies)
-{
-	struct kstat **v = ranked(m);
-	size_t i;
-
-	if (v == NULL)
-		return;
-	fprintf(f, "  %6s %10s %7s %9s %9s %9s %s%s\n", "share", "total ms", "count", "mean us",
-	        "median us", "max us", copies ? "GB/s  " : "", "name");
-	for (i = 0; i < m->n && i < top; i++) {
-		const struct kstat *k = v[i];
-		char bw[16] = "";
-
-		if (copies)
-			snprintf(bw, sizeof(bw), "%6.1f", k->total > 0 ? (double)k->bytes / k->total /
-			         1000 : 0);
-		fprintf(f, "  %5.1f%% %10.3f %7llu %9.1f %9.1f %9.1f %s%s%.100s\n",
-		        total > 0 ? 100 * k->total / total : 0, k->total / 1000,
-		        (unsigned long long)k->count, k->total / (double)k->count, median(&k->d), k->max,
-		        bw, copies ? " " : "", k->name);
-	}
-	free(v);
-}
-
-static void print_one(FILE *f, const struct rstats *s, size_t top)
-{
-	static const char *const bucket[5] = { "<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms" };
-	double w = window(s);
-	size_t i, b;
-
-	fprintf(f, "== %s", s->path);
-	if (s->rank >= 0)
-		fprintf(f, " (rank %lld of %lld)", (long long)s->rank, (long long)s->world);
-	fprintf(f, "\nwindow %.3f ms, %llu events, %llu on the GPU\n", w / 1000,
-	        (unsigned long long)s->events, (unsigned long long)s->gpu_events);
-	if (s->error[0])
-		fprintf(f, "warning: %s\n", s->error);
-	for (i = 0; i < s->ngpus; i++) {
-		const struct gpu *g = &s->gpus[i];
-
-		if (g->stream >= 0)
-			continue;
-		fprintf(f, "GPU %lld: busy %.3f ms (%.1f%% of the window), idle %.3f ms; idle gaps:",
-		        (long long)g->dev, g->busy / 1000, w > 0 ? 100 * g->busy / w : 0,
-		        (w - g->busy) / 1000);
-		for (b = 0; b < 5; b++)
-			fprintf(f, " %s %.3f ms%s", bucket[b], g->idle_bucket[b] / 1000, b < 4 ? "," : "\n");
-		for (b = 0; b < s->ngpus; b++)
-			if (s->gpus[b].dev == g->dev && s->gpus[b].stream >= 0)
-				fprintf(f, "  stream %lld: busy %.3f ms (%.1f%%)\n",
-				        (long long)s->gpus[b].stream, s->gpus[b].busy / 1000,
-				        w > 0 ? 100 * s->gpus[b].busy / w : 0);
-	}
-	if (s->steps.n)
-		fprintf(f, "iterations: %zu, median %.3f ms, min %.3f, max %.3f (max/min %.2f)\n",
-		        s->steps.n, median(&s->steps) / 1000, s->steps.v[0] / 1000.0,
-		        s->steps.v[s->steps.n - 1] / 1000.0,
-		        s->steps.v[0] > 0 ? s->steps.v[s->steps.n - 1] / s->steps.v[0] : 0);
-	fprintf(f, "CPU: %.3f ms in CUDA API calls (%.3f ms synchronising); GPU kernels %.3f ms, "
-	        "NCCL %.3f ms (%.1f%% of kernel time)\n", s->runtime_total / 1000,
-	        s->sync_total / 1000, s->kernel_total / 1000, s->nccl / 1000,
-	        s->kernel_total > 0 ? 100 * s->nccl / s->kernel_total : 0);
-	if (s->kernels.n) {
-		fprintf(f, "top kernels by GPU time:\n");
-		print_top(f, &s->kernels, top, s->kernel_total, false);
-	}
-	if (s->copies.n) {
-		fprintf(f, "copies and sets:\n");
-		print_top(f, &s->copies, top, 0, true);
-	}
-	if (s->ranges.n) {
-		struct kstat **v = ranked(&s->ranges);
-
-		fprintf(f, "ranges (NVTX, record_function) by CPU time, with the GPU time of the work "
-		        "launched inside them:\n  %10s %10s %7s %s\n", "CPU ms", "GPU ms", "count", "name");
-		for (i = 0; v != NULL && i < s->ranges.n && i < top; i++) {
-			const struct kstat *g = kmap_find(&s->granges, v[i]->name);
-
-			fprintf(f, "  %10.3f %10.3f %7llu %.100s\n", v[i]->total / 1000,
-			        g ? g->total / 1000 : 0, (unsigned long long)v[i]->count, v[i]->name);
-		}
-		free(v);
-	}
-}
-
-void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
-{
-	struct finding fs[64];
-	size_t i, k;
-
-	for (i = 0; i < n; i++) {
-		print_one(f, st[i], top);
-		fprintf(f, "\n");
-	}
-	if (n > 1) {
-		fprintf(f, "== across ranks\n  %5s %12s %12s %14s %10s\n", "rank", "step ms", "GPU busy %",
-		        "NCCL ms/step", "kernels");
-		for (i = 0; i < n; i++) {
-			double busy = 0, w = window(st[i]);
-			uint64_t kernels = 0;
-			size_t j;
-
-			for (j = 0; j < st[i]->ngpus; j++)
-				if (st[i]->gpus[j].stream < 0 && st[i]->gpus[j].busy > busy)
-					busy = st[i]->gpus[j].busy;
-			for (j = 0; j < st[i]->kernels.n; j++)
-				kernels += st[i]->kernels.v[j].count;
-			fprintf(f, "  %5lld %12.3f %12.1f %14.3f %10llu\n", (long long)st[i]->rank,
-			        median(&st[i]->steps) / 1000, w > 0 ? 100 * busy / w : 0,
-			        st[i]->nccl / iterations_or_1(st[i]) / 1000, (unsigned long long)kernels);
-		}
-		fprintf(f, "\n");
-	}
-	k = findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));
-	fprintf(f, "== findings\n");
-	if (k == 0)
-		fprintf(f, "  nothing stands out\n");
-	for (i = 0; i < k; i++)
-		fprintf(f, "  %zu. %s\n", i + 1, fs[i].text);
-}
-
-/* ---- JSON ---- */
-
-static cJSON *top_json(const struct kmap *m, size_t top, double total)
-{
-	cJSON *a = cJSON_CreateArray();
-	struct kstat **v = ranked(m);
-	size_t i;
-
-	for (i = 0; v != NULL && i < m->n && i < top; i++) {
-		cJSON *o = cJSON_CreateObject();
-
-		cJSON_AddStringToObject(o, "name", v[i]->name);
-		cJSON_AddNumberToObject(o, "count", (double)v[i]->count);
-		cJSON_AddNumberToObject(o, "total_us", v[i]->total);
-		cJSON_AddNumberToObject(o, "mean_us", v[i]->total / (double)v[i]->count);
-		cJSON_AddNumberToObject(o, "median_us", median(&v[i]->d));
-		cJSON_AddNumberToObject(o, "max_us", v[i]->max);
-		if (total > 0)
-			cJSON_AddNumberToObject(o, "share", v[i]->total / total);
-		if (v[i]->bytes)
-			cJSON_AddNumberToObject(o, "bytes", (double)v[i]->bytes);
-		cJSON_AddItemToArray(a, o);
-	}
-	free(v);
-	return a;
-}
-
-cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
-{
-	cJSON *root = cJSON_CreateObject(), *ranks = cJSON_AddArrayToObject(root, "ranks"), *fa;
-	struct finding fs[64];
-	size_t i, j, k;
-
-	for (i = 0; i < n; i++) {
-		const struct rstats *s = st[i];
-		cJSON *r = cJSON_CreateObject(), *gpus = cJSON_CreateArray(), *steps;
-
-		cJSON_AddStringToObject(r, "file", s->path);
-		cJSON_AddNumberToObject(r, "rank", (double)s->rank);
-		cJSON_AddNumberToObject(r, "world_size", (double)s->world);
-		if (s->error[0])
-			cJSON_AddStringToObject(r, "error", s->error);
-		cJSON_AddNumberToObject(r, "window_us", window(s));
-		cJSON_AddNumberToObject(r, "events", (double)s->events);
-		cJSON_AddNumberToObject(r, "gpu_events", (double)s->gpu_events);
-		for (j = 0; j < s->ngpus; j++) {
-			const struct gpu *g = &s->gpus[j];
-			cJSON *o = cJSON_CreateObject();
-
-			cJSON_AddNumberToObject(o, "device", (double)g->dev);
-			if (g->stream >= 0)
-				cJSON_AddNumberToObject(o, "stream", (double)g->stream);
-			cJSON_AddNumberToObject(o, "busy_us", g->busy);
-			if (g->stream < 0) {
-				cJSON_AddNumberToObject(o, "idle_us", window(s) - g->busy);
-				cJSON_AddItemToObject(o, "idle_gaps_us", cJSON_CreateDoubleArray(g->idle_bucket,
-				                                                                   5));
-			}
-			cJSON_AddItemToArray(gpus, o);
-		}
-		cJSON_AddItemToObject(r, "gpus", gpus);
-		steps = cJSON_AddObjectToObject(r, "iterations");
-		cJSON_AddNumberToObject(steps, "count", (double)s->steps.n);
-		cJSON_AddNumberToObject(steps, "median_us", median(&s->steps));
-		cJSON_AddNumberToObject(steps, "min_us", s->steps.n ? s->steps.v[0] : 0);
-		cJSON_AddNumberToObject(steps, "max_us", s->steps.n ? s->steps.v[s->steps.n - 1] : 0);
-		cJSON_AddNumberToObject(r, "kernel_us", s->kernel_total);
-		cJSON_AddNumberToObject(r, "nccl_us", s->nccl);
-		cJSON_AddNumberToObject(r, "nccl_us_per_iteration", s->nccl / iterations_or_1(s));
-		cJSON_AddNumberToObject(r, "cuda_api_us", s->runtime_total);
-		cJSON_AddNumberToObject(r, "sync_us", s->sync_total);
-		cJSON_AddNumberToObject(r, "short_kernels", (double)s->short_kernels);
-		cJSON_AddItemToObject(r, "top_kernels", top_json(&s->kernels, top, s->kernel_total));
-		cJSON_AddItemToObject(r, "copies", top_json(&s->copies, top, 0));
-		{
-			cJSON *ra = cJSON_AddArrayToObject(r, "ranges");
-			struct kstat **v = ranked(&s->ranges);
-
-			for (j = 0; v != NULL && j < s->ranges.n && j < top; j++) {
-				const struct kstat *g = kmap_find(&s->granges, v[j]->name);
-				cJSON *o = cJSON_CreateObject();
-
-				cJSON_AddStringToObject(o, "name", v[j]->name);
-				cJSON_AddNumberToObject(o, "count", (double)v[j]->count);
-				cJSON_AddNumberToObject(o, "cpu_us", v[j]->total);
-				cJSON_AddNumberToObject(o, "gpu_us", g ? g->total : 0);
-				cJSON_AddItemToArray(ra, o);
-			}
-			free(v);
-		}
-		cJSON_AddItemToArray(ranks, r);
-	}
-	k = findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));
-	fa = cJSON_AddArrayToObject(root, "findings");
-	for (i = 0; i < k; i++)
-		cJSON_AddItemToArray(fa, cJSON_CreateString(fs[i].text));
-	return root;
-}

@@ -7,11 +7,17 @@
  * folded into the file's struct rstats, and nothing else of the file is
  * kept: per GPU device and stream the busy intervals (to merge them into
  * busy and idle time), per kernel name its durations (for the median),
- * the iteration (ProfilerStep#) durations, copy and set totals. Memory is
- * a few dozen bytes per GPU event, whatever the file's size.
- * report_finish sorts and merges; report_print and report_json write a
- * list of finished rstats (one per rank) as text or cJSON, with the
- * cross-rank comparison and the findings.
+ * the iteration (ProfilerStep#) durations, copy and set totals, and the
+ * spans of user ranges, iterations and synchronising calls. Memory is a
+ * few dozen bytes per GPU event, whatever the file's size.
+ * After the pass, finish() sorts each device's operations, finds the
+ * launch-bound stretches in them, merges them into busy intervals (idle
+ * gaps bucketed, the longest kept, those a synchronising call opened
+ * added up) and answers "how busy was the GPU between a and b" from
+ * prefix sums, for the ranges' GPU time, the data-loading ranges and the
+ * timeline. report_print, report_json and report_html write a list of
+ * finished rstats (one per rank) as text, cJSON or one HTML page, with
+ * the cross-rank comparison and the findings.
  *
  * Ownership: the caller owns each struct rstats (report_free releases
  * what report_read allocated in it); the cJSON tree is the caller's.
@@ -39,10 +45,30 @@ struct kstat {                 /* one kernel name, or one copy/set kind */
 
 struct kmap { struct kstat *v; size_t n, cap; size_t *slot; size_t mask; };
 
+/* A range in time: a user range on the CPU or its projection on a GPU,
+ * an iteration, a synchronising call (name: its index in the map it
+ * belongs to; dev: the GPU for projections, else -1). */
+struct span { double a, b; uint32_t name; int32_t dev; };
+struct spans { struct span *v; size_t n, cap; };
+
+#define REPORT_BINS 400        /* the busy timeline's resolution */
+#define REPORT_TOP_GAPS 5
+
+struct gap { double a, b; };
+
+/* A launch-bound stretch: many short GPU operations in a row with the
+ * GPU idle between them, waiting for the CPU to launch the next. */
+struct stretch { double a, b, busy; uint32_t ops; int64_t dev; };
+
 struct gpu {                   /* one device, or one stream of it */
 	int64_t dev, stream;       /* stream -1: the device as a whole */
-	struct ivals iv;
+	struct ivals iv;           /* after report_read: merged, sorted, disjoint */
+	double *prefix;            /* busy time before each merged interval */
 	double busy, span, idle_bucket[5];
+	double idle_after_sync;    /* idle in gaps that a synchronising call opened */
+	uint32_t sync_gaps;
+	struct gap top_gaps[REPORT_TOP_GAPS]; /* the longest idle gaps, longest first */
+	float bins[REPORT_BINS];   /* busy share of each slice of the window (devices only) */
 };
 
 struct rstats {
@@ -52,9 +78,17 @@ struct rstats {
 	double t0, t1;             /* the window: first start, last end (us) */
 	struct kmap kernels, copies;
 	struct kmap ranges, granges; /* user ranges (NVTX, record_function): CPU, GPU projection */
+	struct kmap syncs;         /* synchronising CUDA calls by name */
+	struct spans cpu_spans, gpu_spans, sync_spans, step_spans;
+	double *granges_busy;      /* per granges entry: GPU busy inside its projections */
 	struct gpu *gpus;
 	size_t ngpus, capgpus;
-	struct durs steps;
+	struct durs steps;         /* sorted; step_spans keeps their order */
+	struct stretch stretches[3]; /* the launch-bound stretches idling the GPU most */
+	size_t nstretches;
+	double stretch_idle;       /* GPU idle inside all launch-bound stretches */
+	double data_cpu, data_idle; /* data-loading ranges: CPU time, GPU idle meanwhile */
+	uint64_t data_calls;
 	double nccl, kernel_total, runtime_total, sync_total;
 	uint64_t short_kernels;    /* shorter than 10 us */
 	bool truncated;
@@ -67,8 +101,23 @@ int report_read(const char *path, struct rstats *st);
 void report_free(struct rstats *st);
 
 /* Text for people (several ranks: the comparison across them, then the
- * findings), or the same as JSON. */
+ * findings), the same as JSON, or as one self-contained HTML page with
+ * charts (report_html.c). */
 void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top);
 cJSON *report_json(struct rstats *const *st, size_t n, size_t top);
+void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top);
+
+/* Shared by the outputs (report.c). */
+struct finding { double weight; char text[600]; };
+size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, size_t max);
+double report_median(const struct durs *d);
+double report_window(const struct rstats *st);
+struct kstat **report_ranked(const struct kmap *m); /* by total, largest first; free() it */
+const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
+/* What was running at time t, as text: the innermost user range there
+ * (what the CPU was in, with cpu_first; else the range whose GPU work on
+ * dev was running, falling back on each other) and the iteration. */
+void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
+                  size_t n);
 
 #endif

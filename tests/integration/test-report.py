@@ -13,8 +13,14 @@ Rank 0 is gzip with decimal timestamps, rank 1 plain JSON with integers.
 Then a truncated file and a malformed one, and two real rank traces of a
 DDP job from the H200 host (tests/fixtures/traces: the agent's, rank 1 a
 deliberate straggler), checked against figures computed here from the
-same files.
+same files. Then the located findings on a hand-built trace (data loading,
+a launch-bound stretch, the idle after a synchronising call, the longest
+gaps and where they fall), the HTML page (self-contained, escaped, whole
+or not at all), and two real traces of one loop with the usual
+bottlenecks from the H200 host (tests/fixtures/traces/bottlenecks:
+torch.profiler's and the agent's), their figures computed here too.
 """
+import html.parser
 import gzip
 import json
 import os
@@ -23,6 +29,8 @@ import sys
 import tempfile
 
 GPROFCTL, FIXTURES = sys.argv[1], sys.argv[2]
+DDP = os.path.join(FIXTURES, "ddp")
+BOTTLENECKS = os.path.join(FIXTURES, "bottlenecks")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import runner  # noqa: E402
 
@@ -100,12 +108,18 @@ def test_figures(d):
     r0, r1 = doc["ranks"]
     assert (r0["rank"], r1["rank"], r0["world_size"]) == (0, 1, 2), (r0["rank"], r1["rank"])
     assert r0["window_us"] == 800 and r0["events"] == 16 and r0["gpu_events"] == 5, r0
-    assert r0["ranges"] == [{"name": "forward", "count": 1, "cpu_us": 150, "gpu_us": 300}], r0
+    # GPU busy inside the range's projection [0, 300]: the two gemms
+    assert r0["ranges"] == [{"name": "forward", "count": 1, "cpu_us": 150, "gpu_us": 200,
+                             "gpu_span_us": 300}], r0
     dev = [g for g in r0["gpus"] if "stream" not in g][0]
     # device busy: [0,100] [200,300] [400,700] [720,770] (the 5 us kernel inside the first)
     assert dev["busy_us"] == 550 and dev["idle_us"] == 250, dev
     # idle gaps: 100, 100 (0.1-1 ms); 20, 30 (10-100 us)
     assert dev["idle_gaps_us"] == [0, 50, 200, 0, 0], dev
+    # the sync call [320, 350] began after the GPU went idle at 300: not its gap
+    assert dev["sync_gaps"] == 0 and dev["idle_after_sync_us"] == 0, dev
+    assert [(g["at_us"], g["length_us"]) for g in dev["longest_gaps"]] == \
+        [(100, 100), (300, 100), (770, 30), (700, 20)], dev
     streams = {g["stream"]: g["busy_us"] for g in r0["gpus"] if "stream" in g}
     assert streams == {7: 250, 8: 5, 9: 300}, streams
     it = r0["iterations"]
@@ -173,10 +187,11 @@ def test_older_kineto_names(d):
 def test_real_ddp(d):
     """The H200 DDP traces: every figure equals what this test computes
     from the files with Python's json; the straggler is named."""
-    code, out, err = report("--json", "report", "--top", "1000", FIXTURES)
+    code, out, err = report("--json", "report", "--top", "1000", DDP)
     assert code == 0, (code, err)
     doc = json.loads(out)
-    files = sorted(os.path.join(FIXTURES, f) for f in os.listdir(FIXTURES))
+    files = sorted(os.path.join(DDP, f) for f in os.listdir(DDP))
+    assert len(files) == 2, files
     assert [r["rank"] for r in doc["ranks"]] == [0, 1], doc["ranks"]
     for r, path in zip(doc["ranks"], files):
         ev = json.load(gzip.open(path, "rt"))["traceEvents"]
@@ -199,5 +214,192 @@ def test_real_ddp(d):
     assert any(f.startswith("rank 1 is the straggler") for f in doc["findings"]), doc["findings"]
 
 
+def located():
+    """The hand-built trace of test_located (its docstring has the numbers)."""
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1,
+         "ts": 0, "dur": 2000},
+        {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#x", "pid": 1,
+         "tid": 1, "ts": 0, "dur": 600},
+        {"ph": "X", "cat": "kernel", "name": "big", "pid": 0, "tid": 7, "ts": 600, "dur": 200},
+        {"ph": "X", "cat": "user_annotation", "name": "post", "pid": 1, "tid": 1, "ts": 800,
+         "dur": 500},
+        {"ph": "X", "cat": "gpu_user_annotation", "name": "post", "pid": 0, "tid": 7, "ts": 810,
+         "dur": 392},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
+         "ts": 1150, "dur": 60},
+        {"ph": "X", "cat": "kernel", "name": "after", "pid": 0, "tid": 7, "ts": 1702, "dur": 100},
+    ]
+    ev += [{"ph": "X", "cat": "kernel", "name": "tiny", "pid": 0, "tid": 7, "ts": 810 + 10 * i,
+            "dur": 2} for i in range(40)]
+    return {"traceEvents": ev}
+
+
+def test_located(d):
+    """Where the time goes: a DataLoader range [0, 600] with the GPU idle,
+    a 200 us kernel, a range "post" whose 40 kernels of 2 us run 10 us
+    apart [810, 1202] (a launch-bound stretch: 80 us busy, 312 idle), a
+    cudaStreamSynchronize [1150, 1210] that waits for them and returns in
+    the gap [1202, 1702] that follows, a last kernel, iteration [0, 2000]."""
+    path = write(d, "located.json", located(), False)
+    code, out, err = report("--json", "report", path)
+    assert code == 0, (code, err)
+    doc = json.loads(out)
+    r = doc["ranks"][0]
+    dev = r["gpus"][0]
+    assert "stream" not in dev and dev["busy_us"] == 380, dev
+    assert dev["idle_gaps_us"] == [312, 10, 1298, 0, 0], dev
+    assert (dev["idle_after_sync_us"], dev["sync_gaps"]) == (500, 1), dev
+    assert dev["longest_gaps"][:3] == [
+        {"at_us": 0, "length_us": 600, "where": "in 'enumerate(DataLoader)#x', ProfilerStep#3"},
+        {"at_us": 1202, "length_us": 500, "where": "in ProfilerStep#3, outside any range"},
+        {"at_us": 1802, "length_us": 198, "where": "in ProfilerStep#3, outside any range"}], dev
+    assert r["launch_bound_stretches"] == [
+        {"device": 0, "at_us": 810, "length_us": 392, "busy_us": 80, "operations": 40,
+         "where": "in 'post', ProfilerStep#3"}], r["launch_bound_stretches"]
+    assert r["launch_bound_idle_us"] == 312, r
+    assert (r["data_loading_cpu_us"], r["data_loading_gpu_idle_us"], r["data_loading_calls"]) \
+        == (600, 600, 1), r
+    post = [x for x in r["ranges"] if x["name"] == "post"][0]
+    assert (post["cpu_us"], post["gpu_us"], post["gpu_span_us"]) == (500, 80, 392), post
+    assert r["iterations"]["in_order_us"] == [2000], r["iterations"]
+    assert r["syncs"][0]["name"] == "cudaStreamSynchronize", r["syncs"]
+    f = doc["findings"]
+    for want in ("the GPU is idle 81% of the window; the longest gaps: 0.60 ms at +0.00 ms "
+                 "(the CPU in 'enumerate(DataLoader)#x'",
+                 "data loading stalls the GPU: 0.60 ms per iteration",
+                 "the loop is launch-bound: the GPU waits on kernel launches 0.31 ms",
+                 "in 'post', ProfilerStep#3",
+                 "synchronisation: the GPU sits idle 0.50 ms (25% of the window) in 1 gaps"):
+        assert any(want in x for x in f), (want, f)
+    code, text, err = report("report", path)
+    assert code == 0 and "40 operations in 0.392 ms at +0.810 ms, GPU busy 20%, in 'post'" in text, \
+        text
+    # without the sync call, no gap is put down to one
+    doc2 = located()
+    doc2["traceEvents"] = [e for e in doc2["traceEvents"] if "Synchronize" not in e["name"]]
+    code, out, err = report("--json", "report", write(d, "nosync.json", doc2, False))
+    dev = json.loads(out)["ranks"][0]["gpus"][0]
+    assert code == 0 and (dev["idle_after_sync_us"], dev["sync_gaps"]) == (0, 0), dev
+
+
+class Tags(html.parser.HTMLParser):
+    """Checks that every element opened is closed in order; counts tags."""
+    VOID = {"meta", "rect", "line", "polyline", "br"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.errors, self.count, self.findings = [], [], {}, 0
+
+    def handle_starttag(self, tag, attrs):
+        self.count[tag] = self.count.get(tag, 0) + 1
+        if tag == "li" and self.stack[-1:] == ["ol"]:
+            self.findings += 1
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append((tag, self.stack[-3:]))
+        else:
+            self.stack.pop()
+
+
+def test_html(d):
+    """--html: one page, nothing fetched, every trace name escaped, the
+    charts there, as many findings as --json says; written whole or not
+    at all."""
+    doc = trace(0, 300, True)
+    doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "<script>alert('x')</script>&",
+                               "pid": 0, "tid": 7, "ts": 780, "dur": 10})
+    run = os.path.join(d, "run")
+    os.makedirs(run)
+    write(run, "a_rank0.json", doc, False)
+    write(run, "b_rank1.json.gz", trace(1, 10, False), True)
+    page = os.path.join(d, "report.html")
+    code, out, err = report("report", run, "--html", page)
+    assert code == 0 and "wrote " + page in err, (code, err)
+    text = open(page).read()
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>"), text[-200:]
+    assert "<script>" not in text and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;" in text
+    for banned in ("http://", "https://", "src=", "<link", "@import"):
+        assert banned not in text, banned
+    p = Tags()
+    p.feed(text)
+    assert not p.errors and not p.stack, (p.errors, p.stack)
+    # the busy timeline, the step-time chart and a kernel chart per rank
+    assert p.count.get("svg") == 4 and p.count.get("polyline") == 2, p.count
+    code, out, err = report("--json", "report", run)
+    assert p.findings == len(json.loads(out)["findings"]) > 0, (p.findings, out)
+    code, out, err = report("report", run, "--html", "-")
+    assert code == 0 and out.startswith("<!DOCTYPE html>"), out[:100]
+    # a path that cannot be written: exit 1, no page, no temporary file left
+    os.makedirs(os.path.join(d, "taken"))
+    code, out, err = report("report", run, "--html", os.path.join(d, "taken"))
+    assert code == 1 and "cannot write" in err, (code, err)
+    assert sorted(os.listdir(d)) == ["report.html", "run", "taken"], os.listdir(d)
+
+
+def merged(iv):
+    out = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def busy_in(m, a, b):
+    return sum(max(0, min(z, b) - max(x, a)) for x, z in m)
+
+
+def test_real_bottlenecks(d):
+    """The loop of tests/gpu/report_train.py (a slow DataLoader, pageable
+    copies, 60 tiny kernels in "postprocess", .item() each step) traced
+    by torch.profiler and by the agent on the H200: busy time, data
+    loading, the ranges' GPU time and the launch-bound stretches equal
+    what this test computes from the files; the findings name each
+    bottleneck."""
+    for name, wants in (("h200-torch-profiler", ["data loading stalls the GPU",
+                                                  "launch-bound", "in 'postprocess'", "pageable",
+                                                  "synchronisation"]),
+                        ("h200-agent-bottlenecks", ["launch-bound", "pageable",
+                                                     "synchronisation"])):
+        path = os.path.join(BOTTLENECKS, name + ".pt.trace.json.gz")
+        code, out, err = report("--json", "report", "--top", "1000", path)
+        assert code == 0, (code, err)
+        doc = json.loads(out)
+        r = doc["ranks"][0]
+        ev = [e for e in json.load(gzip.open(path, "rt"))["traceEvents"] if e.get("ph") == "X"]
+        gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+        m = merged([(e["ts"], e["ts"] + e["dur"]) for e in gpu])
+        dev = [g for g in r["gpus"] if "stream" not in g]
+        assert len(dev) == 1 and abs(dev[0]["busy_us"] - busy_in(m, -1e30, 1e30)) < 0.01, dev
+        data = [e for e in ev if e.get("cat") == "user_annotation" and "DataLoader" in e["name"]]
+        assert abs(r["data_loading_cpu_us"] - sum(e["dur"] for e in data)) < 0.01, r
+        idle = sum(e["dur"] - busy_in(m, e["ts"], e["ts"] + e["dur"]) for e in data)
+        assert abs(r["data_loading_gpu_idle_us"] - idle) < 0.01, r
+        for rg in r["ranges"]:
+            spans = [e for e in ev if e.get("cat") == "gpu_user_annotation" and
+                     e["name"] == rg["name"]]
+            want = sum(busy_in(m, e["ts"], e["ts"] + e["dur"]) for e in spans)
+            assert abs(rg["gpu_us"] - want) < 0.01, (rg, want)
+        t0 = min(e["ts"] for e in ev)
+        assert r["launch_bound_stretches"], r
+        for s in r["launch_bound_stretches"]:
+            a, b = t0 + s["at_us"], t0 + s["at_us"] + s["length_us"]
+            ops = [e for e in gpu if a - 1e-3 <= e["ts"] and e["ts"] + e["dur"] <= b + 1e-3]
+            assert len(ops) == s["operations"] >= 32, (s, len(ops))
+            assert all(e["dur"] < 20 for e in ops), s
+            assert abs(busy_in(m, a, b) - s["busy_us"]) < 0.01 and \
+                s["busy_us"] < 0.6 * s["length_us"], s
+        for want in wants:
+            assert any(want in f for f in doc["findings"]), (name, want, doc["findings"])
+
+
 if __name__ == "__main__":
-    sys.exit(runner.run([test_figures, test_bad_input, test_older_kineto_names, test_real_ddp], "gprof-report-"))
+    sys.exit(runner.run([test_figures, test_bad_input, test_older_kineto_names, test_real_ddp,
+                         test_located, test_html, test_real_bottlenecks], "gprof-report-"))

@@ -1,0 +1,503 @@
+/*
+ * report_out.c: what report.c summed up, for people (text), programs
+ * (JSON) and the findings both share; report_html.c draws the same as a
+ * page. Everything here reads finished struct rstats and owns nothing
+ * beyond a call: arrays from report_ranked are freed before returning.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+double report_median(const struct durs *d)
+{
+	if (d->n == 0)
+		return 0;
+	return d->n % 2 ? d->v[d->n / 2] : (d->v[d->n / 2 - 1] + d->v[d->n / 2]) / 2;
+}
+
+static int by_total(const void *a, const void *b)
+{
+	const struct kstat *x = *(struct kstat *const *)a, *y = *(struct kstat *const *)b;
+
+	return x->total > y->total ? -1 : x->total < y->total;
+}
+
+struct kstat **report_ranked(const struct kmap *m)
+{
+	struct kstat **v = malloc((m->n ? m->n : 1) * sizeof(*v));
+	size_t i;
+
+	if (v == NULL)
+		return NULL;
+	for (i = 0; i < m->n; i++)
+		v[i] = &m->v[i];
+	if (m->n > 0)
+		qsort(v, m->n, sizeof(*v), by_total);
+	return v;
+}
+
+double report_window(const struct rstats *st)
+{
+	return st->t1 > st->t0 ? st->t1 - st->t0 : 0;
+}
+
+/* per-iteration figures divide by this: the iterations, or 1 when none */
+static double iterations_or_1(const struct rstats *st)
+{
+	return st->steps.n ? (double)st->steps.n : 1;
+}
+
+/* The busiest device (NULL when no GPU work). */
+static const struct gpu *busiest(const struct rstats *st)
+{
+	const struct gpu *g = NULL;
+	size_t i;
+
+	for (i = 0; i < st->ngpus; i++)
+		if (st->gpus[i].stream < 0 && (g == NULL || st->gpus[i].busy > g->busy))
+			g = &st->gpus[i];
+	return g;
+}
+
+static uint64_t kernel_count(const struct rstats *st)
+{
+	uint64_t n = 0;
+	size_t i;
+
+	for (i = 0; i < st->kernels.n; i++)
+		n += st->kernels.v[i].count;
+	return n;
+}
+
+/* The synchronising call made most (by CPU time). */
+static const char *main_sync(const struct rstats *st)
+{
+	const struct kstat *best = NULL;
+	size_t i;
+
+	for (i = 0; i < st->syncs.n; i++)
+		if (best == NULL || st->syncs.v[i].total > best->total)
+			best = &st->syncs.v[i];
+	return best ? best->name : "a synchronising call";
+}
+
+static int by_weight(const void *a, const void *b)
+{
+	const struct finding *x = a, *y = b;
+
+	return x->weight > y->weight ? -1 : x->weight < y->weight;
+}
+
+#define ADD(wt, ...) do { \
+		out[k].weight = (wt); \
+		snprintf(out[k].text, sizeof(out[k].text), __VA_ARGS__); \
+		k++; \
+	} while (0)
+
+/* One rank's findings into out[k...]; the new k. At most 5 per rank. */
+static size_t rank_findings(const struct rstats *s, bool several, struct finding *out, size_t k)
+{
+	const struct gpu *g = busiest(s);
+	double w = report_window(s), busy = g ? g->busy : 0, it = iterations_or_1(s);
+	double kernels = (double)kernel_count(s);
+	char who[32] = "", where[160], where2[160];
+	size_t j;
+
+	if (several)
+		snprintf(who, sizeof(who), "rank %lld: ", (long long)s->rank);
+	if (g && w > 0 && busy / w < 0.7) {
+		const struct gap *x = &g->top_gaps[0], *y = &g->top_gaps[1];
+
+		report_where(s, g->dev, (x->a + x->b) / 2, true, where, sizeof(where));
+		report_where(s, g->dev, (y->a + y->b) / 2, true, where2, sizeof(where2));
+		ADD(1 - busy / w, "%sthe GPU is idle %.0f%% of the window; the longest gaps: %.2f ms at "
+		    "+%.2f ms (the CPU %s), %.2f ms at +%.2f ms (%s); look at what the CPU does in "
+		    "them", who, 100 * (1 - busy / w), (x->b - x->a) / 1000, (x->a - s->t0) / 1000, where,
+		    (y->b - y->a) / 1000, (y->a - s->t0) / 1000, where2);
+	}
+	if (w > 0 && s->data_cpu > 0.1 * w && s->data_idle > 0.5 * s->data_cpu)
+		ADD(s->data_idle / w + 0.05, "%sdata loading stalls the GPU: %.2f ms per iteration in "
+		    "data-loading ranges (%.0f%% of the window, %llu calls), the GPU idle %.0f%% of that "
+		    "time; load ahead: DataLoader(num_workers=N, pin_memory=True, "
+		    "persistent_workers=True), or move the preprocessing onto the GPU", who,
+		    s->data_cpu / it / 1000, 100 * s->data_cpu / w, (unsigned long long)s->data_calls,
+		    100 * s->data_idle / s->data_cpu);
+	if (w > 0 && s->nstretches > 0 && s->stretch_idle > 0.05 * w) {
+		const struct stretch *x = &s->stretches[0];
+
+		report_where(s, x->dev, x->a, false, where, sizeof(where));
+		ADD(s->stretch_idle / w + 0.05, "%sthe loop is launch-bound: the GPU waits on kernel "
+		    "launches %.2f ms (%.0f%% of the window) in runs of short kernels (%.0f%% of all "
+		    "kernels are shorter than 10 us); the worst: %u operations in %.2f ms at +%.2f ms, "
+		    "GPU busy %.0f%%, %s; fuse them (torch.compile), or replay them as a CUDA graph",
+		    who, s->stretch_idle / 1000, 100 * s->stretch_idle / w,
+		    kernels > 0 ? 100 * (double)s->short_kernels / kernels : 0, (unsigned)x->ops,
+		    (x->b - x->a) / 1000, (x->a - s->t0) / 1000, 100 * x->busy / (x->b - x->a), where);
+	} else if (kernels >= 20 && (double)s->short_kernels / kernels > 0.5)
+		ADD(0.5 * (double)s->short_kernels / kernels, "%s%.0f%% of kernels run shorter than "
+		    "10 us: launch overhead weighs on them; fuse them (torch.compile), or replay them "
+		    "as a CUDA graph", who, 100 * (double)s->short_kernels / kernels);
+	for (j = 0; j < s->copies.n; j++)
+		if (strstr(s->copies.v[j].name, "Pageable") != NULL) {
+			ADD(0.4, "%s%llu copies from or to pageable host memory (%s, %.1f GB/s): pin the "
+			    "host buffers (pin_memory=True, or tensor.pin_memory()) and copy with "
+			    "non_blocking=True", who, (unsigned long long)s->copies.v[j].count,
+			    s->copies.v[j].name, s->copies.v[j].total > 0 ?
+			    (double)s->copies.v[j].bytes / s->copies.v[j].total / 1000 : 0);
+			break;
+		}
+	if (g && w > 0 && (g->idle_after_sync > 0.05 * w || s->sync_total > 0.1 * w))
+		ADD((g->idle_after_sync + s->sync_total) / w, "%ssynchronisation: the GPU sits idle "
+		    "%.2f ms (%.0f%% of the window) in %u gaps that open when a synchronising call "
+		    "returns, and the CPU spends %.0f%% of the window waiting in them (mostly %s); each "
+		    ".item(), .cpu(), .tolist() or print of a GPU tensor waits for the GPU and then "
+		    "leaves it idle until the next launch: keep such values on the GPU, read them "
+		    "every N steps, or copy them with non_blocking=True", who,
+		    g->idle_after_sync / 1000, 100 * g->idle_after_sync / w, (unsigned)g->sync_gaps,
+		    100 * s->sync_total / w, main_sync(s));
+	return k;
+}
+
+size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, size_t max)
+{
+	size_t k = 0, i;
+
+	for (i = 0; i < n && k + 5 < max; i++)
+		k = rank_findings(st[i], n > 1, out, k);
+	if (n > 1 && k < max) {
+		/* the straggler: the rank that waits least in collectives while
+		 * another waits much longer */
+		size_t lo = 0, hi = 0;
+
+		for (i = 1; i < n; i++) {
+			if (st[i]->nccl / iterations_or_1(st[i]) < st[lo]->nccl / iterations_or_1(st[lo]))
+				lo = i;
+			if (st[i]->nccl / iterations_or_1(st[i]) > st[hi]->nccl / iterations_or_1(st[hi]))
+				hi = i;
+		}
+		if (st[hi]->nccl / iterations_or_1(st[hi]) >
+		    2 * st[lo]->nccl / iterations_or_1(st[lo]) + 100)
+			ADD(0.9, "rank %lld is the straggler: rank %lld waits %.2f ms per iteration in NCCL "
+			    "kernels, rank %lld %.2f ms; look at what rank %lld does besides the "
+			    "collectives (its data, its share of the work, its GPU)",
+			    (long long)st[lo]->rank, (long long)st[hi]->rank,
+			    st[hi]->nccl / iterations_or_1(st[hi]) / 1000, (long long)st[lo]->rank,
+			    st[lo]->nccl / iterations_or_1(st[lo]) / 1000, (long long)st[lo]->rank);
+	}
+	qsort(out, k, sizeof(*out), by_weight);
+	return k;
+}
+
+/* ---- text ---- */
+
+static void print_top(FILE *f, const struct kmap *m, size_t top, double total, bool copies)
+{
+	struct kstat **v = report_ranked(m);
+	size_t i;
+
+	if (v == NULL)
+		return;
+	fprintf(f, "  %6s %10s %7s %9s %9s %9s %s%s\n", "share", "total ms", "count", "mean us",
+	        "median us", "max us", copies ? "GB/s  " : "", "name");
+	for (i = 0; i < m->n && i < top; i++) {
+		const struct kstat *k = v[i];
+		char bw[16] = "";
+
+		if (copies)
+			snprintf(bw, sizeof(bw), "%6.1f", k->total > 0 ? (double)k->bytes / k->total /
+			         1000 : 0);
+		fprintf(f, "  %5.1f%% %10.3f %7llu %9.1f %9.1f %9.1f %s%s%.100s\n",
+		        total > 0 ? 100 * k->total / total : 0, k->total / 1000,
+		        (unsigned long long)k->count, k->total / (double)k->count, report_median(&k->d),
+		        k->max, bw, copies ? " " : "", k->name);
+	}
+	free(v);
+}
+
+/* The GPU time of a range: busy time inside its projections, and their span. */
+static void range_gpu(const struct rstats *s, const char *name, double *busy, double *span)
+{
+	const struct kstat *g = report_kmap_find(&s->granges, name);
+
+	*busy = g && s->granges_busy ? s->granges_busy[g - s->granges.v] : 0;
+	*span = g ? g->total : 0;
+}
+
+static void print_where(FILE *f, const struct rstats *s, const struct gpu *g)
+{
+	char where[160];
+	size_t i;
+
+	if (g && g->top_gaps[0].b > g->top_gaps[0].a) {
+		fprintf(f, "longest GPU idle gaps (what the CPU was in):\n");
+		for (i = 0; i < REPORT_TOP_GAPS && g->top_gaps[i].b > g->top_gaps[i].a; i++) {
+			const struct gap *x = &g->top_gaps[i];
+
+			report_where(s, g->dev, (x->a + x->b) / 2, true, where, sizeof(where));
+			fprintf(f, "  %8.3f ms at +%.3f ms, %s\n", (x->b - x->a) / 1000,
+			        (x->a - s->t0) / 1000, where);
+		}
+	}
+	if (g && g->sync_gaps)
+		fprintf(f, "GPU idle after synchronising calls: %.3f ms in %u gaps\n",
+		        g->idle_after_sync / 1000, (unsigned)g->sync_gaps);
+	if (s->nstretches) {
+		fprintf(f, "launch-bound stretches (GPU idle %.3f ms in all), the worst:\n",
+		        s->stretch_idle / 1000);
+		for (i = 0; i < s->nstretches; i++) {
+			const struct stretch *x = &s->stretches[i];
+
+			report_where(s, x->dev, x->a, false, where, sizeof(where));
+			fprintf(f, "  %u operations in %.3f ms at +%.3f ms, GPU busy %.0f%%, %s\n",
+			        (unsigned)x->ops, (x->b - x->a) / 1000, (x->a - s->t0) / 1000,
+			        100 * x->busy / (x->b - x->a), where);
+		}
+	}
+	if (s->data_calls)
+		fprintf(f, "data loading: %.3f ms in %llu calls, GPU idle %.3f ms of it\n",
+		        s->data_cpu / 1000, (unsigned long long)s->data_calls, s->data_idle / 1000);
+}
+
+static void print_one(FILE *f, const struct rstats *s, size_t top)
+{
+	static const char *const bucket[5] = { "<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms" };
+	double w = report_window(s);
+	size_t i, b;
+
+	fprintf(f, "== %s", s->path);
+	if (s->rank >= 0)
+		fprintf(f, " (rank %lld of %lld)", (long long)s->rank, (long long)s->world);
+	fprintf(f, "\nwindow %.3f ms, %llu events, %llu on the GPU\n", w / 1000,
+	        (unsigned long long)s->events, (unsigned long long)s->gpu_events);
+	if (s->error[0])
+		fprintf(f, "warning: %s\n", s->error);
+	for (i = 0; i < s->ngpus; i++) {
+		const struct gpu *g = &s->gpus[i];
+
+		if (g->stream >= 0)
+			continue;
+		fprintf(f, "GPU %lld: busy %.3f ms (%.1f%% of the window), idle %.3f ms; idle gaps:",
+		        (long long)g->dev, g->busy / 1000, w > 0 ? 100 * g->busy / w : 0,
+		        (w - g->busy) / 1000);
+		for (b = 0; b < 5; b++)
+			fprintf(f, " %s %.3f ms%s", bucket[b], g->idle_bucket[b] / 1000, b < 4 ? "," : "\n");
+		for (b = 0; b < s->ngpus; b++)
+			if (s->gpus[b].dev == g->dev && s->gpus[b].stream >= 0)
+				fprintf(f, "  stream %lld: busy %.3f ms (%.1f%%)\n",
+				        (long long)s->gpus[b].stream, s->gpus[b].busy / 1000,
+				        w > 0 ? 100 * s->gpus[b].busy / w : 0);
+	}
+	if (s->steps.n)
+		fprintf(f, "iterations: %zu, median %.3f ms, min %.3f, max %.3f (max/min %.2f)\n",
+		        s->steps.n, report_median(&s->steps) / 1000, s->steps.v[0] / 1000.0,
+		        s->steps.v[s->steps.n - 1] / 1000.0,
+		        s->steps.v[0] > 0 ? s->steps.v[s->steps.n - 1] / s->steps.v[0] : 0);
+	fprintf(f, "CPU: %.3f ms in CUDA API calls (%.3f ms synchronising); GPU kernels %.3f ms, "
+	        "NCCL %.3f ms (%.1f%% of kernel time)\n", s->runtime_total / 1000,
+	        s->sync_total / 1000, s->kernel_total / 1000, s->nccl / 1000,
+	        s->kernel_total > 0 ? 100 * s->nccl / s->kernel_total : 0);
+	print_where(f, s, busiest(s));
+	if (s->kernels.n) {
+		fprintf(f, "top kernels by GPU time:\n");
+		print_top(f, &s->kernels, top, s->kernel_total, false);
+	}
+	if (s->copies.n) {
+		fprintf(f, "copies and sets:\n");
+		print_top(f, &s->copies, top, 0, true);
+	}
+	if (s->ranges.n) {
+		struct kstat **v = report_ranked(&s->ranges);
+
+		fprintf(f, "ranges (NVTX, record_function) by CPU time; GPU busy: the GPU time of the "
+		        "work launched inside them (GPU span: first start to last end):\n"
+		        "  %10s %10s %10s %7s %s\n", "CPU ms", "GPU busy", "GPU span", "count", "name");
+		for (i = 0; v != NULL && i < s->ranges.n && i < top; i++) {
+			double busy, span;
+
+			range_gpu(s, v[i]->name, &busy, &span);
+			fprintf(f, "  %10.3f %10.3f %10.3f %7llu %.100s\n", v[i]->total / 1000,
+			        busy / 1000, span / 1000, (unsigned long long)v[i]->count, v[i]->name);
+		}
+		free(v);
+	}
+}
+
+void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
+{
+	struct finding fs[64];
+	size_t i, k;
+
+	for (i = 0; i < n; i++) {
+		print_one(f, st[i], top);
+		fprintf(f, "\n");
+	}
+	if (n > 1) {
+		fprintf(f, "== across ranks\n  %5s %12s %12s %14s %10s\n", "rank", "step ms", "GPU busy %",
+		        "NCCL ms/step", "kernels");
+		for (i = 0; i < n; i++) {
+			const struct gpu *g = busiest(st[i]);
+			double w = report_window(st[i]);
+
+			fprintf(f, "  %5lld %12.3f %12.1f %14.3f %10llu\n", (long long)st[i]->rank,
+			        report_median(&st[i]->steps) / 1000, w > 0 && g ? 100 * g->busy / w : 0,
+			        st[i]->nccl / iterations_or_1(st[i]) / 1000,
+			        (unsigned long long)kernel_count(st[i]));
+		}
+		fprintf(f, "\n");
+	}
+	k = report_findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));
+	fprintf(f, "== findings\n");
+	if (k == 0)
+		fprintf(f, "  nothing stands out\n");
+	for (i = 0; i < k; i++)
+		fprintf(f, "  %zu. %s\n", i + 1, fs[i].text);
+}
+
+/* ---- JSON ---- */
+
+static cJSON *top_json(const struct kmap *m, size_t top, double total)
+{
+	cJSON *a = cJSON_CreateArray();
+	struct kstat **v = report_ranked(m);
+	size_t i;
+
+	for (i = 0; v != NULL && i < m->n && i < top; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "name", v[i]->name);
+		cJSON_AddNumberToObject(o, "count", (double)v[i]->count);
+		cJSON_AddNumberToObject(o, "total_us", v[i]->total);
+		cJSON_AddNumberToObject(o, "mean_us", v[i]->total / (double)v[i]->count);
+		cJSON_AddNumberToObject(o, "median_us", report_median(&v[i]->d));
+		cJSON_AddNumberToObject(o, "max_us", v[i]->max);
+		if (total > 0)
+			cJSON_AddNumberToObject(o, "share", v[i]->total / total);
+		if (v[i]->bytes)
+			cJSON_AddNumberToObject(o, "bytes", (double)v[i]->bytes);
+		cJSON_AddItemToArray(a, o);
+	}
+	free(v);
+	return a;
+}
+
+static cJSON *gpu_json(const struct rstats *s, const struct gpu *g)
+{
+	cJSON *o = cJSON_CreateObject(), *gaps;
+	char where[160];
+	size_t i;
+
+	cJSON_AddNumberToObject(o, "device", (double)g->dev);
+	if (g->stream >= 0)
+		cJSON_AddNumberToObject(o, "stream", (double)g->stream);
+	cJSON_AddNumberToObject(o, "busy_us", g->busy);
+	if (g->stream >= 0)
+		return o;
+	cJSON_AddNumberToObject(o, "idle_us", report_window(s) - g->busy);
+	cJSON_AddItemToObject(o, "idle_gaps_us", cJSON_CreateDoubleArray(g->idle_bucket, 5));
+	cJSON_AddNumberToObject(o, "idle_after_sync_us", g->idle_after_sync);
+	cJSON_AddNumberToObject(o, "sync_gaps", g->sync_gaps);
+	gaps = cJSON_AddArrayToObject(o, "longest_gaps");
+	for (i = 0; i < REPORT_TOP_GAPS && g->top_gaps[i].b > g->top_gaps[i].a; i++) {
+		cJSON *x = cJSON_CreateObject();
+
+		report_where(s, g->dev, (g->top_gaps[i].a + g->top_gaps[i].b) / 2, true, where,
+		             sizeof(where));
+		cJSON_AddNumberToObject(x, "at_us", g->top_gaps[i].a - s->t0);
+		cJSON_AddNumberToObject(x, "length_us", g->top_gaps[i].b - g->top_gaps[i].a);
+		cJSON_AddStringToObject(x, "where", where);
+		cJSON_AddItemToArray(gaps, x);
+	}
+	return o;
+}
+
+static void rank_json(cJSON *r, const struct rstats *s, size_t top)
+{
+	cJSON *gpus = cJSON_AddArrayToObject(r, "gpus"), *steps, *a;
+	char where[160];
+	size_t j;
+
+	for (j = 0; j < s->ngpus; j++)
+		cJSON_AddItemToArray(gpus, gpu_json(s, &s->gpus[j]));
+	steps = cJSON_AddObjectToObject(r, "iterations");
+	cJSON_AddNumberToObject(steps, "count", (double)s->steps.n);
+	cJSON_AddNumberToObject(steps, "median_us", report_median(&s->steps));
+	cJSON_AddNumberToObject(steps, "min_us", s->steps.n ? s->steps.v[0] : 0);
+	cJSON_AddNumberToObject(steps, "max_us", s->steps.n ? s->steps.v[s->steps.n - 1] : 0);
+	a = cJSON_AddArrayToObject(steps, "in_order_us");
+	for (j = 0; j < s->step_spans.n; j++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(s->step_spans.v[j].b - s->step_spans.v[j].a));
+	cJSON_AddNumberToObject(r, "kernel_us", s->kernel_total);
+	cJSON_AddNumberToObject(r, "nccl_us", s->nccl);
+	cJSON_AddNumberToObject(r, "nccl_us_per_iteration", s->nccl / iterations_or_1(s));
+	cJSON_AddNumberToObject(r, "cuda_api_us", s->runtime_total);
+	cJSON_AddNumberToObject(r, "sync_us", s->sync_total);
+	cJSON_AddNumberToObject(r, "short_kernels", (double)s->short_kernels);
+	cJSON_AddNumberToObject(r, "data_loading_cpu_us", s->data_cpu);
+	cJSON_AddNumberToObject(r, "data_loading_gpu_idle_us", s->data_idle);
+	cJSON_AddNumberToObject(r, "data_loading_calls", (double)s->data_calls);
+	cJSON_AddNumberToObject(r, "launch_bound_idle_us", s->stretch_idle);
+	a = cJSON_AddArrayToObject(r, "launch_bound_stretches");
+	for (j = 0; j < s->nstretches; j++) {
+		const struct stretch *x = &s->stretches[j];
+		cJSON *o = cJSON_CreateObject();
+
+		report_where(s, x->dev, x->a, false, where, sizeof(where));
+		cJSON_AddNumberToObject(o, "device", (double)x->dev);
+		cJSON_AddNumberToObject(o, "at_us", x->a - s->t0);
+		cJSON_AddNumberToObject(o, "length_us", x->b - x->a);
+		cJSON_AddNumberToObject(o, "busy_us", x->busy);
+		cJSON_AddNumberToObject(o, "operations", x->ops);
+		cJSON_AddStringToObject(o, "where", where);
+		cJSON_AddItemToArray(a, o);
+	}
+	cJSON_AddItemToObject(r, "top_kernels", top_json(&s->kernels, top, s->kernel_total));
+	cJSON_AddItemToObject(r, "copies", top_json(&s->copies, top, 0));
+	cJSON_AddItemToObject(r, "syncs", top_json(&s->syncs, top, 0));
+	a = cJSON_AddArrayToObject(r, "ranges");
+	{
+		struct kstat **v = report_ranked(&s->ranges);
+
+		for (j = 0; v != NULL && j < s->ranges.n && j < top; j++) {
+			cJSON *o = cJSON_CreateObject();
+			double busy, span;
+
+			range_gpu(s, v[j]->name, &busy, &span);
+			cJSON_AddStringToObject(o, "name", v[j]->name);
+			cJSON_AddNumberToObject(o, "count", (double)v[j]->count);
+			cJSON_AddNumberToObject(o, "cpu_us", v[j]->total);
+			cJSON_AddNumberToObject(o, "gpu_us", busy);
+			cJSON_AddNumberToObject(o, "gpu_span_us", span);
+			cJSON_AddItemToArray(a, o);
+		}
+		free(v);
+	}
+}
+
+cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
+{
+	cJSON *root = cJSON_CreateObject(), *ranks = cJSON_AddArrayToObject(root, "ranks"), *fa;
+	struct finding fs[64];
+	size_t i, k;
+
+	for (i = 0; i < n; i++) {
+		const struct rstats *s = st[i];
+		cJSON *r = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(r, "file", s->path);
+		cJSON_AddNumberToObject(r, "rank", (double)s->rank);
+		cJSON_AddNumberToObject(r, "world_size", (double)s->world);
+		if (s->error[0])
+			cJSON_AddStringToObject(r, "error", s->error);
+		cJSON_AddNumberToObject(r, "window_us", report_window(s));
+		cJSON_AddNumberToObject(r, "events", (double)s->events);
+		cJSON_AddNumberToObject(r, "gpu_events", (double)s->gpu_events);
+		rank_json(r, s, top);
+		cJSON_AddItemToArray(ranks, r);
+	}
+	k = report_findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));
+	fa = cJSON_AddArrayToObject(root, "findings");
+	for (i = 0; i < k; i++)
+		cJSON_AddItemToArray(fa, cJSON_CreateString(fs[i].text));
+	return root;
+}
