@@ -33,7 +33,7 @@ _gprofctl()
 	trace) COMPREPLY=($(compgen -W "--job --pid --iterations --duration-ms --start-at
 	                      --iteration-roundup --iteration-range --activities --process-limit --output-dir
 	                      --trace-id --timeout --report --help" -- "$cur")) ;;
-	report) [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--top --help" -- "$cur")) || _filedir ;;
+	report) [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--top --html --help" -- "$cur")) || _filedir ;;
 	list) COMPREPLY=($(compgen -W "--job --help" -- "$cur")) ;;
 	fetch) COMPREPLY=($(compgen -W "--output-dir --help" -- "$cur")) ;;
 	cancel) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;

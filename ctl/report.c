@@ -4,13 +4,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include <yajl/yajl_parse.h>
 #include <zlib.h>
 
+#include "jscan.h"
 #include "report.h"
 
 #define DEPTH_MAX 64
@@ -260,7 +261,7 @@ static bool fold(struct rstats *st, const struct ev *e)
 /* ---- the parser's callbacks ---- */
 
 /* Every key of every event comes through here: by length, then bytes. */
-static enum key key_of(const unsigned char *k, size_t n)
+static enum key key_of(const char *k, size_t n)
 {
 #define IS(lit) (memcmp(k, lit, sizeof(lit) - 1) == 0)
 	switch (n) {
@@ -314,9 +315,9 @@ static int on_number(struct parse *p, double v)
 	return 1;
 }
 
-/* The number's text as yajl found it (it skips its own conversion when
- * given this callback): only the few numbers read are converted, and the
- * usual ones (digits, a point, digits) without strtod. */
+/* The number's text as the scanner found it: only the few numbers read
+ * are converted, and the usual ones (digits, a point, digits) without
+ * strtod. */
 static int cb_number(void *ctx, const char *s, size_t n)
 {
 	struct parse *p = ctx;
@@ -355,7 +356,7 @@ static int cb_number(void *ctx, const char *s, size_t n)
 	return on_number(p, neg ? -v : v);
 }
 
-static int cb_string(void *ctx, const unsigned char *s, size_t n)
+static int cb_string(void *ctx, const char *s, size_t n)
 {
 	struct parse *p = ctx;
 	char *dst = NULL;
@@ -378,7 +379,7 @@ static int cb_string(void *ctx, const unsigned char *s, size_t n)
 	return 1;
 }
 
-static int cb_key(void *ctx, const unsigned char *k, size_t n)
+static int cb_key(void *ctx, const char *k, size_t n)
 {
 	struct parse *p = ctx;
 
@@ -395,7 +396,9 @@ static int open_level(struct parse *p, bool array)
 	if (array && p->depth == 2 && p->key[1] == K_EVENTS)
 		p->events_depth = 2;
 	if (!array && in_event(p)) {
-		memset(&p->e, 0, sizeof(p->e));
+		/* field by field: the name's 512 bytes need only their first */
+		p->e.name[0] = p->e.cat[0] = p->e.ph[0] = '\0';
+		p->e.ts = p->e.dur = p->e.bytes = 0;
 		p->e.pid = p->e.tid = -1;
 	}
 	return 1;
@@ -433,9 +436,9 @@ static int cb_end_array(void *ctx)
 	return 1;
 }
 
-static const yajl_callbacks callbacks = {
-	NULL, NULL, NULL, NULL, cb_number, cb_string, cb_start_map, cb_key, cb_end_map,
-	cb_start_array, cb_end_array,
+static const struct jscan_cb callbacks = {
+	.start_map = cb_start_map, .end_map = cb_end_map, .start_array = cb_start_array,
+	.end_array = cb_end_array, .key = cb_key, .string = cb_string, .number = cb_number,
 };
 
 /* ---- after the pass ---- */
@@ -654,6 +657,70 @@ static double device_busy(const struct rstats *st, double a, double b)
 	return busy;
 }
 
+/* The k-th smallest of v[0..n) (k < n), moving the others around it:
+ * Hoare's selection, in linear time on average, where a sort would cost
+ * n log n (a million kernels' durations). */
+static float select_kth(float *v, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n - 1;
+
+	while (lo < hi) {
+		float pivot = v[lo + (hi - lo) / 2];
+		size_t i = lo, j = hi;
+
+		while (i <= j) {
+			while (v[i] < pivot)
+				i++;
+			while (v[j] > pivot)
+				j--;
+			if (i <= j) {
+				float t = v[i];
+
+				v[i] = v[j];
+				v[j] = t;
+				i++;
+				if (j == 0)
+					break;
+				j--;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return v[k];
+	}
+	return v[k];
+}
+
+static double median_of(struct durs *d)
+{
+	float hi, lo;
+	size_t i;
+
+	if (d->n == 0)
+		return 0;
+	hi = select_kth(d->v, d->n, d->n / 2);
+	if (d->n % 2)
+		return hi;
+	/* even: the largest of the lower half, which selection left below */
+	for (i = 1, lo = d->v[0]; i < d->n / 2; i++)
+		if (d->v[i] > lo)
+			lo = d->v[i];
+	return ((double)lo + hi) / 2;
+}
+
+static bool sorted_pairs(const double *v, size_t n)
+{
+	size_t i;
+
+	for (i = 2; i < n; i += 2)
+		if (v[i] < v[i - 2])
+			return false;
+	return true;
+}
+
 static bool finish(struct rstats *st)
 {
 	double w = st->t1 > st->t0 ? st->t1 - st->t0 : 0;
@@ -664,7 +731,7 @@ static bool finish(struct rstats *st)
 	for (i = 0; i < st->ngpus; i++) {
 		struct gpu *g = &st->gpus[i];
 
-		if (g->iv.n > 0)
+		if (!sorted_pairs(g->iv.v, g->iv.n)) /* usually they come in order */
 			qsort(g->iv.v, g->iv.n / 2, 2 * sizeof(double), cmp_double_pairs);
 		if (g->stream < 0)
 			stretches(st, g);
@@ -697,9 +764,9 @@ static bool finish(struct rstats *st)
 		st->data_idle += sp->b - sp->a - device_busy(st, sp->a, sp->b);
 	}
 	for (i = 0; i < st->kernels.n; i++)
-		qsort(st->kernels.v[i].d.v, st->kernels.v[i].d.n, sizeof(float), cmp_float);
+		st->kernels.v[i].median = median_of(&st->kernels.v[i].d);
 	for (i = 0; i < st->copies.n; i++)
-		qsort(st->copies.v[i].d.v, st->copies.v[i].d.n, sizeof(float), cmp_float);
+		st->copies.v[i].median = median_of(&st->copies.v[i].d);
 	if (st->steps.n > 0) /* qsort's base may not be NULL, even for nothing */
 		qsort(st->steps.v, st->steps.n, sizeof(float), cmp_float);
 	return true;
@@ -744,65 +811,141 @@ void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first
 		snprintf(out, n, "outside any range");
 }
 
+/*
+ * Reading: one thread inflates (zlib's gzread; a plain file passes through
+ * it unchanged) into a ring of NBUF buffers while the caller's thread
+ * scans them, so a gzip trace costs about what a plain one does when two
+ * cores are free. The reader owns a buffer from taking it empty to
+ * handing it full; the scanner from taking it full to handing it back.
+ */
+#define NBUF 4
+#define BUFSZ (256 << 10)
+
+struct feeder {
+	gzFile gz;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char *buf[NBUF];
+	int len[NBUF];             /* bytes in a full buffer; -1: gzread failed */
+	unsigned head, tail;       /* buffers filled so far, and scanned so far */
+	bool eof, stop;
+};
+
+static void *feed_thread(void *arg)
+{
+	struct feeder *f = arg;
+
+	for (;;) {
+		int n, slot;
+
+		pthread_mutex_lock(&f->lock);
+		while (f->head - f->tail == NBUF && !f->stop)
+			pthread_cond_wait(&f->cond, &f->lock);
+		slot = (int)(f->head % NBUF);
+		if (f->stop) {
+			pthread_mutex_unlock(&f->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&f->lock);
+		n = gzread(f->gz, f->buf[slot], BUFSZ);
+		pthread_mutex_lock(&f->lock);
+		if (n <= 0)
+			f->eof = true;
+		if (n != 0) {
+			f->len[slot] = n;
+			f->head++;
+		}
+		pthread_cond_broadcast(&f->cond);
+		pthread_mutex_unlock(&f->lock);
+		if (n <= 0)
+			return NULL;
+	}
+}
+
 int report_read(const char *path, struct rstats *st)
 {
-	static unsigned char buf[64 << 10];
+	struct feeder f = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 	struct parse p = { .st = st };
 	uint64_t offset = 0;
-	yajl_handle h;
-	yajl_status s = yajl_status_ok;
-	gzFile gz;
-	int n;
+	struct jscan *j = NULL;
+	pthread_t tid;
+	int n = 0, bad = 0, i;
+	bool started = false;
 
 	memset(st, 0, sizeof(*st));
 	st->rank = st->world = -1;
 	st->t0 = HUGE_VAL; /* no event yet: window() is 0 */
 	st->t1 = -HUGE_VAL;
 	snprintf(st->path, sizeof(st->path), "%s", path);
-	if ((gz = gzopen(path, "rb")) == NULL) {
+	if ((f.gz = gzopen(path, "rb")) == NULL) {
 		snprintf(st->error, sizeof(st->error), "cannot open it: %s", strerror(errno));
 		return -1;
 	}
-	gzbuffer(gz, 256 << 10);
-	if ((h = yajl_alloc(&callbacks, NULL, &p)) == NULL) {
-		gzclose(gz);
+	gzbuffer(f.gz, 256 << 10);
+	for (i = 0; i < NBUF; i++)
+		f.buf[i] = malloc(BUFSZ);
+	for (i = 0; i < NBUF && f.buf[i] != NULL; i++)
+		;
+	if (i < NBUF || (j = jscan_new(&callbacks, &p)) == NULL ||
+	    pthread_create(&tid, NULL, feed_thread, &f) != 0) {
 		snprintf(st->error, sizeof(st->error), "out of memory");
-		return -1;
+		goto out;
 	}
-	/* UTF-8 checks of every string cost a third of the time; names are
-	 * only printed, cut at 512 bytes, and the JSON output escapes them */
-	yajl_config(h, yajl_dont_validate_strings, 1);
-	while ((n = gzread(gz, buf, sizeof(buf))) > 0) {
-		s = yajl_parse(h, buf, (size_t)n);
-		if (s != yajl_status_ok)
+	started = true;
+	for (;;) {
+		int slot;
+
+		pthread_mutex_lock(&f.lock);
+		while (f.head == f.tail && !f.eof)
+			pthread_cond_wait(&f.cond, &f.lock);
+		if (f.head == f.tail) { /* the end, or gzread failed */
+			pthread_mutex_unlock(&f.lock);
+			break;
+		}
+		slot = (int)(f.tail % NBUF);
+		n = f.len[slot];
+		pthread_mutex_unlock(&f.lock);
+		if (n < 0)
+			break;
+		bad = jscan_feed(j, f.buf[slot], (size_t)n);
+		pthread_mutex_lock(&f.lock);
+		f.tail++;
+		if (bad < 0)
+			f.stop = true;
+		pthread_cond_broadcast(&f.cond);
+		pthread_mutex_unlock(&f.lock);
+		if (bad < 0)
 			break;
 		offset += (uint64_t)n;
 	}
+	pthread_join(tid, NULL);
+	started = false;
 	if (n < 0) {
 		int zerr;
-		const char *why = gzerror(gz, &zerr);
+		const char *why = gzerror(f.gz, &zerr);
 
 		st->truncated = true;
 		snprintf(st->error, sizeof(st->error), "gzip data broken after %llu bytes (%s): "
 		         "what came before is reported", (unsigned long long)offset, why);
-	} else if (s == yajl_status_ok && (s = yajl_complete_parse(h)) != yajl_status_ok) {
+	} else if (bad == 0 && jscan_finish(j) < 0 && jscan_truncated(j)) {
 		st->truncated = true;
 		snprintf(st->error, sizeof(st->error), "the file ends early, after %llu bytes (a "
 		         "trace still being written, or cut): what came before is reported",
 		         (unsigned long long)offset);
-	} else if (s != yajl_status_ok) {
-		unsigned char *e = yajl_get_error(h, 0, NULL, 0);
-
+	}
+	if (!st->error[0] && jscan_error(j) != NULL) {
 		st->truncated = true;
 		snprintf(st->error, sizeof(st->error), "%s at byte %llu: %s; what came before is "
 		         "reported", p.oom ? "out of memory" : "not valid JSON",
-		         (unsigned long long)(offset + yajl_get_bytes_consumed(h)),
-		         e ? (const char *)e : "?");
-		if (e)
-			yajl_free_error(h, e);
+		         (unsigned long long)jscan_error_offset(j), jscan_error(j));
 	}
-	yajl_free(h);
-	gzclose(gz);
+out:
+	if (started)
+		pthread_join(tid, NULL);
+	jscan_free(j);
+	for (i = 0; i < NBUF; i++)
+		free(f.buf[i]);
+	gzclose(f.gz);
 	if (!finish(st) && !st->error[0])
 		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
 	return st->error[0] ? -1 : 0;

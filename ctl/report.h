@@ -39,8 +39,8 @@ struct kstat {                 /* one kernel name, or one copy/set kind */
 	char *name;
 	bool nccl;                 /* a collective (NCCL) kernel */
 	uint64_t count, bytes;
-	double total, max;
-	struct durs d;
+	double total, max, median;  /* median: set after the pass */
+	struct durs d;             /* the durations, in no order after the pass */
 };
 
 struct kmap { struct kstat *v; size_t n, cap; size_t *slot; size_t mask; };

@@ -179,7 +179,7 @@ static void kstat_table(FILE *f, const struct kmap *m, size_t top, double total,
 		fprintf(f, "<tr><td>%.1f%%</td><td>%.3f</td><td>%llu</td><td>%.1f</td><td>%.1f</td>"
 		        "<td>%.1f</td><td>", total > 0 ? 100 * v[i]->total / total : 0,
 		        v[i]->total / 1000, (unsigned long long)v[i]->count,
-		        v[i]->total / (double)v[i]->count, report_median(&v[i]->d), v[i]->max);
+		        v[i]->total / (double)v[i]->count, v[i]->median, v[i]->max);
 		if (copies && v[i]->total > 0)
 			fprintf(f, "%.1f", (double)v[i]->bytes / v[i]->total / 1000);
 		fprintf(f, "</td><td class=name>");

@@ -209,7 +209,7 @@ static void print_top(FILE *f, const struct kmap *m, size_t top, double total, b
 			         1000 : 0);
 		fprintf(f, "  %5.1f%% %10.3f %7llu %9.1f %9.1f %9.1f %s%s%.100s\n",
 		        total > 0 ? 100 * k->total / total : 0, k->total / 1000,
-		        (unsigned long long)k->count, k->total / (double)k->count, report_median(&k->d),
+		        (unsigned long long)k->count, k->total / (double)k->count, k->median,
 		        k->max, bw, copies ? " " : "", k->name);
 	}
 	free(v);
@@ -369,7 +369,7 @@ static cJSON *top_json(const struct kmap *m, size_t top, double total)
 		cJSON_AddNumberToObject(o, "count", (double)v[i]->count);
 		cJSON_AddNumberToObject(o, "total_us", v[i]->total);
 		cJSON_AddNumberToObject(o, "mean_us", v[i]->total / (double)v[i]->count);
-		cJSON_AddNumberToObject(o, "median_us", report_median(&v[i]->d));
+		cJSON_AddNumberToObject(o, "median_us", v[i]->median);
 		cJSON_AddNumberToObject(o, "max_us", v[i]->max);
 		if (total > 0)
 			cJSON_AddNumberToObject(o, "share", v[i]->total / total);

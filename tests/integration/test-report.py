@@ -24,6 +24,7 @@ import html.parser
 import gzip
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -387,6 +388,11 @@ def test_real_bottlenecks(d):
                      e["name"] == rg["name"]]
             want = sum(busy_in(m, e["ts"], e["ts"] + e["dur"]) for e in spans)
             assert abs(rg["gpu_us"] - want) < 0.01, (rg, want)
+        # each kernel's median (a selection, not a sort, in gprofctl)
+        for k in r["top_kernels"]:
+            durs = [e["dur"] for e in gpu if e.get("cat") == "kernel" and e["name"] == k["name"]]
+            assert len(durs) == k["count"] and \
+                abs(statistics.median(durs) - k["median_us"]) < 1e-3, (k, statistics.median(durs))
         t0 = min(e["ts"] for e in ev)
         assert r["launch_bound_stretches"], r
         for s in r["launch_bound_stretches"]:
