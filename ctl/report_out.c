@@ -82,6 +82,24 @@ static const char *main_sync(const struct rstats *st)
 	return best ? best->name : "a synchronising call";
 }
 
+/* The ranks with the longest and the shortest median step; false when
+ * some rank has no iterations. */
+static bool slowest(struct rstats *const *st, size_t n, size_t *slow, size_t *fast)
+{
+	size_t i;
+
+	*slow = *fast = 0;
+	for (i = 0; i < n; i++) {
+		if (st[i]->steps.n == 0)
+			return false;
+		if (report_median(&st[i]->steps) > report_median(&st[*slow]->steps))
+			*slow = i;
+		if (report_median(&st[i]->steps) < report_median(&st[*fast]->steps))
+			*fast = i;
+	}
+	return n > 1 && report_median(&st[*fast]->steps) > 0;
+}
+
 static int by_weight(const void *a, const void *b)
 {
 	const struct finding *x = a, *y = b;
@@ -333,17 +351,26 @@ void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
 		fprintf(f, "\n");
 	}
 	if (n > 1) {
-		fprintf(f, "== across ranks\n  %5s %12s %12s %14s %10s\n", "rank", "step ms", "GPU busy %",
-		        "NCCL ms/step", "kernels");
+		size_t slow, fast;
+
+		fprintf(f, "== across ranks\n  %5s %12s %12s %14s %8s %10s\n", "rank", "step ms",
+		        "GPU busy %", "NCCL ms/step", "NCCL %", "kernels");
 		for (i = 0; i < n; i++) {
 			const struct gpu *g = busiest(st[i]);
 			double w = report_window(st[i]);
 
-			fprintf(f, "  %5lld %12.3f %12.1f %14.3f %10llu\n", (long long)st[i]->rank,
+			fprintf(f, "  %5lld %12.3f %12.1f %14.3f %8.1f %10llu\n", (long long)st[i]->rank,
 			        report_median(&st[i]->steps) / 1000, w > 0 && g ? 100 * g->busy / w : 0,
 			        st[i]->nccl / iterations_or_1(st[i]) / 1000,
+			        st[i]->kernel_total > 0 ? 100 * st[i]->nccl / st[i]->kernel_total : 0,
 			        (unsigned long long)kernel_count(st[i]));
 		}
+		if (slowest(st, n, &slow, &fast))
+			fprintf(f, "slowest: rank %lld, median step %.3f ms, %.1f%% over the fastest (rank "
+			        "%lld, %.3f ms)\n", (long long)st[slow]->rank,
+			        report_median(&st[slow]->steps) / 1000,
+			        100 * (report_median(&st[slow]->steps) / report_median(&st[fast]->steps) - 1),
+			        (long long)st[fast]->rank, report_median(&st[fast]->steps) / 1000);
 		fprintf(f, "\n");
 	}
 	k = report_findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));
@@ -494,6 +521,18 @@ cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
 		cJSON_AddNumberToObject(r, "gpu_events", (double)s->gpu_events);
 		rank_json(r, s, top);
 		cJSON_AddItemToArray(ranks, r);
+	}
+	{
+		size_t slow, fast;
+
+		if (n > 1 && slowest(st, n, &slow, &fast)) {
+			cJSON *o = cJSON_AddObjectToObject(root, "slowest");
+
+			cJSON_AddNumberToObject(o, "rank", (double)st[slow]->rank);
+			cJSON_AddNumberToObject(o, "step_us", report_median(&st[slow]->steps));
+			cJSON_AddNumberToObject(o, "fastest_rank", (double)st[fast]->rank);
+			cJSON_AddNumberToObject(o, "fastest_step_us", report_median(&st[fast]->steps));
+		}
 	}
 	k = report_findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));
 	fa = cJSON_AddArrayToObject(root, "findings");

@@ -135,6 +135,9 @@ def test_figures(d):
     cp = r0["copies"][0]
     assert cp["name"].startswith("Memcpy HtoD (Pageable") and cp["bytes"] == 1000000, cp
     assert r1["nccl_us"] == 10 and r1["window_us"] == 800, r1
+    # both ranks have steps of 350 and 450 us: equal medians, rank 0 first
+    assert doc["slowest"] == {"rank": 0, "step_us": 400, "fastest_rank": 0,
+                              "fastest_step_us": 400}, doc["slowest"]
     f = doc["findings"]
     assert any("rank 1 is the straggler" in x and "0.15 ms" in x for x in f), f
     assert any("pageable" in x for x in f), f
@@ -210,6 +213,14 @@ def test_real_ddp(d):
         t0 = min(e["ts"] for e in x)
         t1 = max(e["ts"] + e["dur"] for e in x)
         assert abs(r["window_us"] - (t1 - t0)) < 0.01, (r["window_us"], t1 - t0)
+    # rank 1 sleeps in its steps; rank 0 waits for it in NCCL: rank 1 is slowest
+    steps = [statistics.median(e["dur"] for e in json.load(gzip.open(f, "rt"))["traceEvents"]
+                               if e.get("name", "").startswith("ProfilerStep#")) for f in files]
+    slow = max(range(2), key=lambda i: steps[i])
+    assert doc["slowest"]["rank"] == slow and \
+        abs(doc["slowest"]["step_us"] - steps[slow]) < 0.01, (doc["slowest"], steps)
+    code, text, err = report("report", DDP)
+    assert "slowest: rank %d, median step %.3f ms" % (slow, steps[slow] / 1000) in text, text
     assert doc["ranks"][0]["nccl_us_per_iteration"] > 5000 > 200 > \
         doc["ranks"][1]["nccl_us_per_iteration"], doc["ranks"]
     assert any(f.startswith("rank 1 is the straggler") for f in doc["findings"]), doc["findings"]
