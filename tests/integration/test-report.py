@@ -188,6 +188,25 @@ def test_older_kineto_names(d):
     assert r["rank"] == -1 and r["copies"][0]["bytes"] == 100, r
 
 
+def test_relative_timestamps(d):
+    """Newer Kineto writes timestamps relative to baseTimeNanoseconds, older
+    ones absolute: every figure is the same either way."""
+    rel = trace(0, 300, True)
+    rel["baseTimeNanoseconds"] = 1790857026000000000
+    ab = json.loads(json.dumps(rel))
+    for e in ab["traceEvents"]:
+        if "ts" in e:
+            e["ts"] += 1790857026000000.0
+    outs = []
+    for name, doc in (("rel.json", rel), ("abs.json", ab)):
+        code, out, err = report("--json", "report", write(d, name, doc, False))
+        assert code == 0, err
+        r = json.loads(out)
+        r["ranks"][0].pop("file")
+        outs.append(r)
+    assert outs[0] == outs[1], outs
+
+
 def test_real_ddp(d):
     """The H200 DDP traces: every figure equals what this test computes
     from the files with Python's json; the straggler is named."""
@@ -418,5 +437,6 @@ def test_real_bottlenecks(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_figures, test_bad_input, test_older_kineto_names, test_real_ddp,
+    sys.exit(runner.run([test_figures, test_bad_input, test_older_kineto_names,
+                         test_relative_timestamps, test_real_ddp,
                          test_located, test_html, test_real_bottlenecks], "gprof-report-"))
