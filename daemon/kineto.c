@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "kineto.h"
+#include "peer.h"
 #include "kstep.h"
 #include "kipc.h"
 #include "log.h"
@@ -652,13 +653,21 @@ int kineto_start(struct daemon *d, struct perr *err)
 	if (d->cfg.kineto_socket_dir[0])
 		unlink(sa.sun_path);
 	if (bind(d->kineto_fd, (struct sockaddr *)&sa, len) != 0) {
+		char who[256] = "";
+
 		r = -errno;
 		close(d->kineto_fd);
-		return perr_set(err, r, "cannot bind the Kineto socket %s%s: %s (is dynolog "
+		/* an abstract name any local user may have taken first: say who,
+		 * since PyTorch jobs would send their requests to that process */
+		if (r == -EADDRINUSE && !d->cfg.kineto_socket_dir[0])
+			peer_abstract_holders(d->cfg.kineto_socket_name, who, sizeof(who));
+		return perr_set(err, r, "cannot bind the Kineto socket %s%s: %s%s%s%s (is dynolog "
 		                "running? stop it, or set kineto.enabled: false)",
 		                d->cfg.kineto_socket_dir[0] ? "" : "@",
 		                d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name,
-		                strerror(-r));
+		                strerror(-r), who[0] ? "; held by " : "", who,
+		                who[0] ? "" : (r == -EADDRINUSE && !d->cfg.kineto_socket_dir[0] ?
+		                               "; its holder is not visible to this user" : ""));
 	}
 	if (d->cfg.kineto_socket_dir[0])
 		chmod(sa.sun_path, 0666);

@@ -4,6 +4,8 @@
  * whose owner column is the uid that created the client socket.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
@@ -254,4 +256,90 @@ int peer_ancestors(pid_t pid, int32_t *out, int max)
 		pid = ppid;
 	}
 	return n;
+}
+
+/* The inode of the socket bound to "\0name\0" (Kineto's address: the
+ * trailing NUL is part of it), from /proc/net/unix, which shows NULs as
+ * '@'; 0 if none. */
+static unsigned long abstract_inode(const char *name)
+{
+	char line[512], path[256];
+	unsigned long inode, found = 0;
+	FILE *f = fopen("/proc/net/unix", "re");
+
+	if (f == NULL)
+		return 0;
+	while (found == 0 && fgets(line, sizeof(line), f) != NULL)
+		/* Num RefCount Protocol Flags Type St Inode Path */
+		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
+		    path[0] == '@' && strncmp(path + 1, name, strlen(name)) == 0 &&
+		    strcmp(path + 1 + strlen(name), "@") == 0)
+			found = inode;
+	fclose(f);
+	return found;
+}
+
+/* Has process pid a descriptor on socket inode? */
+static bool holds(const char *pid, unsigned long inode)
+{
+	char dir[64], want[64], link[64], target[64];
+	struct dirent *e;
+	bool yes = false;
+	DIR *d;
+	ssize_t len;
+
+	snprintf(dir, sizeof(dir), "/proc/%s/fd", pid);
+	snprintf(want, sizeof(want), "socket:[%lu]", inode);
+	if ((d = opendir(dir)) == NULL)
+		return false; /* gone, or not ours to see */
+	while (!yes && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "%s/%.20s", dir, e->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len > 0) {
+			target[len] = '\0';
+			yes = strcmp(target, want) == 0;
+		}
+	}
+	closedir(d);
+	return yes;
+}
+
+void peer_abstract_holders(const char *name, char *out, size_t n)
+{
+	unsigned long inode = abstract_inode(name);
+	struct dirent *e;
+	size_t used = 0;
+	DIR *d;
+
+	out[0] = '\0';
+	if (inode == 0 || (d = opendir("/proc")) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL && used + 1 < n) {
+		char path[64], comm[32] = "?", status[256];
+		unsigned uid = 0;
+		FILE *f;
+
+		if (!isdigit((unsigned char)e->d_name[0]) || !holds(e->d_name, inode))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.20s/comm", e->d_name);
+		if ((f = fopen(path, "re")) != NULL) {
+			if (fgets(comm, sizeof(comm), f) != NULL)
+				comm[strcspn(comm, "\n")] = '\0';
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/%.20s/status", e->d_name);
+		if ((f = fopen(path, "re")) != NULL) {
+			while (fgets(status, sizeof(status), f) != NULL)
+				if (sscanf(status, "Uid: %u", &uid) == 1)
+					break;
+			fclose(f);
+		}
+		used += (size_t)snprintf(out + used, n - used, "%spid %s (%s, uid %u)",
+		                         used ? ", " : "", e->d_name, comm, uid);
+		if (used >= n)
+			used = n - 1;
+	}
+	closedir(d);
 }

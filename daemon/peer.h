@@ -52,4 +52,11 @@ static inline bool peer_may(const struct peer *p, uid_t uid)
  * Returns how many. */
 int peer_ancestors(pid_t pid, int32_t *out, int max);
 
+/* Who holds the abstract Unix socket "\0name\0", Kineto's address for
+ * name (kipc_addr_abstract) (another daemon, or a local
+ * user squatting on it): "pid P (COMM, uid U)" for each process with it
+ * open, as far as /proc shows them (all of them to root), into out; ""
+ * when nobody could be named. */
+void peer_abstract_holders(const char *name, char *out, size_t n);
+
 #endif
