@@ -119,5 +119,7 @@ const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
  * dev was running, falling back on each other) and the iteration. */
 void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
                   size_t n);
+/* "N operations in X ms at +T ms, GPU busy B%, in 'range', ProfilerStep#I" */
+void report_stretch_text(const struct rstats *st, const struct stretch *x, char *out, size_t n);
 
 #endif

@@ -193,7 +193,7 @@ static void kstat_table(FILE *f, const struct kmap *m, size_t top, double total,
 static void rank_section(FILE *f, const struct rstats *s, size_t top)
 {
 	double w = report_window(s);
-	char where[160];
+	char where[320];
 	size_t i, j;
 
 	fprintf(f, "<h2>");
@@ -243,12 +243,8 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 		fprintf(f, "<p>Launch-bound stretches (GPU idle %.3f ms in all):</p><ul>\n",
 		        s->stretch_idle / 1000);
 		for (j = 0; j < s->nstretches; j++) {
-			const struct stretch *x = &s->stretches[j];
-
-			report_where(s, x->dev, x->a, false, where, sizeof(where));
-			fprintf(f, "<li>%u operations in %.3f ms at +%.3f ms, GPU busy %.0f%%, ",
-			        (unsigned)x->ops, (x->b - x->a) / 1000, (x->a - s->t0) / 1000,
-			        100 * x->busy / (x->b - x->a));
+			report_stretch_text(s, &s->stretches[j], where, sizeof(where));
+			fprintf(f, "<li>");
 			esc(f, where);
 			fprintf(f, "</li>\n");
 		}

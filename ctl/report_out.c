@@ -233,6 +233,15 @@ static void print_top(FILE *f, const struct kmap *m, size_t top, double total, b
 	free(v);
 }
 
+void report_stretch_text(const struct rstats *s, const struct stretch *x, char *out, size_t n)
+{
+	char where[160];
+
+	report_where(s, x->dev, x->a, false, where, sizeof(where));
+	snprintf(out, n, "%u operations in %.3f ms at +%.3f ms, GPU busy %.0f%%, %s", (unsigned)x->ops,
+	         (x->b - x->a) / 1000, (x->a - s->t0) / 1000, 100 * x->busy / (x->b - x->a), where);
+}
+
 /* The GPU time of a range: busy time inside its projections, and their span. */
 static void range_gpu(const struct rstats *s, const char *name, double *busy, double *span)
 {
@@ -244,7 +253,7 @@ static void range_gpu(const struct rstats *s, const char *name, double *busy, do
 
 static void print_where(FILE *f, const struct rstats *s, const struct gpu *g)
 {
-	char where[160];
+	char where[320];
 	size_t i;
 
 	if (g && g->top_gaps[0].b > g->top_gaps[0].a) {
@@ -266,10 +275,8 @@ static void print_where(FILE *f, const struct rstats *s, const struct gpu *g)
 		for (i = 0; i < s->nstretches; i++) {
 			const struct stretch *x = &s->stretches[i];
 
-			report_where(s, x->dev, x->a, false, where, sizeof(where));
-			fprintf(f, "  %u operations in %.3f ms at +%.3f ms, GPU busy %.0f%%, %s\n",
-			        (unsigned)x->ops, (x->b - x->a) / 1000, (x->a - s->t0) / 1000,
-			        100 * x->busy / (x->b - x->a), where);
+			report_stretch_text(s, x, where, sizeof(where));
+			fprintf(f, "  %s\n", where);
 		}
 	}
 	if (s->data_calls)
