@@ -124,6 +124,7 @@ struct sink {
 	char tmp[4096];
 	char path[4096];
 	FILE *f;
+	bool unnamed;    /* an O_TMPFILE: nothing in the directory until finished */
 	uint32_t transfer;
 	uint64_t bytes, expected;
 	uint32_t crc;

@@ -1,9 +1,13 @@
 /*
- * sink: one downloaded file (ctl.h). Data goes to <dir>/.<name>.part and
- * is renamed to <dir>/<name> only once the daemon's download_end agrees on
- * size and CRC-32; any failure removes the temporary file.
+ * sink: one downloaded file (ctl.h). Data goes to an unnamed file in <dir>
+ * (O_TMPFILE), which gets a name only once the daemon's download_end
+ * agrees on size and CRC-32: linked as <dir>/.<name>.part, then renamed to
+ * <dir>/<name>. So a gprofctl killed mid-download (even by SIGKILL) leaves
+ * nothing behind. Where the file system has no O_TMPFILE, the data goes to
+ * the .part file from the start; any failure gprofctl sees removes it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,7 +21,7 @@
 int sink_open(struct sink *s, const char *dir, const char *name, uint32_t transfer,
               uint64_t expected, char *err, size_t errlen)
 {
-	int r;
+	int r, fd;
 
 	memset(s, 0, sizeof(*s));
 	r = fsutil_mkdir_p(dir, 0755);
@@ -27,7 +31,12 @@ int sink_open(struct sink *s, const char *dir, const char *name, uint32_t transf
 	}
 	snprintf(s->path, sizeof(s->path), "%s/%s", dir, name);
 	snprintf(s->tmp, sizeof(s->tmp), "%s/.%s.part", dir, name);
-	s->f = fopen(s->tmp, "wb");
+	fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	if (fd >= 0 && (s->f = fdopen(fd, "wb")) == NULL)
+		close(fd);
+	s->unnamed = s->f != NULL;
+	if (s->f == NULL)
+		s->f = fopen(s->tmp, "wb");
 	if (s->f == NULL) {
 		snprintf(err, errlen, "cannot write %s: %s", s->tmp, strerror(errno));
 		return -1;
@@ -59,7 +68,8 @@ void sink_abort(struct sink *s)
 	if (s->f != NULL) {
 		fclose(s->f);
 		s->f = NULL;
-		unlink(s->tmp);
+		if (!s->unnamed)
+			unlink(s->tmp);
 	}
 }
 
@@ -74,6 +84,20 @@ int sink_finish(struct sink *s, const struct msg_download_end *e, char *err, siz
 		         (unsigned long long)s->expected, s->crc, (unsigned long long)e->crc32);
 		sink_abort(s);
 		return -1;
+	}
+	if (s->unnamed) {
+		char self[64];
+
+		/* the name it gets once whole: linkat through /proc needs no privilege */
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fileno(s->f));
+		unlink(s->tmp);
+		if (fflush(s->f) != 0 ||
+		    linkat(AT_FDCWD, self, AT_FDCWD, s->tmp, AT_SYMLINK_FOLLOW) != 0) {
+			snprintf(err, errlen, "cannot write %s: %s", s->tmp, strerror(errno));
+			fclose(s->f);
+			s->f = NULL;
+			return -1;
+		}
 	}
 	if (fclose(s->f) != 0) {
 		snprintf(err, errlen, "writing %s failed: %s", s->tmp, strerror(errno));
