@@ -65,6 +65,10 @@ static const struct opt opts[] = {
 	  "largest trace chunk accepted" },
 	{ "limits.write_queue_bytes", OPT_SIZE, U(max_write_queue_bytes), 64 * KiB, 4 * GiB,
 	  "bytes queued to one slow client before it is dropped" },
+	{ "limits.hello_timeout", OPT_SECONDS, U(hello_timeout_s), 1, 3600,
+	  "a connection that has not said hello by then is closed" },
+	{ "limits.frame_timeout", OPT_SECONDS, U(frame_timeout_s), 1, 3600,
+	  "a frame begun must arrive whole by then, else the connection is closed" },
 	{ "limits.pending_traces", OPT_UINT, U(max_pending_traces), 1, 100000,
 	  "traces in progress at once" },
 	{ "limits.trace_bytes", OPT_SIZE, U(max_trace_bytes), 1 * MiB, 1 * TiB,
@@ -148,6 +152,8 @@ void config_defaults(struct config *c)
 	c->max_frame_bytes = 1 * MiB;
 	c->max_chunk_bytes = 4 * MiB;
 	c->max_write_queue_bytes = 64 * MiB;
+	c->hello_timeout_s = 10;
+	c->frame_timeout_s = 60;
 	c->max_pending_traces = 64;
 	c->max_trace_bytes = 2 * GiB;
 	c->max_processes = 65536;

@@ -38,6 +38,8 @@ struct config {
 	uint64_t max_frame_bytes;
 	uint64_t max_chunk_bytes;
 	uint64_t max_write_queue_bytes;
+	uint64_t hello_timeout_s;       /* a connection must say hello by then */
+	uint64_t frame_timeout_s;       /* a frame begun must be complete by then */
 	uint64_t max_pending_traces;
 	uint64_t max_trace_bytes;
 	uint64_t max_processes;

@@ -223,6 +223,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	r = frame_decoder_feed(&c->dec, buf->base, (size_t)nread, on_frame, c, &err);
+	if (!frame_decoder_partial(&c->dec))
+		c->frame_ms = 0;
+	else if (c->frame_ms == 0)
+		c->frame_ms = uv_now(c->d->loop);
 	if (r < 0 && !c->closing && !c->finishing) {
 		c->d->cnt.bad_frames++;
 		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
@@ -244,7 +248,37 @@ void conn_resume(struct conn *c)
 {
 	if (c->paused && !c->closing && !c->finishing) {
 		c->paused = false;
+		if (c->frame_ms)
+			c->frame_ms = uv_now(c->d->loop); /* the pause was ours */
 		uv_read_start(&c->u.s, on_alloc, on_read);
+	}
+}
+
+void conn_deadlines(struct daemon *d)
+{
+	uint64_t now = uv_now(d->loop);
+	struct conn *c, *next;
+
+	for (c = d->conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->closing || c->finishing)
+			continue;
+		if (c->role == CONN_ROLE_NONE && now - c->since_ms >= d->cfg.hello_timeout_s * 1000) {
+			d->cnt.conns_timed_out++;
+			log_info("%s: no hello within %llu s (limits.hello_timeout); closing", c->peer.desc,
+			         (unsigned long long)d->cfg.hello_timeout_s);
+			conn_send_error(c, 0, MSG_E_BAD_REQUEST, "no hello within %llu s "
+			                "(limits.hello_timeout); closing the connection",
+			                (unsigned long long)d->cfg.hello_timeout_s);
+			conn_finish(c, "no hello in time");
+		} else if (c->frame_ms && !c->paused &&
+		           now - c->frame_ms >= d->cfg.frame_timeout_s * 1000) {
+			d->cnt.conns_timed_out++;
+			log_info("%s: a frame begun %llu s ago is still incomplete "
+			         "(limits.frame_timeout); closing", c->peer.desc,
+			         (unsigned long long)((now - c->frame_ms) / 1000));
+			conn_close(c, "frame not complete in time");
+		}
 	}
 }
 
@@ -259,6 +293,7 @@ int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp)
 	c->d = d;
 	c->tcp = tcp;
 	c->role = CONN_ROLE_NONE;
+	c->since_ms = uv_now(d->loop);
 	if (tcp)
 		r = uv_tcp_init(d->loop, &c->u.tcp);
 	else

@@ -54,6 +54,8 @@ struct conn {
 	bool closing;
 	bool finishing;      /* stop reading; close once the queue is written */
 	bool paused;         /* reading stopped for upload backpressure */
+	uint64_t since_ms;   /* accepted (uv_now) */
+	uint64_t frame_ms;   /* the frame being read began (0: none), for limits.frame_timeout */
 	struct proc *proc;   /* the process this agent registered */
 	struct upload *uploads;
 	struct download *download;
@@ -86,6 +88,11 @@ static inline struct peer *conn_peer(struct conn *c)
 
 /* Upload backpressure: stop and restart reading from c. */
 void conn_pause(struct conn *c);
+/* Closes the connections past a deadline: no hello within
+ * limits.hello_timeout, a frame begun and not complete within
+ * limits.frame_timeout (not counting time the daemon itself paused the
+ * connection). The daemon calls it every second (deadline_timer). */
+void conn_deadlines(struct daemon *d);
 void conn_resume(struct conn *c);
 
 #endif

@@ -34,6 +34,7 @@ struct kwatch;
 struct counters {
 	uint64_t conns_accepted;
 	uint64_t conns_refused;       /* limits.connections */
+	uint64_t conns_timed_out;     /* limits.hello_timeout, limits.frame_timeout */
 	uint64_t frames_in;
 	uint64_t bad_frames;          /* framing errors, oversized frames */
 	uint64_t bad_messages;        /* failed validation */
@@ -83,6 +84,7 @@ struct daemon {
 	uint64_t stored_bytes;
 	size_t nstored;
 	uv_timer_t retention_timer;
+	uv_timer_t deadline_timer;  /* conn_deadlines, every second */
 
 	/* kineto.c */
 	int kineto_fd;

@@ -49,13 +49,15 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 {
 	const struct counters *k = &c->d->cnt;
 	const char *names[] = {
-		"conns_accepted", "conns_refused", "conns_open", "frames_in", "bad_frames",
+		"conns_accepted", "conns_refused", "conns_timed_out", "conns_open", "frames_in",
+		"bad_frames",
 		"bad_messages", "write_queue_drops", "processes_refused", "traces_refused",
 		"traces_started", "uploads_failed", "dyno_requests", "auth_failures",
 		"retention_deleted", "kineto_datagrams", "kineto_malformed", "kineto_configs",
 	};
 	double values[] = {
-		(double)k->conns_accepted, (double)k->conns_refused, (double)c->d->nconns,
+		(double)k->conns_accepted, (double)k->conns_refused, (double)k->conns_timed_out,
+		(double)c->d->nconns,
 		(double)k->frames_in, (double)k->bad_frames, (double)k->bad_messages,
 		(double)k->write_queue_drops, (double)k->processes_refused,
 		(double)k->traces_refused, (double)k->traces_started, (double)k->uploads_failed,

@@ -119,7 +119,13 @@ static void stop_finish(struct daemon *d)
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	uv_close((uv_handle_t *)&d->retention_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&d->deadline_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&d->stop_timer, on_handle_closed);
+}
+
+static void on_deadlines(uv_timer_t *t)
+{
+	conn_deadlines(t->data);
 }
 
 static bool uploads_in_flight(struct daemon *d)
@@ -227,9 +233,10 @@ static int run(struct daemon *d)
 	uv_signal_init(&loop, &d->sigterm);
 	uv_signal_init(&loop, &d->sighup);
 	uv_timer_init(&loop, &d->retention_timer);
+	uv_timer_init(&loop, &d->deadline_timer);
 	uv_timer_init(&loop, &d->stop_timer);
 	d->sigint.data = d->sigterm.data = d->sighup.data = d;
-	d->retention_timer.data = d->stop_timer.data = d;
+	d->retention_timer.data = d->stop_timer.data = d->deadline_timer.data = d;
 	uv_signal_start(&d->sigint, on_signal, SIGINT);
 	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&d->sighup, on_signal, SIGHUP);
@@ -255,6 +262,7 @@ static int run(struct daemon *d)
 		return 1;
 	}
 	uv_timer_start(&d->retention_timer, on_retention, RETENTION_PERIOD_MS, RETENTION_PERIOD_MS);
+	uv_timer_start(&d->deadline_timer, on_deadlines, 1000, 1000);
 	if (d->tcp_open)
 		log_info("gprofd %s running: unix %s, tcp port %d, traces in %s/traces", GPROF_VERSION,
 		         d->cfg.socket_path, d->tcp_port, d->cfg.state_dir);

@@ -229,6 +229,53 @@ static void test_write_queue_limit(void **state)
 	tc_close(&c);
 }
 
+/* A daemon_status counter by name (-1 if absent). */
+static double counter(struct tc *c, const char *name)
+{
+	struct msg m, r;
+	double v = -1;
+	size_t i;
+
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	tc_call(c, &m, &r);
+	for (i = 0; i < r.u.daemon_status_reply.counters.n; i++)
+		if (strcmp(r.u.daemon_status_reply.counters.names[i], name) == 0)
+			v = r.u.daemon_status_reply.counters.values[i];
+	msg_deinit(&r);
+	return v;
+}
+
+/* Slow and stalled clients (issue 15): one that never says hello, and one
+ * that begins a frame and never finishes it, are closed at their
+ * deadlines; one that said hello and stays quiet (an idle agent, a
+ * follower) is not. */
+static void test_slow_clients(void **state)
+{
+	struct tc silent, trickle, idle;
+	struct msg r;
+	static const uint8_t half_header[3] = { 0, 0, 0 };
+
+	(void)state;
+	assert_int_equal(td_start(&D, "limits:\n  hello_timeout: 1s\n  frame_timeout: 1s\n", NULL), 0);
+	tc_ctl(&idle, D.sock);
+	assert_int_equal(tc_connect_unix(&silent, D.sock), 0);
+	tc_ctl(&trickle, D.sock);
+	assert_int_equal(tc_send_raw(&trickle, half_header, sizeof(half_header)), 0);
+	/* the silent one is told why, then closed */
+	assert_int_equal(tc_recv(&silent, &r), 0);
+	assert_int_equal(r.type, MSG_ERROR);
+	assert_non_null(strstr(r.u.error.message, "no hello within 1 s (limits.hello_timeout)"));
+	msg_deinit(&r);
+	assert_true(tc_closed(&silent));
+	assert_true(tc_closed(&trickle));
+	assert_true(td_wait_log(&D, "is still incomplete (limits.frame_timeout); closing", NULL));
+	/* more than a second has passed: the quiet client that said hello is served */
+	assert_true(counter(&idle, "conns_timed_out") == 2);
+	tc_close(&silent);
+	tc_close(&trickle);
+	tc_close(&idle);
+}
+
 static void test_restart_keeps_store(void **state)
 {
 	char id[64], leftover[600], path[600];
@@ -428,6 +475,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_limits, teardown),
 		cmocka_unit_test_teardown(test_trace_size_limit, teardown),
 		cmocka_unit_test_teardown(test_write_queue_limit, teardown),
+		cmocka_unit_test_teardown(test_slow_clients, teardown),
 		cmocka_unit_test_teardown(test_restart_keeps_store, teardown),
 		cmocka_unit_test_teardown(test_retention_by_age, teardown),
 		cmocka_unit_test_teardown(test_disk_full, teardown),
