@@ -214,9 +214,71 @@ def test_prometheus_scrapes(d):
         dm.stop()
 
 
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
+
+
+def raw_http(port, data, read=True):
+    """Sends bytes, returns what comes back before the server closes (or
+    10 s pass)."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        s.sendall(data)
+        if not read:
+            return s
+        got = b""
+        while True:
+            try:
+                b = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not b:
+                break
+            got += b
+        return got
+    finally:
+        if read:
+            s.close()
+
+
+def test_hostile_http(d):
+    """The metrics endpoint (issue 15): malformed requests, an oversized
+    header, a 1 MB body, and 40 slow clients holding connections open with
+    half a request: each bad request gets an error status or a close, the
+    endpoint keeps serving /metrics meanwhile, and the daemon's memory
+    stays within 16 MB of where it was."""
+    dm = Daemon(d)
+    try:
+        until("a first sample", lambda: dm.get()[0] == 200)
+        before = rss_kb(dm.p.pid)
+        for req in (b"GARBAGE\r\n\r\n", b"GET\r\n\r\n", b"\x00\x01\x02\xff" * 64 + b"\r\n\r\n",
+                    b"GET /metrics HTTP/9.9\r\n\r\n",
+                    b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n",
+                    b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n" +
+                    b"b" * (1 << 20)):
+            got = raw_http(dm.port, req)
+            assert got == b"" or got.startswith(b"HTTP/1.1 4") or got.startswith(b"HTTP/1.0 4") \
+                or got.startswith(b"HTTP/1.1 5"), (req[:40], got[:200])
+        slow = [raw_http(dm.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n", read=False)
+                for _ in range(40)]
+        try:
+            for _ in range(3):
+                status, _, text = dm.get()
+                assert status == 200 and "gprofd_" in text, status
+        finally:
+            for s in slow:
+                s.close()
+        assert dm.p.poll() is None
+        assert rss_kb(dm.p.pid) - before < 16 * 1024, (before, rss_kb(dm.p.pid))
+    finally:
+        dm.stop()
+
+
 def main():
-    return runner.run([test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes],
-                      "gprof-metrics-")
+    return runner.run([test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes,
+                       test_hostile_http], "gprof-metrics-")
 
 
 if __name__ == "__main__":
