@@ -344,13 +344,18 @@ static int64_t common_start(const struct trace *t)
 
 		if (t->tp[i].state == MSG_TS_SKIPPED || t->tp[i].proc == NULL)
 			continue;
-		est = registry_step_now(t->tp[i].proc, now);
+		if ((est = registry_step_now(t->tp[i].proc, now)) <= 0)
+			continue;
+		/* room for the request to reach every agent before it passes the
+		 * step: 250 ms of its steps (2 at least); 2 steps alone were too
+		 * few for a 1 ms loop on a loaded machine (CI, 8 ranks) */
+		est += t->tp[i].proc->median_step_us > 0 ?
+		       250000 / t->tp[i].proc->median_step_us + 2 : 2;
 		if (est > best)
 			best = est;
 	}
 	if (best == 0)
 		return 0;
-	best += 2;
 	return (best + r - 1) / r * r;
 }
 
