@@ -27,15 +27,23 @@ static void esc(FILE *f, const char *s)
 		}
 }
 
-static void rank_label(FILE *f, const struct rstats *s)
+/* "rank R", else the file's name: whole, or its first max bytes and "..."
+ * (max 0: whole) where a chart has little room. */
+static void rank_label(FILE *f, const struct rstats *s, size_t max)
 {
-	if (s->rank >= 0)
-		fprintf(f, "rank %lld", (long long)s->rank);
-	else {
-		const char *b = strrchr(s->path, '/');
+	const char *b = strrchr(s->path, '/');
+	char cut[64];
 
-		esc(f, b ? b + 1 : s->path);
+	if (s->rank >= 0) {
+		fprintf(f, "rank %lld", (long long)s->rank);
+		return;
 	}
+	b = b ? b + 1 : s->path;
+	if (max > 0 && max + 4 < sizeof(cut) && strlen(b) > max) {
+		snprintf(cut, sizeof(cut), "%.*s...", (int)max, b);
+		b = cut;
+	}
+	esc(f, b);
 }
 
 /* GPU busy share over the window: a row of REPORT_BINS bars per device. */
@@ -62,8 +70,8 @@ static void timeline(FILE *f, struct rstats *const *st, size_t n)
 			if (g->stream >= 0)
 				continue;
 			fprintf(f, "<text x=\"0\" y=\"%d\">", y + row / 2 + 4);
-			rank_label(f, st[i]);
-			fprintf(f, ", GPU %lld</text>\n<text x=\"0\" y=\"%d\" class=small>%.0f%% busy, "
+			rank_label(f, st[i], 10);
+			fprintf(f, ", GPU %lld</text>\n<text x=\"0\" y=\"%d\" class=\"small\">%.0f%% busy, "
 			        "%.1f ms</text>\n", (long long)g->dev, y + row / 2 + 18,
 			        w > 0 ? 100 * g->busy / w : 0, w / 1000);
 			fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#eee\"/>\n",
@@ -101,9 +109,9 @@ static void steps_chart(FILE *f, struct rstats *const *st, size_t n)
 	fprintf(f, "<h2>Step time per rank</h2>\n<svg width=\"%d\" height=\"%d\" role=\"img\">\n"
 	        "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n"
 	        "<line x1=\"%d\" y1=\"0\" x2=\"%d\" y2=\"%d\" stroke=\"#999\"/>\n"
-	        "<text x=\"0\" y=\"12\" class=small>%.2f ms</text>\n"
-	        "<text x=\"0\" y=\"%d\" class=small>0</text>\n"
-	        "<text x=\"%d\" y=\"%d\" class=small>iteration (in the order captured)</text>\n",
+	        "<text x=\"0\" y=\"12\" class=\"small\">%.2f ms</text>\n"
+	        "<text x=\"0\" y=\"%d\" class=\"small\">0</text>\n"
+	        "<text x=\"%d\" y=\"%d\" class=\"small\">iteration (in the order captured)</text>\n",
 	        wd + left + 10, ht + bottom, left, ht, left + wd, ht, left, left, ht, top / 1000,
 	        ht, left, ht + 20);
 	for (i = 0; i < n; i++) {
@@ -116,7 +124,7 @@ static void steps_chart(FILE *f, struct rstats *const *st, size_t n)
 			        ht - (sp->v[j].b - sp->v[j].a) / top * ht);
 		fprintf(f, "\"/>\n<text x=\"%d\" y=\"%zu\" fill=\"%s\">", left + wd - 120,
 		        16 + 16 * i, colors[i % NCOLORS]);
-		rank_label(f, st[i]);
+		rank_label(f, st[i], 16);
 		fprintf(f, "</text>\n");
 	}
 	fprintf(f, "</svg>\n");
@@ -138,7 +146,7 @@ static void kernel_bars(FILE *f, const struct rstats *s, size_t top)
 		double share = s->kernel_total > 0 ? v[i]->total / s->kernel_total : 0;
 
 		fprintf(f, "<rect x=\"0\" y=\"%zu\" width=\"%.1f\" height=\"15\" fill=\"%s\"/>\n"
-		        "<text x=\"%.1f\" y=\"%zu\" class=small>%.1f%% %.3f ms x%llu ", 20 * i,
+		        "<text x=\"%.1f\" y=\"%zu\" class=\"small\">%.1f%% %.3f ms x%llu ", 20 * i,
 		        300 * share, v[i]->nccl ? "#d62728" : "#1f77b4", 300 * share + 4, 20 * i + 12,
 		        100 * share, v[i]->total / 1000, (unsigned long long)v[i]->count);
 		esc(f, strlen(v[i]->name) > 90 ? "" : v[i]->name);
@@ -197,7 +205,7 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 	size_t i, j;
 
 	fprintf(f, "<h2>");
-	rank_label(f, s);
+	rank_label(f, s, 0);
 	fprintf(f, "</h2>\n<p class=note>");
 	esc(f, s->path);
 	fprintf(f, ": window %.3f ms, %llu events, %llu on the GPU", w / 1000,
