@@ -24,10 +24,12 @@ import html.parser
 import gzip
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree
 
 GPROFCTL, FIXTURES = sys.argv[1], sys.argv[2]
 DDP = os.path.join(FIXTURES, "ddp")
@@ -360,8 +362,11 @@ def test_html(d):
     p = Tags()
     p.feed(text)
     assert not p.errors and not p.stack, (p.errors, p.stack)
-    # the busy timeline, the step-time chart and a kernel chart per rank
+    # the busy timeline, the step-time chart and a kernel chart per rank,
+    # each well-formed XML as well (an SVG viewer can take it out)
     assert p.count.get("svg") == 4 and p.count.get("polyline") == 2, p.count
+    for svg in re.findall(r"<svg.*?</svg>", text, re.S):
+        xml.etree.ElementTree.fromstring(svg)
     code, out, err = report("--json", "report", run)
     assert p.findings == len(json.loads(out)["findings"]) > 0, (p.findings, out)
     code, out, err = report("report", run, "--html", "-")
