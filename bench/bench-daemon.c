@@ -4,7 +4,9 @@
  *
  *   idle         RSS after start-up, and CPU share over IDLE seconds
  *   registry     RSS growth per registered process (K forked agents that
- *                register over the Unix socket and stay connected)
+ *                register over the Unix socket and stay connected), then
+ *                getStatus latency on a kept connection while they are
+ *                (limits.connections is raised to 100,000 for it)
  *   getStatus    Dynolog's getStatus, as dyno sends it: latency over a new
  *                TCP connection per request, and over one kept connection
  *                (median and p99 of N requests)
@@ -101,8 +103,16 @@ static void start_daemon(const char *gprofd)
 		snprintf(state, sizeof(state), "%s/state", dir);
 		if (freopen(logpath, "w", stderr) == NULL)
 			_exit(126);
+		char cfg[128];
+		FILE *c;
+
+		/* room for the registry phase's K connections (issue 15 asks 10,000) */
+		snprintf(cfg, sizeof(cfg), "%s/gprofd.yaml", dir);
+		if ((c = fopen(cfg, "w")) == NULL || fputs("limits:\n  connections: 100000\n", c) < 0 ||
+		    fclose(c) != 0)
+			_exit(126);
 		execl(gprofd, gprofd, "--socket", sock, "--tcp", "127.0.0.1:0", "--state-dir", state,
-		      "--config", "/dev/null", (char *)NULL);
+		      "--config", cfg, (char *)NULL);
 		_exit(127);
 	}
 	for (i = 0; i < 2000 && port == 0; i++) {
@@ -282,7 +292,9 @@ static void agent(int ready, int hold)
 	_exit(0);
 }
 
-static void registry(int k)
+static void latency(int n, int kept);
+
+static void registry(int k, int n)
 {
 	int ready[2], hold[2], i;
 	long before, after;
@@ -310,6 +322,8 @@ static void registry(int k)
 	after = rss_kb(daemon_pid);
 	printf("registry   %d processes registered: RSS %ld -> %ld kB, %.0f bytes per process\n", k,
 	       before, after, (double)(after - before) * 1024.0 / k);
+	/* the daemon responsive with K connections open and K processes registered */
+	latency(n, 1);
 	close(hold[1]);
 	for (i = 0; i < k; i++)
 		waitpid(pids[i], NULL, 0);
@@ -341,7 +355,7 @@ int main(int argc, char **argv)
 	latency(n, 0);
 	latency(n * 4, 1);
 	throughput(c, 5.0);
-	registry(k);
+	registry(k, n);
 	printf("after      RSS %ld kB\n", rss_kb(daemon_pid));
 	kill(daemon_pid, SIGTERM);
 	waitpid(daemon_pid, NULL, 0);
