@@ -112,6 +112,10 @@ struct finding { double weight; char text[600]; };
 size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, size_t max);
 double report_median(const struct durs *d);
 double report_window(const struct rstats *st);
+/* per-iteration figures divide by this: the iterations, or 1 when none */
+double report_iterations_or_1(const struct rstats *st);
+/* The busiest device (NULL when no GPU work). */
+const struct gpu *report_busiest(const struct rstats *st);
 struct kstat **report_ranked(const struct kmap *m); /* by total, largest first; free() it */
 const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
 /* What was running at time t, as text: the innermost user range there

@@ -27,23 +27,28 @@ static void esc(FILE *f, const char *s)
 		}
 }
 
-/* "rank R", else the file's name: whole, or its first max bytes and "..."
- * (max 0: whole) where a chart has little room. */
+/* s escaped, or its first max bytes and "..." where a chart has little
+ * room (max 0: whole). */
+static void esc_cut(FILE *f, const char *s, size_t max)
+{
+	char cut[128];
+
+	if (max > 0 && max + 4 <= sizeof(cut) && strlen(s) > max) {
+		snprintf(cut, sizeof(cut), "%.*s...", (int)max, s);
+		s = cut;
+	}
+	esc(f, s);
+}
+
+/* "rank R", else the file's name (cut as esc_cut does). */
 static void rank_label(FILE *f, const struct rstats *s, size_t max)
 {
 	const char *b = strrchr(s->path, '/');
-	char cut[64];
 
-	if (s->rank >= 0) {
+	if (s->rank >= 0)
 		fprintf(f, "rank %lld", (long long)s->rank);
-		return;
-	}
-	b = b ? b + 1 : s->path;
-	if (max > 0 && max + 4 < sizeof(cut) && strlen(b) > max) {
-		snprintf(cut, sizeof(cut), "%.*s...", (int)max, b);
-		b = cut;
-	}
-	esc(f, b);
+	else
+		esc_cut(f, b ? b + 1 : s->path, max);
 }
 
 /* GPU busy share over the window: a row of REPORT_BINS bars per device. */
@@ -149,14 +154,7 @@ static void kernel_bars(FILE *f, const struct rstats *s, size_t top)
 		        "<text x=\"%.1f\" y=\"%zu\" class=\"small\">%.1f%% %.3f ms x%llu ", 20 * i,
 		        300 * share, v[i]->nccl ? "#d62728" : "#1f77b4", 300 * share + 4, 20 * i + 12,
 		        100 * share, v[i]->total / 1000, (unsigned long long)v[i]->count);
-		esc(f, strlen(v[i]->name) > 90 ? "" : v[i]->name);
-		if (strlen(v[i]->name) > 90) {
-			char cut[91];
-
-			memcpy(cut, v[i]->name, 87);
-			strcpy(cut + 87, "...");
-			esc(f, cut);
-		}
+		esc_cut(f, v[i]->name, 87);
 		fprintf(f, "</text>\n");
 	}
 	fprintf(f, "</svg>\n");
@@ -323,17 +321,13 @@ void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top)
 		fprintf(f, "<h2>Across ranks</h2>\n");
 		table_head(f, cols, 5);
 		for (i = 0; i < n; i++) {
-			double busy = 0, w = report_window(st[i]);
-			size_t j;
+			const struct gpu *g = report_busiest(st[i]);
+			double w = report_window(st[i]);
 
-			for (j = 0; j < st[i]->ngpus; j++)
-				if (st[i]->gpus[j].stream < 0 && st[i]->gpus[j].busy > busy)
-					busy = st[i]->gpus[j].busy;
 			fprintf(f, "<tr><td>%lld</td><td>%.3f</td><td>%.1f</td><td>%.3f</td><td>%.3f</td>"
 			        "</tr>\n", (long long)st[i]->rank, report_median(&st[i]->steps) / 1000,
-			        w > 0 ? 100 * busy / w : 0,
-			        st[i]->nccl / (st[i]->steps.n ? (double)st[i]->steps.n : 1) / 1000,
-			        st[i]->kernel_total / 1000);
+			        w > 0 && g ? 100 * g->busy / w : 0,
+			        st[i]->nccl / report_iterations_or_1(st[i]) / 1000, st[i]->kernel_total / 1000);
 		}
 		fprintf(f, "</table>\n");
 	}

@@ -42,14 +42,12 @@ double report_window(const struct rstats *st)
 	return st->t1 > st->t0 ? st->t1 - st->t0 : 0;
 }
 
-/* per-iteration figures divide by this: the iterations, or 1 when none */
-static double iterations_or_1(const struct rstats *st)
+double report_iterations_or_1(const struct rstats *st)
 {
 	return st->steps.n ? (double)st->steps.n : 1;
 }
 
-/* The busiest device (NULL when no GPU work). */
-static const struct gpu *busiest(const struct rstats *st)
+const struct gpu *report_busiest(const struct rstats *st)
 {
 	const struct gpu *g = NULL;
 	size_t i;
@@ -116,8 +114,8 @@ static int by_weight(const void *a, const void *b)
 /* One rank's findings into out[k...]; the new k. At most 5 per rank. */
 static size_t rank_findings(const struct rstats *s, bool several, struct finding *out, size_t k)
 {
-	const struct gpu *g = busiest(s);
-	double w = report_window(s), busy = g ? g->busy : 0, it = iterations_or_1(s);
+	const struct gpu *g = report_busiest(s);
+	double w = report_window(s), busy = g ? g->busy : 0, it = report_iterations_or_1(s);
 	double kernels = (double)kernel_count(s);
 	char who[32] = "", where[160], where2[160];
 	size_t j;
@@ -189,19 +187,19 @@ size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, 
 		size_t lo = 0, hi = 0;
 
 		for (i = 1; i < n; i++) {
-			if (st[i]->nccl / iterations_or_1(st[i]) < st[lo]->nccl / iterations_or_1(st[lo]))
+			if (st[i]->nccl / report_iterations_or_1(st[i]) < st[lo]->nccl / report_iterations_or_1(st[lo]))
 				lo = i;
-			if (st[i]->nccl / iterations_or_1(st[i]) > st[hi]->nccl / iterations_or_1(st[hi]))
+			if (st[i]->nccl / report_iterations_or_1(st[i]) > st[hi]->nccl / report_iterations_or_1(st[hi]))
 				hi = i;
 		}
-		if (st[hi]->nccl / iterations_or_1(st[hi]) >
-		    2 * st[lo]->nccl / iterations_or_1(st[lo]) + 100)
+		if (st[hi]->nccl / report_iterations_or_1(st[hi]) >
+		    2 * st[lo]->nccl / report_iterations_or_1(st[lo]) + 100)
 			ADD(0.9, "rank %lld is the straggler: rank %lld waits %.2f ms per iteration in NCCL "
 			    "kernels, rank %lld %.2f ms; look at what rank %lld does besides the "
 			    "collectives (its data, its share of the work, its GPU)",
 			    (long long)st[lo]->rank, (long long)st[hi]->rank,
-			    st[hi]->nccl / iterations_or_1(st[hi]) / 1000, (long long)st[lo]->rank,
-			    st[lo]->nccl / iterations_or_1(st[lo]) / 1000, (long long)st[lo]->rank);
+			    st[hi]->nccl / report_iterations_or_1(st[hi]) / 1000, (long long)st[lo]->rank,
+			    st[lo]->nccl / report_iterations_or_1(st[lo]) / 1000, (long long)st[lo]->rank);
 	}
 	qsort(out, k, sizeof(*out), by_weight);
 	return k;
@@ -322,7 +320,7 @@ static void print_one(FILE *f, const struct rstats *s, size_t top)
 	        "NCCL %.3f ms (%.1f%% of kernel time)\n", s->runtime_total / 1000,
 	        s->sync_total / 1000, s->kernel_total / 1000, s->nccl / 1000,
 	        s->kernel_total > 0 ? 100 * s->nccl / s->kernel_total : 0);
-	print_where(f, s, busiest(s));
+	print_where(f, s, report_busiest(s));
 	if (s->kernels.n) {
 		fprintf(f, "top kernels by GPU time:\n");
 		print_top(f, &s->kernels, top, s->kernel_total, false);
@@ -363,12 +361,12 @@ void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
 		fprintf(f, "== across ranks\n  %5s %12s %12s %14s %8s %10s\n", "rank", "step ms",
 		        "GPU busy %", "NCCL ms/step", "NCCL %", "kernels");
 		for (i = 0; i < n; i++) {
-			const struct gpu *g = busiest(st[i]);
+			const struct gpu *g = report_busiest(st[i]);
 			double w = report_window(st[i]);
 
 			fprintf(f, "  %5lld %12.3f %12.1f %14.3f %8.1f %10llu\n", (long long)st[i]->rank,
 			        report_median(&st[i]->steps) / 1000, w > 0 && g ? 100 * g->busy / w : 0,
-			        st[i]->nccl / iterations_or_1(st[i]) / 1000,
+			        st[i]->nccl / report_iterations_or_1(st[i]) / 1000,
 			        st[i]->kernel_total > 0 ? 100 * st[i]->nccl / st[i]->kernel_total : 0,
 			        (unsigned long long)kernel_count(st[i]));
 		}
@@ -463,7 +461,7 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 		cJSON_AddItemToArray(a, cJSON_CreateNumber(s->step_spans.v[j].b - s->step_spans.v[j].a));
 	cJSON_AddNumberToObject(r, "kernel_us", s->kernel_total);
 	cJSON_AddNumberToObject(r, "nccl_us", s->nccl);
-	cJSON_AddNumberToObject(r, "nccl_us_per_iteration", s->nccl / iterations_or_1(s));
+	cJSON_AddNumberToObject(r, "nccl_us_per_iteration", s->nccl / report_iterations_or_1(s));
 	cJSON_AddNumberToObject(r, "cuda_api_us", s->runtime_total);
 	cJSON_AddNumberToObject(r, "sync_us", s->sync_total);
 	cJSON_AddNumberToObject(r, "short_kernels", (double)s->short_kernels);
