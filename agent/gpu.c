@@ -8,9 +8,9 @@
  *
  *   UNLOADED --load--> FREE --subscribe--> HELD --enable--> TRACING
  *   TRACING --drain (disable, flush, harvest)--> HELD
- *   HELD --release (default: unsubscribe)--> FREE
- *   HELD --release (GPROF_CUPTI_RELEASE=finalize, one CUDA thread seen)-->
- *             RELEASING
+ *   HELD --release (unsubscribe)--> FREE
+ *   HELD --release (GPROF_CUPTI_RELEASE=finalize, one CUDA thread seen,
+ *             see release_by_finalize)--> RELEASING
  *   RELEASING --an application thread's next runtime-API exit-->
  *             FINALIZING (it calls cuptiFinalize there) --> FREE
  *   RELEASING --reclaim (a new burst before that call came)--> HELD
@@ -239,16 +239,39 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	}
 }
 
-/* Threads seen calling CUDA in the bursts' API records: the first, and
- * whether another ever did (then finalizing could race it). */
+/* Threads seen calling CUDA in the bursts' API records: the first, whether
+ * another ever did (then finalizing could race it), and how many API
+ * records were seen in all. */
 static uint32_t cuda_tid;
 static bool cuda_threads;
+static uint64_t api_records;
 
+/* Evidence enough that the program calls CUDA from one thread: this many
+ * API records, all from one thread. A burst cancelled at once, or one that
+ * caught no API call, proves nothing (a stress run with 3 CUDA threads
+ * finalized after such a first burst and the stand-in caught the race). */
+#define ONE_THREAD_EVIDENCE 32
+
+/*
+ * How CUPTI is given back (GPROF_CUPTI_RELEASE):
+ *   unsubscribe (default)  never finalize. The toolkit's libcupti 13.0 then
+ *                   numbers no record of a later burst (one correlation id
+ *                   for all: gpu_events.c keeps them by time, untied); a
+ *                   finalize would renumber them, but finalizing beside
+ *                   another thread's CUDA call corrupts the process
+ *                   (PyTorch, whose own libcupti keeps ids right anyway),
+ *                   and a CUDA C loop died at the finalize after its first
+ *                   burst (H100, 2026-11-23, an 'auto' policy tried and
+ *                   dropped): the job comes first.
+ *   finalize        when the bursts' API records (32 at least) all came
+ *                   from one thread
+ */
 static bool release_by_finalize(void)
 {
 	const char *p = getenv("GPROF_CUPTI_RELEASE");
 
-	return p != NULL && strcmp(p, "finalize") == 0 && !cuda_threads;
+	return p != NULL && strcmp(p, "finalize") == 0 && !cuda_threads &&
+	       api_records >= ONE_THREAD_EVIDENCE;
 }
 
 static const char *cupti_err(CUptiResult r)
@@ -622,6 +645,7 @@ static void harvest(void)
 				const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
 
 				cache_cb_name(rec->kind, a->cbid);
+				api_records++;
 				if (cuda_tid == 0)
 					cuda_tid = a->threadId;
 				else if (a->threadId != cuda_tid && !cuda_threads) {

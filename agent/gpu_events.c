@@ -50,6 +50,12 @@ struct pass {
 	 * the last call before the window and the first after it bound what
 	 * was launched inside it */
 	uint32_t pre_max, post_min;
+	/* Most API records share a correlation id: CUPTI did not number this
+	 * burst (the toolkit's libcupti 13.0 after an unsubscribe, seen on an
+	 * H100). Records are then kept by time (API calls made in the window,
+	 * GPU work from its start on) and nothing is tied by id (no flows, no
+	 * External id), rather than all but one dropped. */
+	bool ids_broken;
 };
 
 static void count_api(struct tw *w, CUpti_Activity *r, void *ud)
@@ -105,13 +111,33 @@ static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint
 		gpu_count_incomplete();
 		return NULL;
 	}
-	*keep = c ? c->kept : p->napi > 0 ? corr > p->pre_max && corr < p->post_min :
-	        start >= p->t0 && start <= p->t1;
+	if (p->ids_broken) {
+		/* every GPU record in the burst's buffers was launched while the
+		 * kinds were on, which ends just after the window: what runs
+		 * from its start on is the window's, however far the GPU lags */
+		c = NULL;
+		*keep = start >= p->t0;
+	} else {
+		*keep = c ? c->kept : p->napi > 0 ? corr > p->pre_max && corr < p->post_min :
+		        start >= p->t0 && start <= p->t1;
+	}
 	if (c && *keep && flow)
 		c->gpu = 1; /* the launch gets a flow arrow to this GPU event */
 	if (*keep)
 		p->kept_gpu++;
 	return c;
+}
+
+/* In a burst CUPTI did not number (pass.ids_broken), every event gets an id
+ * of the agent's own instead, unique, from 2^30 up: the format asks for a
+ * correlation on each, and CUPTI's one id would join every kernel to every
+ * launch in a consumer that joins on it (HTA). One writer at a time. */
+static bool ids_own;
+static uint32_t ids_next;
+
+static uint32_t corr_out(uint32_t corr)
+{
+	return ids_own ? ids_next++ : corr;
 }
 
 static void gpu_common(struct tw *w, struct corr *c, uint32_t dev, uint32_t ctx, uint32_t stream,
@@ -124,7 +150,7 @@ static void gpu_common(struct tw *w, struct corr *c, uint32_t dev, uint32_t ctx,
 	tw_lit(w, ",\"stream\":");
 	tw_int(w, stream);
 	tw_lit(w, ",\"correlation\":");
-	tw_int(w, corr);
+	tw_int(w, corr_out(corr));
 	if (c && c->range >= 0) {
 		tw_lit(w, ",\"External id\":");
 		tw_int(w, (int64_t)tw_range_id(w, c->range));
@@ -332,7 +358,7 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		tw_lit(w, ",\"stream\":");
 		tw_int(w, stream);
 		tw_lit(w, ",\"correlation\":");
-		tw_int(w, s->correlationId);
+		tw_int(w, corr_out(s->correlationId));
 		tw_lit(w, ",\"device\":0,\"context\":");
 		tw_int(w, s->contextId);
 		if (s->cudaEventId != CUPTI_SYNCHRONIZATION_INVALID_VALUE) {
@@ -381,7 +407,7 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		tw_lit(w, ",\"memory kind\":");
 		tw_str(w, NAME_OF(mem_kinds, m->memoryKind), (size_t)-1);
 		tw_lit(w, ",\"correlation\":");
-		tw_int(w, m->correlationId);
+		tw_int(w, corr_out(m->correlationId));
 		tw_lit(w, "}}");
 		break;
 	}
@@ -400,6 +426,20 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 
 	if (r->kind != CUPTI_ACTIVITY_KIND_RUNTIME && r->kind != CUPTI_ACTIVITY_KIND_DRIVER)
 		return;
+	if (p->ids_broken) { /* by time, tied to nothing */
+		if (a->start < p->t0 || a->start > p->t1 || a->start == 0 || a->end < a->start)
+			return;
+		nm = gpu_api_name(r->kind, a->cbid, &len);
+		tw_x(w, r->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "cuda_driver" : "cuda_runtime", nm,
+		     len, A.pid, a->threadId, a->start, a->end);
+		tw_lit(w, ",\"args\":{\"cbid\":");
+		tw_int(w, a->cbid);
+		tw_lit(w, ",\"correlation\":");
+		tw_int(w, corr_out(a->correlationId));
+		tw_lit(w, "}}");
+		tw_thread(w, (int)a->threadId);
+		return;
+	}
 	c = cmap_get(&p->m, a->correlationId, false);
 	if (c == NULL || !c->kept)
 		return;
@@ -435,10 +475,19 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 	p.m.mask = size - 1;
 	if (p.m.v != NULL) {
 		gpu_each_record(w, index_api, &p);
+		p.ids_broken = p.napi >= 16 && p.dup_api * 2 > p.napi;
+		ids_own = p.ids_broken;
+		ids_next = 1u << 30;
+		if (p.ids_broken)
+			agent_log("trace %s: %llu of %llu API records repeat a correlation id (CUPTI did "
+			          "not number this burst): records kept by time, launches not tied to "
+			          "their GPU work", A.win.trace_id, (unsigned long long)p.dup_api,
+			          (unsigned long long)p.napi);
 		gpu_each_record(w, write_gpu, &p);
 		gpu_each_record(w, write_api, &p);
 	}
 	gpu_records_unlock();
+	ids_own = false;
 	free(p.m.v);
 	agent_log("trace %s: %zu CUPTI buffers, %llu API records (%llu in the window, %llu with a "
 	          "repeated id), %llu GPU records kept, %llu records dropped or incomplete",

@@ -57,10 +57,21 @@ struct tw {
 	struct { int device; int64_t stream; } *streams; size_t nstreams, capstreams;
 };
 
+/* -errno of a failed gzip write or close (ENOSPC on a full disk), else -EIO */
+static int gz_errno(gzFile gz, int saved)
+{
+	int zerr = Z_OK;
+
+	if (gz != NULL)
+		gzerror(gz, &zerr);
+	return (zerr == Z_ERRNO || gz == NULL) && saved > 0 ? -saved : -EIO;
+}
+
 static void flush(struct tw *w)
 {
+	errno = 0;
 	if (w->len && !w->err && gzwrite(w->gz, w->buf, (unsigned)w->len) != (int)w->len)
-		w->err = -EIO;
+		w->err = gz_errno(w->gz, errno);
 	w->len = 0;
 }
 
@@ -727,11 +738,14 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 	tw_str(w, name, (size_t)-1);
 	tw_lit(w, "\n}\n");
 	flush(w);
+	errno = 0;
 	if (gzclose(w->gz) != Z_OK && !w->err)
-		w->err = -EIO;
+		w->err = gz_errno(NULL, errno); /* the handle is gone: errno is what is left */
 	if (w->err) {
 		r = w->err;
-		snprintf(why, n, "writing the trace file %s failed (disk full?)", path);
+		snprintf(why, n, "writing the trace file %s failed: %s (the agent writes its traces "
+		         "to $GPROF_AGENT_TRACE_DIR, else $TMPDIR or /tmp: free space there, or point "
+		         "it elsewhere)", path, strerror(-r));
 	}
 	res->events = w->events;
 	{

@@ -32,6 +32,10 @@
  * FAKE_CUPTI_HELD=NAME makes cuptiSubscribe_v2 fail as when NAME (another
  * tool) holds CUPTI.
  *
+ * FAKE_CUPTI_STUCK_IDS=1 gives every call one correlation id from the
+ * first unsubscribe on (until a finalize), as the toolkit's libcupti 13.0
+ * did on an H100.
+ *
  * FAKE_CUPTI_GPU_LAG_US=N plays a GPU that runs N us behind the CPU: a
  * kernel launched while the kernel kind is on gets its record only when it
  * "completes", N us later (at the next call or flush after that), even if
@@ -171,13 +175,22 @@ CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *s, CUpti_CallbackFunc cb, 
 	return CUPTI_SUCCESS;
 }
 
+/* FAKE_CUPTI_STUCK_IDS: from the first unsubscribe until a finalize, every
+ * call gets the same correlation id, as the toolkit's libcupti 13.0 did on
+ * an H100 (2026-11-23). */
+static bool ids_stuck;
+
 CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 {
+	const char *stuck = getenv("FAKE_CUPTI_STUCK_IDS");
+
 	(void)s;
 	enter("cuptiUnsubscribe", false);
 	pthread_mutex_lock(&lock);
 	subscribed = 0;
 	runtime_domain = false;
+	if (stuck && *stuck)
+		ids_stuck = true;
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
@@ -197,6 +210,7 @@ CUptiResult cuptiFinalize(void)
 
 	if (!in_callback)
 		die("cuptiFinalize called outside an API callback");
+	ids_stuck = false;
 	atomic_store(&finalizer_tid, tid());
 	/* it waits for the device: long enough for another thread's call */
 	{
@@ -400,7 +414,7 @@ void fake_cuda_call(int k)
 	if (atomic_load(&finalizer_tid) != 0 && atomic_load(&finalizer_tid) != tid())
 		die("a CUDA call on one thread while another is in cuptiFinalize");
 	pthread_mutex_lock(&lock);
-	corr = next_corr++;
+	corr = ids_stuck ? next_corr : next_corr++;
 	domain = subscribed && runtime_domain;
 	fn = sub_cb;
 	ud = sub_ud;

@@ -25,13 +25,20 @@ struct lhost {
 
 static const char *job_filter;
 
-static void ready(struct host *h)
+/* One page of the list, from offset (a long list comes in pages). */
+static void ask(struct host *h, int64_t offset)
 {
 	struct msg m;
 
 	msg_init(&m, MSG_PROCESS_LIST, 0);
 	m.u.process_list.job_id = job_filter;
+	m.u.process_list.offset = offset;
 	host_send(h, &m);
+}
+
+static void ready(struct host *h)
+{
+	ask(h, 0);
 }
 
 static void message(struct host *h, const struct msg *m)
@@ -45,22 +52,38 @@ static void message(struct host *h, const struct msg *m)
 	}
 	if (m->type != MSG_PROCESS_LIST_REPLY)
 		return;
-	l->ok = true;
-	l->n = m->u.process_list_reply.procs.n;
-	l->procs = calloc(l->n + 1, sizeof(*l->procs));
-	for (i = 0; i < l->n; i++) {
-		const struct msg_proc_info *p = &m->u.process_list_reply.procs.v[i];
+	{
+		size_t add = m->u.process_list_reply.procs.n;
+		struct lproc *more = realloc(l->procs, (l->n + add + 1) * sizeof(*more));
 
-		l->procs[i].pid = p->pid;
-		l->procs[i].uid = p->uid;
-		l->procs[i].rank = p->rank;
-		l->procs[i].world = p->world_size;
-		l->procs[i].steps = p->steps;
-		l->procs[i].launcher = p->launcher;
-		l->procs[i].kind = p->kind;
-		snprintf(l->procs[i].job, sizeof(l->procs[i].job), "%s", p->job_id ? p->job_id : "-");
-		snprintf(l->procs[i].name, sizeof(l->procs[i].name), "%s", p->name ? p->name : "-");
+		if (more == NULL) {
+			host_fail(h, "out of memory");
+			return;
+		}
+		l->procs = more;
+		for (i = 0; i < add; i++) {
+			const struct msg_proc_info *p = &m->u.process_list_reply.procs.v[i];
+			struct lproc *q = &l->procs[l->n + i];
+
+			q->pid = p->pid;
+			q->uid = p->uid;
+			q->rank = p->rank;
+			q->world = p->world_size;
+			q->steps = p->steps;
+			q->launcher = p->launcher;
+			q->kind = p->kind;
+			snprintf(q->job, sizeof(q->job), "%s", p->job_id ? p->job_id : "-");
+			snprintf(q->name, sizeof(q->name), "%s", p->name ? p->name : "-");
+		}
+		l->n += add;
 	}
+	/* the next page, until the last (processes that came or went between
+	 * pages may be missed or listed twice: a list is a view, not a snapshot) */
+	if (m->u.process_list_reply.next_offset > 0 && m->u.process_list_reply.procs.n > 0) {
+		ask(h, m->u.process_list_reply.next_offset);
+		return;
+	}
+	l->ok = true;
 	host_done(h);
 }
 

@@ -176,19 +176,27 @@ static void sync_maybe(void)
 	}
 }
 
-static void ready(struct host *h)
+/* One page of the job's process list, from offset (a long one comes in
+ * pages). */
+static void list_from(struct host *h, int64_t offset)
 {
 	struct thost *t = h->ud;
 	struct msg m;
 
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	m.u.process_list.job_id = T.req.job_id;
+	m.u.process_list.offset = offset;
+	if (host_send(h, &m) == 0)
+		t->listing = true;
+}
+
+static void ready(struct host *h)
+{
 	if (!T.sync || T.cancelling) {
 		send_start(h);
 		return;
 	}
-	msg_init(&m, MSG_PROCESS_LIST, 0);
-	m.u.process_list.job_id = T.req.job_id;
-	if (host_send(h, &m) == 0)
-		t->listing = true;
+	list_from(h, 0);
 }
 
 /* Ctrl-C (or SIGTERM): cancel the trace everywhere it was asked for, and
@@ -267,13 +275,17 @@ static void message(struct host *h, const struct msg *m)
 		if (!t->listing)
 			break;
 		t->listing = false;
-		t->to_start = true;
 		for (i = 0; i < m->u.process_list_reply.procs.n; i++) {
 			const struct msg_proc_info *p = &m->u.process_list_reply.procs.v[i];
 
 			if (!p->launcher && p->step_now > T.step_max)
 				T.step_max = p->step_now;
 		}
+		if (m->u.process_list_reply.next_offset > 0 && m->u.process_list_reply.procs.n > 0) {
+			list_from(h, m->u.process_list_reply.next_offset);
+			break;
+		}
+		t->to_start = true;
 		T.listed++;
 		sync_maybe();
 		break;

@@ -98,6 +98,8 @@ struct rstats {
 /* Reads path into st (zeroed here). 0; or -1 with st->error saying what
  * and where (byte offset), and st holding whatever was read before. */
 int report_read(const char *path, struct rstats *st);
+/* The same over text in memory (plain JSON), named name (the fuzz target's way in). */
+int report_read_mem(const char *name, const char *text, size_t len, struct rstats *st);
 void report_free(struct rstats *st);
 
 /* Text for people (several ranks: the comparison across them, then the
@@ -106,6 +108,12 @@ void report_free(struct rstats *st);
 void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top);
 cJSON *report_json(struct rstats *const *st, size_t n, size_t top);
 void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top);
+
+/* Between the pass (report.c) and the figures (report_finish.c): fills
+ * every figure from what the pass gathered; false when out of memory. */
+bool report_finish(struct rstats *st);
+/* Does s contain needle (lowercase), ignoring case? */
+bool report_has_ci(const char *s, const char *needle);
 
 /* Shared by the outputs (report.c). */
 struct finding { double weight; char text[600]; };

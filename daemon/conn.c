@@ -159,6 +159,10 @@ int conn_send_msg(struct conn *c, const struct msg *m)
 		log_err("cannot encode %s for %s: %s", msg_type_name(m->type), c->peer.desc,
 		        err.msg);
 		pbuf_deinit(&b);
+		/* a reply that cannot go: the request is answered all the same */
+		if (m->id != 0 && m->type != MSG_ERROR)
+			conn_send_error(c, m->id, MSG_E_INTERNAL, "the reply (%s) could not be sent: %s",
+			                msg_type_name(m->type), err.msg);
 		return r;
 	}
 	return conn_send(c, &b);

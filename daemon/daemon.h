@@ -89,6 +89,9 @@ struct daemon {
 	/* kineto.c */
 	int kineto_fd;
 	bool kineto_open;
+	bool kineto_passed;        /* kineto_passed_fd came from systemd (server.c) */
+	int kineto_passed_fd;
+	bool kineto_fd_passed;     /* kineto_fd is that socket: never unlinked */
 	uv_poll_t kineto_poll;
 	uv_timer_t kineto_timer;
 	struct kwatch *kwatches;

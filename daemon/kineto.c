@@ -632,21 +632,66 @@ static void on_sweep(uv_timer_t *timer)
 		uv_timer_stop(timer);
 }
 
+/*
+ * A socket systemd (or another supervisor) passed, bound before gprofd ran:
+ * used when it is bound to the configured address (the bytes Kineto's
+ * clients send to), else closed with a warning and the address bound here.
+ * Returns the fd to use, or -1.
+ */
+static int take_passed(struct daemon *d, const struct sockaddr_un *want, socklen_t want_len)
+{
+	struct sockaddr_un got;
+	socklen_t len = sizeof(got);
+	int fd = d->kineto_passed_fd, fl;
+
+	if (!d->kineto_passed)
+		return -1;
+	d->kineto_passed = false; /* taken once; a restart of Kineto binds its own */
+	memset(&got, 0, sizeof(got));
+	if (!d->cfg.kineto_enabled) {
+		log_warn("closing the Unix datagram socket systemd passed (fd %d): kineto.enabled is "
+		         "false", fd);
+		close(fd);
+		return -1;
+	}
+	if (getsockname(fd, (struct sockaddr *)&got, &len) != 0 || len != want_len ||
+	    memcmp(&got, want, len) != 0) {
+		log_warn("the Unix datagram socket systemd passed (fd %d) is not bound to the "
+		         "configured Kineto address %s%s%s (an abstract name ends in a NUL that "
+		         "systemd's ListenDatagram=@name does not write): closed; gprofd binds the "
+		         "address itself", fd, d->cfg.kineto_socket_dir[0] ? d->cfg.kineto_socket_dir :
+		         "@", d->cfg.kineto_socket_dir[0] ? "/" : "", d->cfg.kineto_socket_name);
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	if ((fl = fcntl(fd, F_GETFL)) >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	return fd;
+}
+
 int kineto_start(struct daemon *d, struct perr *err)
 {
 	struct sockaddr_un sa;
 	socklen_t len;
 	int one = 1, r;
 
-	if (!d->cfg.kineto_enabled)
+	if (!d->cfg.kineto_enabled) {
+		take_passed(d, NULL, 0); /* closes one passed */
 		return 0;
+	}
 	if (d->cfg.kineto_socket_dir[0]) {
-		mkdir(d->cfg.kineto_socket_dir, 0755);
 		r = kipc_addr_dir(&sa, &len, d->cfg.kineto_socket_dir, d->cfg.kineto_socket_name);
 	} else
 		r = kipc_addr_abstract(&sa, &len, d->cfg.kineto_socket_name);
 	if (r < 0)
 		return perr_set(err, r, "kineto socket name too long");
+	if ((d->kineto_fd = take_passed(d, &sa, len)) >= 0) {
+		d->kineto_fd_passed = true;
+		goto serve;
+	}
+	if (d->cfg.kineto_socket_dir[0])
+		mkdir(d->cfg.kineto_socket_dir, 0755);
 	d->kineto_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (d->kineto_fd < 0)
 		return perr_set(err, -errno, "kineto socket: %s", strerror(errno));
@@ -671,6 +716,7 @@ int kineto_start(struct daemon *d, struct perr *err)
 	}
 	if (d->cfg.kineto_socket_dir[0])
 		chmod(sa.sun_path, 0666);
+serve:
 	setsockopt(d->kineto_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 	uv_poll_init(d->loop, &d->kineto_poll, d->kineto_fd);
 	d->kineto_poll.data = d;
@@ -678,8 +724,9 @@ int kineto_start(struct daemon *d, struct perr *err)
 	uv_timer_init(d->loop, &d->kineto_timer);
 	d->kineto_timer.data = d;
 	d->kineto_open = true;
-	log_info("serving Kineto clients (KINETO_USE_DAEMON=1) on %s%s", d->cfg.kineto_socket_dir[0] ?
-	         "" : "@", d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name);
+	log_info("serving Kineto clients (KINETO_USE_DAEMON=1) on %s%s%s", d->cfg.kineto_socket_dir[0] ?
+	         "" : "@", d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name,
+	         d->kineto_fd_passed ? " (the socket systemd passed)" : "");
 	return 0;
 }
 
@@ -696,7 +743,8 @@ void kineto_stop(struct daemon *d)
 	uv_close((uv_handle_t *)&d->kineto_poll, NULL);
 	uv_close((uv_handle_t *)&d->kineto_timer, NULL);
 	close(d->kineto_fd);
-	if (d->cfg.kineto_socket_dir[0]) {
+	/* a socket file systemd made stays: systemd hands it to the next start */
+	if (d->cfg.kineto_socket_dir[0] && !d->kineto_fd_passed) {
 		char path[PATH_MAX + 80];
 
 		snprintf(path, sizeof(path), "%s/%s", d->cfg.kineto_socket_dir,

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -173,6 +174,30 @@ static void daemon_stop(struct daemon *d)
 	uv_timer_start(&d->stop_timer, on_stop_check, 0, 100);
 }
 
+/*
+ * Every connection is a descriptor, and the soft limit a shell or a
+ * container hands down is often 1,024: lift it to what limits.connections
+ * needs (plus room for the store, the metrics server and Kineto's files), as
+ * far as the hard limit allows, and say so when that is not far enough.
+ */
+static void raise_nofile(const struct config *c)
+{
+	rlim_t want = (rlim_t)c->max_connections + 256;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur < want)
+		log_warn("limits.connections is %llu, but this process may open only %llu descriptors "
+		         "(its hard limit): connections past about %llu will be refused; raise the hard "
+		         "limit (LimitNOFILE= in the unit, ulimit -Hn) or lower limits.connections",
+		         (unsigned long long)c->max_connections, (unsigned long long)rl.rlim_cur,
+		         (unsigned long long)(rl.rlim_cur > 256 ? rl.rlim_cur - 256 : 0));
+}
+
 static void daemon_reload(struct daemon *d)
 {
 	struct config c;
@@ -185,13 +210,21 @@ static void daemon_reload(struct daemon *d)
 		return;
 	}
 	if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.tcp, d->cfg.tcp) != 0 ||
-	    strcmp(c.state_dir, d->cfg.state_dir) != 0)
-		log_warn("reload: socket, tcp and state_dir changes take effect at the next start");
+	    strcmp(c.state_dir, d->cfg.state_dir) != 0 || c.kineto_enabled != d->cfg.kineto_enabled ||
+	    strcmp(c.kineto_socket_name, d->cfg.kineto_socket_name) != 0 ||
+	    strcmp(c.kineto_socket_dir, d->cfg.kineto_socket_dir) != 0)
+		log_warn("reload: socket, tcp, state_dir and kineto socket changes take effect at the "
+		         "next start");
+	/* the sockets and the store stay as they are: the running values stay */
 	snprintf(c.socket_path, sizeof(c.socket_path), "%s", d->cfg.socket_path);
 	snprintf(c.tcp, sizeof(c.tcp), "%s", d->cfg.tcp);
 	snprintf(c.state_dir, sizeof(c.state_dir), "%s", d->cfg.state_dir);
+	c.kineto_enabled = d->cfg.kineto_enabled;
+	snprintf(c.kineto_socket_name, sizeof(c.kineto_socket_name), "%s", d->cfg.kineto_socket_name);
+	snprintf(c.kineto_socket_dir, sizeof(c.kineto_socket_dir), "%s", d->cfg.kineto_socket_dir);
 	d->cfg = c;
 	log_init((int)c.log_level);
+	raise_nofile(&d->cfg);
 	log_info("configuration reloaded%s%s", d->config_path ? " from " : "",
 	         d->config_path ? d->config_path : "");
 	store_retain(d);
@@ -241,6 +274,7 @@ static int run(struct daemon *d)
 	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&d->sighup, on_signal, SIGHUP);
 
+	raise_nofile(&d->cfg);
 	r = store_init(d, &err);
 	if (r == 0)
 		r = server_start(d, &err);

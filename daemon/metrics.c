@@ -373,7 +373,9 @@ static int http_start(struct metrics *m, struct perr *err)
 	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
 	                          .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	const union MHD_DaemonInfo *info;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+	/* epoll (MHD_USE_AUTO), not select: with thousands of agents connected
+	 * a scrape's socket is past FD_SETSIZE, which select cannot watch */
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
 
 	if (strcmp(addr, "off") == 0)
 		return 0;
@@ -392,7 +394,10 @@ static int http_start(struct metrics *m, struct perr *err)
 		flags |= MHD_USE_IPv6;
 	m->http = MHD_start_daemon(flags, 0, NULL, NULL, on_http, m,
 	                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+	                           /* slow clients from one address hold at most 32 of
+	                            * the 256: a scraper elsewhere is still served */
+	                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+	                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)32,
 	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
 	                           MHD_OPTION_END);
 	freeaddrinfo(ai);

@@ -195,19 +195,52 @@ int mset_copy(struct mset *dst, const struct mset *src)
 	return 0;
 }
 
+/* The length of the valid UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		return (p[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		if ((p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 ||
+		    (p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f))
+			return 0; /* overlong, or a surrogate */
+		return 3;
+	}
+	if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		if ((p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80 || (p[3] & 0xc0) != 0x80 ||
+		    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
 const char *mset_label(char *buf, size_t size, const char *value)
 {
-	size_t o = 0;
+	const unsigned char *v = (const unsigned char *)value;
+	size_t o = 0, n;
 
-	for (; *value && o + 3 < size; value++) {
-		if (*value == '\\' || *value == '"') {
+	/* Both exports must be valid UTF-8 (Prometheus' text format, JSON):
+	 * a byte that does not begin a valid sequence becomes '?'. */
+	while (*v && o + 5 < size) {
+		if (*v == '\\' || *v == '"') {
 			buf[o++] = '\\';
-			buf[o++] = *value;
-		} else if (*value == '\n') {
+			buf[o++] = (char)*v++;
+		} else if (*v == '\n') {
 			buf[o++] = '\\';
 			buf[o++] = 'n';
-		} else if ((unsigned char)*value >= 0x20) {
-			buf[o++] = *value;
+			v++;
+		} else if (*v < 0x20) {
+			v++;
+		} else if ((n = utf8_len(v)) == 0) {
+			buf[o++] = '?';
+			v++;
+		} else {
+			memcpy(buf + o, v, n);
+			o += n;
+			v += n;
 		}
 	}
 	buf[o] = '\0';

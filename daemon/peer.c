@@ -60,12 +60,25 @@ int peer_from_unix(struct peer *p, int fd, const char *admin_group)
 	return 0;
 }
 
+bool peer_tcp_line_uid(const char *line, const char *hexaddr, int port, uid_t *uid)
+{
+	char local[64];
+	unsigned lport, u;
+
+	/* sl local_address rem_address st tx:rx tr:when retrnsmt uid */
+	if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %*s %u", local, &lport, &u) != 3)
+		return false;
+	if ((int)lport != port || strcasecmp(local, hexaddr) != 0)
+		return false;
+	*uid = (uid_t)u;
+	return true;
+}
+
 /* Looks for the socket whose local address is (addr, port) in one of the
  * kernel's socket tables. hexaddr is the address as that table prints it. */
 static bool lookup_table(const char *table, const char *hexaddr, int port, uid_t *uid)
 {
-	char line[512], local[64];
-	unsigned lport, u;
+	char line[512];
 	bool found = false;
 	FILE *f = fopen(table, "r");
 
@@ -75,16 +88,8 @@ static bool lookup_table(const char *table, const char *hexaddr, int port, uid_t
 		fclose(f);
 		return false;
 	}
-	while (!found && fgets(line, sizeof(line), f) != NULL) {
-		/* sl local_address rem_address st tx:rx tr:when retrnsmt uid */
-		if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %*s %u",
-		           local, &lport, &u) != 3)
-			continue;
-		if ((int)lport == port && strcasecmp(local, hexaddr) == 0) {
-			*uid = (uid_t)u;
-			found = true;
-		}
-	}
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = peer_tcp_line_uid(line, hexaddr, port, uid);
 	fclose(f);
 	return found;
 }
@@ -232,9 +237,20 @@ struct peer *peer_resolve(struct peer *p)
 	return p;
 }
 
+int peer_stat_ppid(const char *line)
+{
+	/* the command name may hold spaces and parentheses: skip to the last ')' */
+	const char *close = strrchr(line, ')');
+	int ppid;
+
+	if (close == NULL || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid <= 0)
+		return -1;
+	return ppid;
+}
+
 int peer_ancestors(pid_t pid, int32_t *out, int max)
 {
-	char path[64], buf[512], *close;
+	char path[64], buf[512];
 	int n = 0, ppid;
 	FILE *f;
 
@@ -248,9 +264,7 @@ int peer_ancestors(pid_t pid, int32_t *out, int max)
 			break;
 		}
 		fclose(f);
-		/* the command name may hold spaces and parentheses: skip to the last ')' */
-		close = strrchr(buf, ')');
-		if (close == NULL || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid <= 0)
+		if ((ppid = peer_stat_ppid(buf)) < 0)
 			break;
 		out[n++] = ppid;
 		pid = ppid;
@@ -261,20 +275,29 @@ int peer_ancestors(pid_t pid, int32_t *out, int max)
 /* The inode of the socket bound to "\0name\0" (Kineto's address: the
  * trailing NUL is part of it), from /proc/net/unix, which shows NULs as
  * '@'; 0 if none. */
+unsigned long peer_unix_line_inode(const char *line, const char *name)
+{
+	char path[256];
+	unsigned long inode;
+	size_t n = strlen(name);
+
+	/* Num RefCount Protocol Flags Type St Inode Path */
+	if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
+	    path[0] == '@' && strncmp(path + 1, name, n) == 0 && strcmp(path + 1 + n, "@") == 0)
+		return inode;
+	return 0;
+}
+
 static unsigned long abstract_inode(const char *name)
 {
-	char line[512], path[256];
-	unsigned long inode, found = 0;
+	char line[512];
+	unsigned long found = 0;
 	FILE *f = fopen("/proc/net/unix", "re");
 
 	if (f == NULL)
 		return 0;
 	while (found == 0 && fgets(line, sizeof(line), f) != NULL)
-		/* Num RefCount Protocol Flags Type St Inode Path */
-		if (sscanf(line, "%*s %*s %*s %*s %*s %*s %lu %255s", &inode, path) == 2 &&
-		    path[0] == '@' && strncmp(path + 1, name, strlen(name)) == 0 &&
-		    strcmp(path + 1 + strlen(name), "@") == 0)
-			found = inode;
+		found = peer_unix_line_inode(line, name);
 	fclose(f);
 	return found;
 }

@@ -59,4 +59,13 @@ int peer_ancestors(pid_t pid, int32_t *out, int max);
  * when nobody could be named. */
 void peer_abstract_holders(const char *name, char *out, size_t n);
 
+/* The line parsers behind the above, one line of /proc text each (the
+ * fuzz target calls them): the parent pid in a /proc/<pid>/stat line, or
+ * -1; the owner of the socket at (hexaddr, port) on a /proc/net/tcp line
+ * (true when it is that socket); the inode of an abstract socket named
+ * "\0name\0" on a /proc/net/unix line, or 0. */
+int peer_stat_ppid(const char *line);
+bool peer_tcp_line_uid(const char *line, const char *hexaddr, int port, uid_t *uid);
+unsigned long peer_unix_line_inode(const char *line, const char *name);
+
 #endif

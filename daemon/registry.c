@@ -298,7 +298,12 @@ void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_
 			len += (size_t)snprintf(buf + len, size - len, ")");
 	}
 	if (others && len < size)
-		snprintf(buf + len, size - len, "; %d more in other jobs", others);
+		len += (size_t)snprintf(buf + len, size - len, "; %d more in other jobs", others);
+	/* the same words as above: whoever asked should learn why a job they
+	 * named matched nothing, whatever of their own is registered */
+	if (hidden && len < size)
+		snprintf(buf + len, size - len, " (processes of other users are registered too, but "
+		         "you may not trace them)");
 }
 
 void registry_info(struct daemon *d, const struct proc *p, struct msg_proc_info *info,

@@ -64,6 +64,11 @@ bool sdnotify_is_unix_listener(int fd)
 	return load() && sd.is_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0;
 }
 
+bool sdnotify_is_unix_dgram(int fd)
+{
+	return load() && sd.is_unix(fd, SOCK_DGRAM, -1, NULL, 0) > 0;
+}
+
 bool sdnotify_is_inet_listener(int fd)
 {
 	return load() && sd.is_inet(fd, AF_UNSPEC, SOCK_STREAM, 1, 0) > 0;

@@ -19,5 +19,9 @@ int sdnotify_listen_fds(void);
  * sd_is_socket_inet(fd, AF_UNSPEC, SOCK_STREAM, 1, 0). */
 bool sdnotify_is_unix_listener(int fd);
 bool sdnotify_is_inet_listener(int fd);
+/* sd_is_socket_unix(fd, SOCK_DGRAM, -1, NULL, 0): a Unix datagram socket,
+ * such as Kineto's (ListenDatagram=, or any supervisor that passes fds the
+ * same way). */
+bool sdnotify_is_unix_dgram(int fd);
 
 #endif

@@ -140,9 +140,14 @@ static int take_activated(struct daemon *d, struct perr *err)
 				r = uv_tcp_open(&d->tcp_listener, fd);
 			if (r == 0 && uv_tcp_getsockname(&d->tcp_listener, (struct sockaddr *)&ss, &len) == 0)
 				d->tcp_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		} else if (sdnotify_is_unix_dgram(fd) && !d->kineto_passed) {
+			/* Kineto's socket: kineto_start checks its name */
+			d->kineto_passed = true;
+			d->kineto_passed_fd = fd;
+			r = 0;
 		} else {
 			log_warn("ignoring socket %d passed by systemd: not a listening stream "
-			         "socket gprofd can use", fd);
+			         "socket or a Unix datagram socket gprofd can use", fd);
 			continue;
 		}
 		if (r < 0)

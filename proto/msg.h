@@ -221,7 +221,9 @@ struct msg_trace_download_reply { int64_t transfer, bytes; };
 struct msg_download_end { int64_t transfer, bytes, crc32; };
 struct msg_trace_delete_reply { int64_t files, bytes; };
 
-struct msg_process_list { const char *job_id; int64_t pid, uid; /* -1 = any */ };
+/* offset: where this page begins among the matching processes (a list
+ * longer than one frame comes in pages; next_offset 0: the last one) */
+struct msg_process_list { const char *job_id; int64_t pid, uid; /* -1 = any */ int64_t offset; };
 struct msg_proc_info {
 	int64_t pid, uid; struct msg_ints ppids; const char *job_id;
 	int64_t rank, local_rank, world_size; int kind; const char *host;
@@ -230,7 +232,7 @@ struct msg_proc_info {
 	bool launcher; /* it started other ranks of its job and never steps: not traced */
 	int64_t step_now; /* the daemon's estimate of its current step (0: none) */
 };
-struct msg_process_list_reply { MSG_ARRAY(struct msg_proc_info) procs; };
+struct msg_process_list_reply { MSG_ARRAY(struct msg_proc_info) procs; int64_t total, next_offset; };
 struct msg_daemon_status_reply {
 	const char *version; const char *host;
 	int64_t pid, started_us, processes, pending_traces, stored_traces, stored_bytes;

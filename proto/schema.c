@@ -371,6 +371,7 @@ static const struct field f_process_list[] = {
 	STR(S, job_id, "job_id", 0, MSG_JOB_ID_MAX),
 	INT(S, pid, "pid", 0, -1, PID_MAX_, -1),
 	INT(S, uid, "uid", 0, -1, U32_, -1),
+	INT(S, offset, "offset", 0, 0, ID_, 0),
 };
 #undef S
 #define S struct msg_proc_info
@@ -399,6 +400,8 @@ static const struct schema sc_proc_info = SCHEMA("proc_info", S, f_proc_info, NU
 #define S struct msg_process_list_reply
 static const struct field f_process_list_reply[] = {
 	OBJS(S, procs, "procs", REQ, sc_proc_info, MSG_ITEMS_MAX),
+	INT(S, total, "total", 0, 0, ID_, 0),
+	INT(S, next_offset, "next_offset", 0, 0, ID_, 0),
 };
 #undef S
 #define S struct msg_daemon_status_reply

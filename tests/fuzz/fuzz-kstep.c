@@ -15,13 +15,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	/* one file for every run (a memfd per run made each run ~20x slower) */
+	static int fd = -1;
 	struct kstep a, b;
-	int fd = memfd_create("kstep", 0);
 
-	if (fd < 0)
+	if (fd < 0 && (fd = memfd_create("kstep", 0)) < 0)
 		return 0;
-	if (size && write(fd, data, size) != (ssize_t)size)
-		goto out;
+	if (ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
+		return 0;
 	lseek(fd, 0, SEEK_SET);
 	if (kstep_scan(fd, 42, &a) == 0) {
 		FUZZ_CHECK(a.insert_at <= size);
@@ -36,7 +37,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		kstep_free(&b);
 	}
 	kstep_free(&a);
-out:
-	close(fd);
 	return 0;
 }

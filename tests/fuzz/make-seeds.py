@@ -72,4 +72,43 @@ write("config", "full", b"tcp: 127.0.0.1:1778\nstate_dir: /var/lib/gprofd\nlog_l
 write("config", "bad-key", b"limits:\n  bogus: 1\n")
 write("config", "dup", b"tcp: off\ntcp: off\n")
 write("config", "flow", b"{tcp: off, limits: {connections: 5}}\n")
+# the /proc parsers: first byte picks the parser (fuzz-proc.c)
+fixture = os.path.join(HERE, "..", "fixtures", "host-a", "proc")
+for i, name in enumerate(["stat", "meminfo", "loadavg", "net/dev", "diskstats"]):
+    with open(os.path.join(fixture, name), "rb") as f:
+        write("proc", "host-" + name.replace("/", "-"), bytes([i]) + f.read())
+write("proc", "environ", b"\x05PATH=/bin\0RANK=3\0LOCAL_RANK=1\0WORLD_SIZE=8\0SLURM_JOB_ID=77\0"
+      b"GPROF_JOB_ID=job-1\0")
+write("proc", "environ-cut", b"\x05RANK=3\0WORLD_SIZE=8")
+write("proc", "stat-line", b"\x06" + b"4242 (python3 (x) y) S 4100 4242 4100 0 -1 4194560 13 0 0 0\n")
+write("proc", "unix-line", b"\x07" + b"0000000000000000: 00000002 00000000 00000000 0002 01 31337 "
+      b"@dynolog@\n")
+write("proc", "tcp-line", b"\x08" + b"   0: 0100007F:06F2 00000000:0000 0A 00000000:00000000 "
+      b"00:00000000 00000000  1000        0 12345 1 0000000000000000 100 0 0 10 0\n")
+# gprofctl report: small traces cut from the real ones in tests/fixtures (each
+# category's first events, under libFuzzer's 8 KB input limit), and broken ones
+import gzip  # noqa: E402
+import json  # noqa: E402
+traces = os.path.join(HERE, "..", "fixtures", "traces")
+for sub in sorted(os.listdir(traces)):
+    for name in sorted(os.listdir(os.path.join(traces, sub))):
+        with gzip.open(os.path.join(traces, sub, name)) as f:
+            t = json.load(f)
+        for per in (2, 4):
+            seen, keep = {}, []
+            for e in t["traceEvents"]:
+                k = (e.get("cat"), e.get("ph"))
+                if seen.get(k, 0) < per:
+                    seen[k] = seen.get(k, 0) + 1
+                    keep.append(e)
+            small = {k: v for k, v in t.items() if k != "traceEvents" and k != "deviceProperties"}
+            small["traceEvents"] = keep
+            data = json.dumps(small, separators=(",", ":")).encode()
+            while len(data) > 8000 and keep:
+                keep.pop()
+                data = json.dumps(small, separators=(",", ":")).encode()
+            write("report", "%s-%d" % (name.split(".")[0], per), data)
+write("report", "empty-events", b'{"traceEvents":[]}')
+write("report", "cut", b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":')
+write("report", "not-json", b"hello")
 print("seeds written under", os.path.join(HERE, "corpus"))

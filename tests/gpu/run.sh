@@ -105,7 +105,7 @@ agent_checks() {
 		--activities kernel,memcpy,memset,cuda_runtime,nvtx \
 		--output-dir "$work/out-cw2" --timeout 60 >"$OUT/cw2.txt" 2>&1
 	f=$(first "$work/out-cw2"); cp "$f" "$OUT/workload-again.pt.trace.json.gz"
-	python3 "$root/tests/gpu/agent_check.py" workload "$f" 2>&1 | tail -2 | tee -a "$OUT/summary.txt"
+	python3 "$root/tests/gpu/agent_check.py" workload "$f" 2>&1 | tail -3 | tee -a "$OUT/summary.txt"
 	kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
 	tail -1 "$OUT/workload.log" | tee -a "$OUT/summary.txt"
 

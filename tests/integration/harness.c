@@ -94,6 +94,18 @@ bool td_wait_log(struct td *t, const char *needle, size_t *from)
 	return found;
 }
 
+size_t td_log_count(struct td *t, const char *needle)
+{
+	size_t n = 0;
+	const char *p;
+
+	pthread_mutex_lock(&t->mu);
+	for (p = t->log; p && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
 size_t td_log_len(struct td *t)
 {
 	size_t n;
@@ -106,13 +118,21 @@ size_t td_log_len(struct td *t)
 
 static int launch(struct td *t, const char *config_yaml, const char *const *extra)
 {
-	const char *argv[40];
-	char cfg[300], *p;
+	const char *argv[56];
+	static char wrap[512];
+	char cfg[300], *p, *save = NULL;
 	int pipefd[2], n = 0, i;
 	size_t at = 0;
 
 	snprintf(t->sock, sizeof(t->sock), "%s/gprofd.sock", t->dir);
 	snprintf(t->state, sizeof(t->state), "%s/state", t->dir);
+	/* $GPROFD_WRAPPER: words put before the daemon (tests/valgrind.sh
+	 * runs the suites with the daemon under valgrind this way) */
+	if (getenv("GPROFD_WRAPPER") != NULL) {
+		snprintf(wrap, sizeof(wrap), "%s", getenv("GPROFD_WRAPPER"));
+		for (p = strtok_r(wrap, " ", &save); p != NULL && n < 12; p = strtok_r(NULL, " ", &save))
+			argv[n++] = p;
+	}
 	if (t->wrapper != NULL)
 		argv[n++] = t->wrapper;
 	argv[n++] = GPROFD_PATH;
@@ -151,7 +171,7 @@ static int launch(struct td *t, const char *config_yaml, const char *const *extr
 		 * pass for it (a shell or container starts it with the default) */
 		signal(SIGPIPE, SIG_DFL);
 		dup2(pipefd[1], 2);
-		execv(argv[0], (char *const *)argv);
+		execvp(argv[0], (char *const *)argv); /* a wrapper may be a bare name */
 		_exit(127);
 	}
 	close(pipefd[1]);
@@ -643,33 +663,92 @@ static void agent_main(const char *sock, const char *job_id, int rank, size_t tr
 	}
 }
 
+/* Forks an agent that reports on ready and ends when ctl closes (its
+ * copies become fds 3 and 4); its pid, or -1. */
+static pid_t agent_fork(int ready, int ctl, const char *sock, const char *job_id, int rank,
+                        size_t trace_bytes)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		/* Keep only our two pipe ends: an inherited write end of another
+		 * agent's control pipe would keep that agent alive. */
+		if (dup2(ready, 3) < 0 || dup2(ctl, 4) < 0)
+			_exit(6);
+		close_range(5, ~0u, 0);
+		agent_main(sock, job_id, rank, trace_bytes, 3, 4);
+		_exit(0);
+	}
+	return pid;
+}
+
 int agent_spawn(struct agent *a, const char *sock, const char *job_id, int rank,
                 size_t trace_bytes)
 {
 	int ready[2], ctl[2];
 	char byte;
 
-	if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(ctl, O_CLOEXEC) != 0)
+	if (pipe2(ready, O_CLOEXEC) != 0)
 		return -1;
-	a->pid = fork();
-	if (a->pid == 0) {
-		/* Keep only our two pipe ends (as fds 3 and 4): an inherited write
-		 * end of another agent's control pipe would keep that agent alive. */
-		if (dup2(ready[1], 3) < 0 || dup2(ctl[0], 4) < 0)
-			_exit(6);
-		close_range(5, ~0u, 0);
-		agent_main(sock, job_id, rank, trace_bytes, 3, 4);
-		_exit(0);
+	if (pipe2(ctl, O_CLOEXEC) != 0) {
+		close(ready[0]);
+		close(ready[1]);
+		return -1;
 	}
+	a->pid = agent_fork(ready[1], ctl[0], sock, job_id, rank, trace_bytes);
 	close(ready[1]);
 	close(ctl[0]);
 	a->ctl = ctl[1];
-	if (read(ready[0], &byte, 1) != 1) {
+	if (a->pid < 0 || read(ready[0], &byte, 1) != 1) {
 		close(ready[0]);
 		return -1;
 	}
 	close(ready[0]);
 	return 0;
+}
+
+int agents_spawn(struct agents *g, int n, const char *sock, const char *job_id,
+                 size_t trace_bytes)
+{
+	int ready[2], ctl[2], i, got = 0;
+	char byte;
+
+	g->n = 0;
+	g->ctl = -1;
+	if ((g->pids = calloc((size_t)(n > 0 ? n : 1), sizeof(pid_t))) == NULL ||
+	    pipe2(ready, O_CLOEXEC) != 0)
+		return -1;
+	if (pipe2(ctl, O_CLOEXEC) != 0) {
+		close(ready[0]);
+		close(ready[1]);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if ((g->pids[i] = agent_fork(ready[1], ctl[0], sock, job_id, i, trace_bytes)) < 0)
+			break;
+		g->n++;
+	}
+	close(ready[1]);
+	close(ctl[0]);
+	g->ctl = ctl[1];
+	while (got < g->n && read(ready[0], &byte, 1) == 1)
+		got++;
+	close(ready[0]);
+	return got;
+}
+
+void agents_stop(struct agents *g)
+{
+	int i, status;
+
+	if (g->ctl >= 0)
+		close(g->ctl);
+	g->ctl = -1;
+	for (i = 0; i < g->n; i++)
+		waitpid(g->pids[i], &status, 0);
+	free(g->pids);
+	g->pids = NULL;
+	g->n = 0;
 }
 
 void agent_stop(struct agent *a)

@@ -68,6 +68,8 @@ int td_finish(struct td *t);
  * *from is advanced past the match). true if found within the timeout. */
 bool td_wait_log(struct td *t, const char *needle, size_t *from);
 size_t td_log_len(struct td *t);
+/* How many times needle is in the log now (no waiting). */
+size_t td_log_count(struct td *t, const char *needle);
 void td_signal(struct td *t, int sig);
 
 struct tc {
@@ -132,6 +134,18 @@ int agent_spawn(struct agent *a, const char *sock, const char *job_id, int rank,
 /* When > 0, agents spawned from now on report, in a heartbeat right after
  * registering, that they have made this many steps plus 3 x their rank. */
 extern int64_t agent_spawn_steps;
+/* n agents at once (ranks 0..n-1), sharing one ready and one control
+ * pipe, so this process holds no descriptor per agent: the number that
+ * registered (all forked before any is waited for). agents_stop ends and
+ * reaps them all. */
+struct agents {
+	pid_t *pids;
+	int n;
+	int ctl;
+};
+int agents_spawn(struct agents *g, int n, const char *sock, const char *job_id,
+                 size_t trace_bytes);
+void agents_stop(struct agents *g);
 void agent_stop(struct agent *a);
 
 /* The deterministic content fake agents upload: byte i of any trace. */

@@ -9,6 +9,9 @@ command -v systemd-analyze >/dev/null || { echo "FAIL: systemd-analyze not insta
 sed "s|^ExecStart=.*|ExecStart=$gprofd|" "$service" >"$tmp/gprofd.service"
 cp "$socket" "$tmp/gprofd.socket"
 grep -q '^Type=notify' "$tmp/gprofd.service"
+# ready (and @dynolog bound) before any user's session or job can start
+grep -q '^Before=systemd-user-sessions.service' "$tmp/gprofd.service" || {
+  echo "FAIL: gprofd.service is not ordered before users' sessions"; exit 1; }
 grep -q '^ListenStream=/run/gprofd/gprofd.sock' "$tmp/gprofd.socket"
 # --man=no: the page is installed by meson install, not in a build tree;
 # that it exists in the source is checked instead.

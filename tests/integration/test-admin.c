@@ -1,6 +1,6 @@
 /*
  * Integration tests of operating the daemon: SIGHUP reload (good and bad
- * files), retention by size, the configured limits (connections, pending
+ * files, and a storm of them while traces run), retention by size, the configured limits (connections, pending
  * traces, frame size, trace size, write queue), and a store that survives
  * a restart while crash leftovers do not.
  */
@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -92,6 +95,98 @@ static char *run_trace(struct tc *c, const char *job, char *id, size_t idlen)
 	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
 	msg_deinit(&r);
 	return id;
+}
+
+/*
+ * A reload storm while traces run: a child rewrites the file (good and bad
+ * versions, mostly renamed into place, every 4th written in place so the
+ * daemon also reads half-written ones) and sends SIGHUP with no pause,
+ * while the parent runs traces back to back until 500 were sent. Every
+ * trace completes whole; the daemon answers; the last good file, written
+ * whole after the storm, is what stays in effect.
+ */
+static void test_reload_storm(void **state)
+{
+	static const char *const good[] = { "heartbeat_interval: 1100ms\nlimits:\n  connections: 900\n",
+	                                    "heartbeat_interval: 1200ms\nlog_level: info\n" };
+	static const char *const bad[] = { "heartbeat_interval: soon\n", "limits: [\n",
+	                                   "limits:\n  connections: -1\n" };
+	char path[400], tmp[410], id[64];
+	int stop[2], i, st;
+	volatile unsigned long *sent;
+	size_t at, handled;
+	int64_t hb;
+	struct agent a;
+	struct tc c;
+	pid_t child;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "heartbeat_interval: 1s\n", NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "storm", 0, 300000), 0);
+	tc_ctl(&c, D.sock);
+	snprintf(path, sizeof(path), "%s/gprofd.yaml", D.dir);
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	assert_int_equal(pipe(stop), 0);
+	/* the child's count, shared: the parent traces until 500 were sent */
+	sent = mmap(NULL, sizeof(*sent), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sent != MAP_FAILED);
+	*sent = 0;
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		char b;
+
+		close(stop[1]);
+		fcntl(stop[0], F_SETFL, O_NONBLOCK);
+		for (;;) {
+			unsigned long n = *sent;
+			const char *y = n % 3 == 2 ? bad[n % 5 % 3] : good[n % 2];
+			/* mostly whole files (renamed into place, as editors and
+			 * config management do), every 4th in place (torn reads) */
+			bool whole = n % 4 != 3;
+			FILE *f = fopen(whole ? tmp : path, "w");
+
+			if (f) {
+				fputs(y, f);
+				fclose(f);
+				if (whole)
+					rename(tmp, path);
+			}
+			td_signal(&D, SIGHUP);
+			__atomic_store_n(sent, n + 1, __ATOMIC_RELEASE);
+			if (read(stop[0], &b, 1) == 0) /* the parent closed it: done */
+				break;
+		}
+		_exit(0);
+	}
+	close(stop[0]);
+	/* traces back to back (each DONE, or the test fails) until the child
+	 * has sent 500 SIGHUPs, 8 traces at least */
+	for (i = 0; i < 8 || __atomic_load_n(sent, __ATOMIC_ACQUIRE) < 500; i++)
+		run_trace(&c, "storm", id, sizeof(id));
+	close(stop[1]);
+	assert_int_equal(waitpid(child, &st, 0), child);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* the last good file, written whole, is what stays in effect (a
+	 * reload of the storm may still log after the mark: wait for ours) */
+	write_config("heartbeat_interval: 2700ms\n");
+	at = td_log_len(&D);
+	td_signal(&D, SIGHUP);
+	while ((hb = registered_heartbeat()) != 2700 &&
+	       td_wait_log(&D, "configuration reloaded", &at))
+		;
+	assert_int_equal(hb, 2700);
+	/* the daemon reloaded, refused the bad and torn files, and lives;
+	 * signals that came together count once */
+	handled = td_log_count(&D, "configuration reloaded") +
+	          td_log_count(&D, "reload failed, keeping the old configuration");
+	print_message("reload storm: %lu SIGHUPs sent during %d traces, %zu reloads (%zu applied, "
+	              "%zu refused)\n", *sent, i, handled, td_log_count(&D, "configuration reloaded"),
+	              td_log_count(&D, "reload failed, keeping the old configuration"));
+	assert_true(handled >= 2 && handled <= *sent + 1);
+	munmap((void *)sent, sizeof(*sent));
+	agent_stop(&a);
+	tc_close(&c);
 }
 
 static void test_retention_by_size(void **state)
@@ -471,6 +566,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_reload, teardown),
+		cmocka_unit_test_teardown(test_reload_storm, teardown),
 		cmocka_unit_test_teardown(test_retention_by_size, teardown),
 		cmocka_unit_test_teardown(test_limits, teardown),
 		cmocka_unit_test_teardown(test_trace_size_limit, teardown),

@@ -14,6 +14,7 @@ Synchronisation is by events (the daemon's log, the app's output); the
 random delays only choose when a fault strikes.
 """
 import glob
+import gzip
 import json
 import os
 import random
@@ -195,6 +196,79 @@ def test_gprofctl_killed_downloading(d):
         dm.stop()
 
 
+def test_agent_disk_full(d):
+    """The disk the agent writes its trace to fills up (a 64 KiB tmpfs in
+    the program's own mount namespace, filled by this test through
+    /proc/PID/root): the trace fails with the reason, the partial file is
+    removed, the program runs on, and the traces delivered before and after
+    (once there is room again) are whole. Needs root (mount)."""
+    assert os.geteuid() == 0, "needs root: it mounts a small tmpfs (CI runs as root)"
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
+    out = os.path.join(d, "out")
+    disk = os.path.join(d, "agentdisk")
+    os.makedirs(disk)
+    env = dict(os.environ, GPROF_SOCKET=dm.sock, NVTX_INJECTION64_PATH=AGENT, GPROF_JOB_ID="full",
+               GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=disk)
+    p = subprocess.Popen(["unshare", "-m", "sh", "-c",
+                          'mount -t tmpfs -o size=64k gprof-agent-disk "$0" && exec "$@"',
+                          disk, APP, "0"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    seen = os.path.join("/proc/%d/root" % p.pid, disk.lstrip("/"))  # the program's view
+
+    other = app(d, dm.sock, "other")  # a program whose disk has room
+
+    def trace(name, job="full"):
+        t = ctl(dm, "trace", "--job", job, "--duration-ms", "100", "--output-dir",
+                os.path.join(out, name), "--timeout", str(TIMEOUT))
+        res, err = t.communicate(timeout=TIMEOUT + 10)
+        return t.returncode, json.loads(res), err
+
+    try:
+        assert dm.wait("registered pid %d" % p.pid), dm.log()
+        assert dm.wait("registered pid %d" % other.pid), dm.log()
+        # a trace in the store before (from the other program: the traced
+        # one removes its file only after gprofctl has it, which would race
+        # the filling below)
+        rc, before, err = trace("before", "other")
+        assert rc == 0, (before, err)
+        # fill the program's disk
+        fd = os.open(os.path.join(seen, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except OSError as e:
+            assert e.errno == 28, e  # ENOSPC
+        finally:
+            os.close(fd)
+        rc, full, err = trace("full")
+        proc = full["hosts"][0]["processes"][0]
+        assert rc == 1 and proc["state"] == "failed" and \
+            "No space left on device" in proc["reason"] and "GPROF_AGENT_TRACE_DIR" in \
+            proc["reason"], full
+        assert os.listdir(seen) == ["filler"], os.listdir(seen)  # the partial removed
+        assert p.stdout.readline().startswith(b"step"), "the program stopped"
+        os.unlink(os.path.join(seen, "filler"))
+        rc, after, err = trace("after")
+        assert rc == 0, (after, err)
+        # both delivered traces whole, and the first still in the store
+        for name in ("before", "after"):
+            got = glob.glob(os.path.join(out, name, "**", "*.pt.trace.json.gz"), recursive=True)
+            assert len(got) == 1, got
+            with gzip.open(got[0]) as f:
+                assert json.load(f)["traceEvents"], got[0]
+        f = ctl(dm, "fetch", before["trace_id"], "--output-dir", os.path.join(out, "again"))
+        res, err = f.communicate(timeout=TIMEOUT)
+        assert f.returncode == 0, (res, err)
+        print("  agent disk full: %s" % proc["reason"])
+    finally:
+        p.communicate(b"", timeout=TIMEOUT)
+        other.communicate(b"", timeout=TIMEOUT)
+        dm.stop()
+    assert p.returncode == 0 and other.returncode == 0, (p.returncode, other.returncode)
+    assert dm.p.returncode == 0, dm.log()
+
+
 if __name__ == "__main__":
     print("FAULTS_SEED=%d" % SEED)
-    sys.exit(runner.run([test_agent_killed, test_gprofctl_killed_downloading], "gprof-faults-"))
+    sys.exit(runner.run([test_agent_killed, test_gprofctl_killed_downloading, test_agent_disk_full],
+                        "gprof-faults-"))

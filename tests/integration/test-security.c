@@ -1,7 +1,8 @@
 /*
  * Integration tests of the security model: TCP authentication by token
- * (right, wrong, none), peer-credential checks on the Unix socket (a user
- * sees and traces only its own processes and traces), refusing unsafe
+ * (right, wrong, none), peer-credential checks on the Unix socket and on
+ * loopback TCP (a second user sees and traces only its own processes and
+ * traces), refusing unsafe
  * configurations, and the Dynolog RPC byte for byte.
  */
 #include <errno.h>
@@ -224,22 +225,32 @@ static int as_nobody(int (*fn)(void *), void *arg)
 struct other_view {
 	const char *trace_id;
 	const char *file;
+	bool tcp; /* over loopback TCP (the daemon identifies the socket's owner) */
 };
 
-/* What user nobody can see of root's processes and traces: nothing. */
+/* What user nobody can see of root's processes and traces: nothing; of its
+ * own: its process (so it was identified as nobody, not refused as unknown). */
 static int nobody_checks(void *arg)
 {
 	const struct other_view *v = arg;
+	struct agent mine;
 	struct tc c;
 	struct msg m, r;
 
-	if (tc_connect_unix(&c, D.sock) < 0 || tc_hello(&c, MSG_ROLE_CTL) < 0)
+	/* a process of nobody's own: the one thing nobody sees */
+	if (agent_spawn(&mine, D.sock, "mine", 0, 0) != 0)
+		return 7;
+	if ((v->tcp ? tc_connect_tcp(&c, D.port) : tc_connect_unix(&c, D.sock)) < 0 ||
+	    tc_hello(&c, MSG_ROLE_CTL) < 0)
 		return 1;
 	msg_init(&m, MSG_PROCESS_LIST, 0);
 	if (tc_send(&c, &m) < 0 || tc_recv(&c, &r) < 0 || r.type != MSG_PROCESS_LIST_REPLY ||
-	    r.u.process_list_reply.procs.n != 0)
+	    r.u.process_list_reply.procs.n != 1 ||
+	    r.u.process_list_reply.procs.v[0].pid != mine.pid ||
+	    r.u.process_list_reply.procs.v[0].uid != (int64_t)getuid())
 		return 2;
 	msg_deinit(&r);
+	agent_stop(&mine);
 	m = tc_trace_req("sec", 1);
 	if (tc_send(&c, &m) < 0 || tc_recv(&c, &r) < 0 || r.type != MSG_TRACE_START_REPLY ||
 	    r.u.trace_start_reply.procs.n != 0 || !r.u.trace_start_reply.hint ||
@@ -291,6 +302,12 @@ static void test_peer_credentials(void **state)
 	msg_deinit(&r);
 	v.trace_id = id;
 	v.file = file;
+	v.tcp = false;
+	assert_int_equal(as_nobody(nobody_checks, &v), 0);
+	/* the same over loopback TCP: the daemon finds the client socket's
+	 * owner (loopback_identity), so nobody is nobody there too, not root */
+	assert_true(D.port > 0);
+	v.tcp = true;
 	assert_int_equal(as_nobody(nobody_checks, &v), 0);
 	/* root still sees everything, including the trace nobody could not delete */
 	msg_init(&m, MSG_TRACE_LIST, 0);

@@ -5,6 +5,7 @@ gprofd and gprofctl, and the dyno RPC.
 
 usage: test-stress.py GPROFD GPROFCTL STRESS_APP LIBGPROF_AGENT FAKE_CUPTI VALIDATE_TRACE
                       [--bursts N] [--max-gap-ms MS] [--seed S] [--only nvtx|fake]
+                      [--test NAME]
                       [--program "CMD ARGS" [--kernels "NAME|NAME..."]]
 
 In CI, two programs one after the other: NVTX-only (no CUDA, as on a host
@@ -66,6 +67,7 @@ ap.add_argument("--bursts", type=int, default=150)
 ap.add_argument("--max-gap-ms", type=int, default=100)
 ap.add_argument("--seed", type=int, default=None)
 ap.add_argument("--only", choices=["nvtx", "fake"])
+ap.add_argument("--test", help="run only the test of this name (test_stress_stuck_ids, ...)")
 ap.add_argument("--program")
 ap.add_argument("--activities", help="gprofctl trace --activities for every request")
 ap.add_argument("--kernels")
@@ -109,6 +111,7 @@ class Stress:
         self.daemons = 0
         self.bursts = bursts or ARGS.bursts
         self.threads = int((extra_env or {}).get("STRESS_THREADS", "1"))
+        self.stuck = bool((extra_env or {}).get("FAKE_CUPTI_STUCK_IDS"))
         env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
                    GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d)
         cmd = [ARGS.app]
@@ -307,7 +310,13 @@ class Stress:
             # every launch has its kernel; with more threads calling CUDA, one
             # launched by another thread just before the window may run in it
             extra = len(kernels) - launches
-            if self.fake and (ends != launches or not 0 <= extra < self.threads):
+            if self.stuck:
+                # CUPTI numbered nothing after the first burst: records kept
+                # by time, tied to nothing (no flows), none dropped as repeats
+                if launches > 20 and (not kernels or ends and ends != launches):
+                    self.bad.append("%s trace %s: %d kernels, %d flow ends, %d launches with "
+                                    "stuck ids" % (kind, path, len(kernels), ends, launches))
+            elif self.fake and (ends != launches or not 0 <= extra < self.threads):
                 self.bad.append("%s trace %s: %d kernels, %d flow ends, %d launches" % (
                     kind, path, len(kernels), ends, launches))
         if self.mode != "nvtx" and not ARGS.refused:
@@ -363,6 +372,16 @@ def test_stress_stand_in_cupti(d):
     stress(d, "fake", {"STRESS_THREADS": "2"}, finalized=False)
 
 
+def test_stress_stuck_ids(d):
+    """CUPTI numbering no record after the first burst (one correlation id
+    for every call, as the toolkit's libcupti 13.0 did on an H100): every
+    trace still holds its kernels and launches (kept by time), and the
+    agent says why nothing is tied."""
+    stress(d, "fake", {"FAKE_CUPTI_STUCK_IDS": "1"}, ARGS.bursts // 3, finalized=False)
+    log = open(os.path.join(d, "agent.log")).read()
+    assert "repeat a correlation id (CUPTI did not number this burst)" in log, log[-3000:]
+
+
 def test_stress_finalize_one_thread(d):
     """GPROF_CUPTI_RELEASE=finalize, one thread calling CUDA: finalized."""
     stress(d, "fake", {"GPROF_CUPTI_RELEASE": "finalize"}, ARGS.bursts // 3, finalized=True)
@@ -391,12 +410,16 @@ def agent_log(d):
 
 
 def main():
-    tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_finalize_one_thread,
-             test_stress_finalize_two_threads]
+    tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_stuck_ids,
+             test_stress_finalize_one_thread, test_stress_finalize_two_threads]
     if ARGS.program:
         tests = [test_stress_program]
     elif ARGS.only:
         tests = tests[:1] if ARGS.only == "nvtx" else tests[1:]
+    if ARGS.test:
+        tests = [t for t in tests if t.__name__ == ARGS.test]
+        if not tests:
+            sys.exit("test-stress.py: no test named %s" % ARGS.test)
     return runner.run(tests, "gprof-stress-", agent_log)
 
 

@@ -372,9 +372,25 @@ static void test_json_line(void **state)
 	mset_free(&s);
 }
 
+/* Label values are escaped and valid UTF-8 whatever the source held (an
+ * interface or CPU name with a stray byte broke both exports: fuzz-proc). */
+static void test_label_escaping(void **state)
+{
+	char buf[64];
+
+	(void)state;
+	assert_string_equal(mset_label(buf, sizeof(buf), "eth0"), "eth0");
+	assert_string_equal(mset_label(buf, sizeof(buf), "a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+	assert_string_equal(mset_label(buf, sizeof(buf), "caf\xc3\xa9"), "caf\xc3\xa9");
+	assert_string_equal(mset_label(buf, sizeof(buf), "x\xfey\xc3"), "x?y?");
+	assert_string_equal(mset_label(buf, sizeof(buf), "\xed\xa0\x80"), "???"); /* a surrogate */
+	assert_string_equal(mset_label(buf, sizeof(buf), "\x01tab\t"), "tab");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_label_escaping),
 		cmocka_unit_test(test_host_fixture),
 		cmocka_unit_test(test_host_malformed),
 		cmocka_unit_test(test_host_missing_root),

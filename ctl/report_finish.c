@@ -1,0 +1,383 @@
+/*
+ * report_finish: what report.c's pass over the events leaves (intervals,
+ * spans, step times, raw per-device busy lists) turned into the figures
+ * the outputs read: merged busy time and gaps by device and stream, the
+ * longest gaps and the idle after synchronising calls, launch-bound
+ * stretches, GPU busy inside ranges and data loading, medians; and
+ * report_where, which names what ran at a moment. Runs once per file,
+ * after the whole pass; owns nothing beyond the rstats it fills.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+static int cmp_double_pairs(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int by_end(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	return x->b < y->b ? -1 : x->b > y->b;
+}
+
+static void bucket(struct gpu *g, double len)
+{
+	static const double edges[4] = { 10, 100, 1000, 10000 }; /* us */
+	size_t b;
+
+	if (len <= 0)
+		return;
+	for (b = 0; b < 4 && len >= edges[b]; b++)
+		;
+	g->idle_bucket[b] += len;
+}
+
+/* The longest gaps, longest first. */
+static void keep_gap(struct gpu *g, double a, double b)
+{
+	size_t i = REPORT_TOP_GAPS;
+
+	while (i > 0 && g->top_gaps[i - 1].b - g->top_gaps[i - 1].a < b - a) {
+		if (i < REPORT_TOP_GAPS)
+			g->top_gaps[i] = g->top_gaps[i - 1];
+		i--;
+	}
+	if (i < REPORT_TOP_GAPS)
+		g->top_gaps[i] = (struct gap){ a, b };
+}
+
+/* Launch-bound stretches (docs/REPORT.md): at least 32 GPU operations in a
+ * row, each shorter than 20 us, none more than 100 us after the previous
+ * one ended, with the GPU busy less than 60 % of the stretch. The
+ * device's operations, sorted by start. */
+#define LB_SHORT 20.0
+#define LB_GAP 100.0
+#define LB_OPS 32
+#define LB_BUSY 0.6
+
+static void keep_stretch(struct rstats *st, struct stretch s)
+{
+	double idle = s.b - s.a - s.busy;
+	size_t k = st->nstretches < 3 ? st->nstretches++ : 3;
+
+	while (k > 0 && st->stretches[k - 1].b - st->stretches[k - 1].a - st->stretches[k - 1].busy <
+	                idle) {
+		if (k < 3)
+			st->stretches[k] = st->stretches[k - 1];
+		k--;
+	}
+	if (k < 3)
+		st->stretches[k] = s;
+}
+
+static void stretches(struct rstats *st, const struct gpu *g)
+{
+	const double *v = g->iv.v;
+	size_t n = g->iv.n / 2, i = 0, j;
+
+	while (i < n) {
+		double end, busy;
+
+		if (v[2 * i + 1] - v[2 * i] >= LB_SHORT) {
+			i++;
+			continue;
+		}
+		end = v[2 * i + 1];
+		busy = end - v[2 * i];
+		for (j = i + 1; j < n && v[2 * j + 1] - v[2 * j] < LB_SHORT && v[2 * j] - end < LB_GAP;
+		     j++)
+			if (v[2 * j + 1] > end) {
+				busy += v[2 * j + 1] - (v[2 * j] > end ? v[2 * j] : end);
+				end = v[2 * j + 1];
+			}
+		if (j - i >= LB_OPS && busy < LB_BUSY * (end - v[2 * i])) {
+			st->stretch_idle += end - v[2 * i] - busy;
+			keep_stretch(st, (struct stretch){ v[2 * i], end, busy, (uint32_t)(j - i), g->dev });
+		}
+		i = j;
+	}
+}
+
+/* Merges a device's or stream's operations (sorted by start) into
+ * disjoint busy intervals, in place, with their prefix sums: busy time;
+ * idle gaps from the window's start t0 to its end t1 by length; for a
+ * device, the longest gaps and those a synchronising call opened (the
+ * call was waiting when the GPU went idle and returned inside the gap:
+ * the idle that follows a .item() or a stream sync). syncs: by end. */
+static bool merge(struct gpu *g, const struct spans *syncs, double t0, double t1)
+{
+	double end = t0, busy = 0, *v = g->iv.v;
+	size_t i, m = 0, p = 0, q;
+	bool device = g->stream < 0;
+
+	for (i = 0; i < g->iv.n; i += 2) {
+		double a = v[i], z = v[i + 1];
+
+		if (i > 0 && a <= end) { /* overlaps the merged interval */
+			if (z > end) {
+				busy += z - end;
+				end = z;
+				v[2 * m - 1] = z;
+			}
+			continue;
+		}
+		if (a > end) {
+			bucket(g, a - end);
+			if (device) {
+				keep_gap(g, end, a);
+				while (p < syncs->n && syncs->v[p].b < end - 5)
+					p++;
+				for (q = p; q < syncs->n && syncs->v[q].b <= a; q++)
+					if (syncs->v[q].a <= end + 5) {
+						g->idle_after_sync += a - end;
+						g->sync_gaps++;
+						break;
+					}
+			}
+		}
+		v[2 * m] = a; /* a new merged interval */
+		v[2 * m + 1] = z;
+		m++;
+		busy += z - a;
+		end = z;
+	}
+	if (t1 > end) {
+		bucket(g, t1 - end);
+		if (device && m)
+			keep_gap(g, end, t1);
+	}
+	g->iv.n = 2 * m;
+	g->busy = busy;
+	g->span = m ? end - v[0] : 0;
+	if ((g->prefix = malloc((m ? m : 1) * sizeof(*g->prefix))) == NULL)
+		return false;
+	for (i = 0, busy = 0; i < m; i++) {
+		g->prefix[i] = busy;
+		busy += v[2 * i + 1] - v[2 * i];
+	}
+	return true;
+}
+
+/* GPU busy time between a and b on a merged device or stream. */
+static double busy_between(const struct gpu *g, double a, double b)
+{
+	const double *v = g->iv.v;
+	size_t n = g->iv.n / 2, lo = 0, hi = n, first, last;
+	double sum;
+
+	if (n == 0 || b <= a || g->prefix == NULL)
+		return 0;
+	while (lo < hi) { /* the first interval ending after a */
+		size_t mid = (lo + hi) / 2;
+
+		if (v[2 * mid + 1] <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	first = lo;
+	hi = n;
+	while (lo < hi) { /* the first interval starting at or after b */
+		size_t mid = (lo + hi) / 2;
+
+		if (v[2 * mid] < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo <= first)
+		return 0;
+	last = lo - 1;
+	sum = g->prefix[last] + (v[2 * last + 1] - v[2 * last]) - g->prefix[first];
+	if (a > v[2 * first])
+		sum -= a - v[2 * first];
+	if (v[2 * last + 1] > b)
+		sum -= v[2 * last + 1] - b;
+	return sum > 0 ? sum : 0;
+}
+
+static bool data_range(const char *name)
+{
+	return report_has_ci(name, "dataloader") || report_has_ci(name, "data_load") || report_has_ci(name, "data load");
+}
+
+/* The busiest device's busy time between a and b. */
+static double device_busy(const struct rstats *st, double a, double b)
+{
+	double busy = 0, x;
+	size_t k;
+
+	for (k = 0; k < st->ngpus; k++)
+		if (st->gpus[k].stream < 0 && (x = busy_between(&st->gpus[k], a, b)) > busy)
+			busy = x;
+	return busy;
+}
+
+/* The k-th smallest of v[0..n) (k < n), moving the others around it:
+ * Hoare's selection, in linear time on average, where a sort would cost
+ * n log n (a million kernels' durations). */
+static float select_kth(float *v, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n - 1;
+
+	while (lo < hi) {
+		float pivot = v[lo + (hi - lo) / 2];
+		size_t i = lo, j = hi;
+
+		while (i <= j) {
+			while (v[i] < pivot)
+				i++;
+			while (v[j] > pivot)
+				j--;
+			if (i <= j) {
+				float t = v[i];
+
+				v[i] = v[j];
+				v[j] = t;
+				i++;
+				if (j == 0)
+					break;
+				j--;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return v[k];
+	}
+	return v[k];
+}
+
+static double median_of(struct durs *d)
+{
+	float hi, lo;
+	size_t i;
+
+	if (d->n == 0)
+		return 0;
+	hi = select_kth(d->v, d->n, d->n / 2);
+	if (d->n % 2)
+		return hi;
+	/* even: the largest of the lower half, which selection left below */
+	for (i = 1, lo = d->v[0]; i < d->n / 2; i++)
+		if (d->v[i] > lo)
+			lo = d->v[i];
+	return ((double)lo + hi) / 2;
+}
+
+static bool sorted_pairs(const double *v, size_t n)
+{
+	size_t i;
+
+	for (i = 2; i < n; i += 2)
+		if (v[i] < v[i - 2])
+			return false;
+	return true;
+}
+
+bool report_finish(struct rstats *st)
+{
+	double w = st->t1 > st->t0 ? st->t1 - st->t0 : 0;
+	size_t i, k;
+
+	if (st->sync_spans.n > 0)
+		qsort(st->sync_spans.v, st->sync_spans.n, sizeof(struct span), by_end);
+	for (i = 0; i < st->ngpus; i++) {
+		struct gpu *g = &st->gpus[i];
+
+		if (!sorted_pairs(g->iv.v, g->iv.n)) /* usually they come in order */
+			qsort(g->iv.v, g->iv.n / 2, 2 * sizeof(double), cmp_double_pairs);
+		if (g->stream < 0)
+			stretches(st, g);
+		if (!merge(g, &st->sync_spans, st->t0, st->t1))
+			return false;
+		for (k = 0; g->stream < 0 && w > 0 && k < REPORT_BINS; k++) {
+			double a = st->t0 + w * (double)k / REPORT_BINS;
+
+			g->bins[k] = (float)(busy_between(g, a, a + w / REPORT_BINS) / (w / REPORT_BINS));
+		}
+	}
+	/* each projection's GPU busy time, to its range */
+	if ((st->granges_busy = calloc(st->granges.n ? st->granges.n : 1, sizeof(double))) == NULL)
+		return false;
+	for (i = 0; i < st->gpu_spans.n; i++) {
+		const struct span *sp = &st->gpu_spans.v[i];
+
+		for (k = 0; k < st->ngpus; k++)
+			if (st->gpus[k].stream < 0 && st->gpus[k].dev == sp->dev)
+				st->granges_busy[sp->name] += busy_between(&st->gpus[k], sp->a, sp->b);
+	}
+	/* data loading: CPU time in its ranges, and how idle the GPU was */
+	for (i = 0; i < st->cpu_spans.n; i++) {
+		const struct span *sp = &st->cpu_spans.v[i];
+
+		if (!data_range(st->ranges.v[sp->name].name))
+			continue;
+		st->data_calls++;
+		st->data_cpu += sp->b - sp->a;
+		st->data_idle += sp->b - sp->a - device_busy(st, sp->a, sp->b);
+	}
+	for (i = 0; i < st->kernels.n; i++)
+		st->kernels.v[i].median = median_of(&st->kernels.v[i].d);
+	for (i = 0; i < st->copies.n; i++)
+		st->copies.v[i].median = median_of(&st->copies.v[i].d);
+	if (st->steps.n > 0) /* qsort's base may not be NULL, even for nothing */
+		qsort(st->steps.v, st->steps.n, sizeof(float), cmp_float);
+	return true;
+}
+
+/* The innermost span of sp holding t (on dev, or any when dev < 0). */
+static const struct span *innermost(const struct spans *sp, int64_t dev, double t)
+{
+	const struct span *best = NULL;
+	size_t i;
+
+	for (i = 0; i < sp->n; i++)
+		if (sp->v[i].a <= t && t <= sp->v[i].b && (dev < 0 || sp->v[i].dev == dev) &&
+		    (best == NULL || sp->v[i].b - sp->v[i].a < best->b - best->a))
+			best = &sp->v[i];
+	return best;
+}
+
+void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
+                  size_t n)
+{
+	const struct span *g = innermost(&st->gpu_spans, dev, t), *c = innermost(&st->cpu_spans, -1, t);
+	const struct span *step = NULL;
+	const char *name = NULL;
+	size_t i;
+
+	if (c && (cpu_first || g == NULL))
+		name = st->ranges.v[c->name].name;
+	else if (g)
+		name = st->granges.v[g->name].name;
+	/* the GPU runs behind the CPU: the last iteration begun by then */
+	for (i = 0; i < st->step_spans.n; i++)
+		if (st->step_spans.v[i].a <= t && (step == NULL || st->step_spans.v[i].a > step->a))
+			step = &st->step_spans.v[i];
+	if (name && step)
+		snprintf(out, n, "in '%.80s', ProfilerStep#%u", name, (unsigned)step->name);
+	else if (name)
+		snprintf(out, n, "in '%.80s'", name);
+	else if (step)
+		snprintf(out, n, "in ProfilerStep#%u, outside any range", (unsigned)step->name);
+	else
+		snprintf(out, n, "outside any range");
+}
+
