@@ -1,10 +1,14 @@
 /*
  * sink: one downloaded file (ctl.h). Data goes to an unnamed file in <dir>
  * (O_TMPFILE), which gets a name only once the daemon's download_end
- * agrees on size and CRC-32: linked as <dir>/.<name>.part, then renamed to
- * <dir>/<name>. So a gprofctl killed mid-download (even by SIGKILL) leaves
- * nothing behind. Where the file system has no O_TMPFILE, the data goes to
- * the .part file from the start; any failure gprofctl sees removes it.
+ * agrees on size and CRC-32: linked straight to <dir>/<name> when no file
+ * has that name (one atomic step), else linked as <dir>/.<name>.part and
+ * renamed over the old file (which stays whole until then). So a gprofctl
+ * killed mid-download (even by SIGKILL) leaves nothing behind; only a kill
+ * between that link and the rename, when overwriting, can leave the .part,
+ * which the next download of the name replaces. Where the file system has
+ * no O_TMPFILE, the data goes to the .part file from the start; any
+ * failure gprofctl sees removes it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +79,7 @@ void sink_abort(struct sink *s)
 
 int sink_finish(struct sink *s, const struct msg_download_end *e, char *err, size_t errlen)
 {
+	const char *from = s->tmp;
 	int r = 0;
 
 	if ((uint64_t)e->bytes != s->bytes || s->bytes != s->expected ||
@@ -85,30 +90,43 @@ int sink_finish(struct sink *s, const struct msg_download_end *e, char *err, siz
 		sink_abort(s);
 		return -1;
 	}
+	if (fflush(s->f) != 0) {
+		snprintf(err, errlen, "writing %s failed: %s", s->tmp, strerror(errno));
+		sink_abort(s);
+		return -1;
+	}
 	if (s->unnamed) {
 		char self[64];
 
-		/* the name it gets once whole: linkat through /proc needs no privilege */
+		/* the name it gets once whole: linkat through /proc needs no
+		 * privilege; straight to its name when that is free */
 		snprintf(self, sizeof(self), "/proc/self/fd/%d", fileno(s->f));
-		unlink(s->tmp);
-		if (fflush(s->f) != 0 ||
-		    linkat(AT_FDCWD, self, AT_FDCWD, s->tmp, AT_SYMLINK_FOLLOW) != 0) {
-			snprintf(err, errlen, "cannot write %s: %s", s->tmp, strerror(errno));
+		if (linkat(AT_FDCWD, self, AT_FDCWD, s->path, AT_SYMLINK_FOLLOW) == 0) {
+			from = NULL;
+		} else if (errno != EEXIST ||
+		           (unlink(s->tmp), linkat(AT_FDCWD, self, AT_FDCWD, s->tmp,
+		                                   AT_SYMLINK_FOLLOW) != 0)) {
+			snprintf(err, errlen, "cannot write %s: %s", s->path, strerror(errno));
 			fclose(s->f);
 			s->f = NULL;
 			return -1;
 		}
 	}
 	if (fclose(s->f) != 0) {
-		snprintf(err, errlen, "writing %s failed: %s", s->tmp, strerror(errno));
+		snprintf(err, errlen, "writing %s failed: %s", s->path, strerror(errno));
 		r = -1;
 	}
 	s->f = NULL;
-	if (r == 0 && rename(s->tmp, s->path) != 0) {
-		snprintf(err, errlen, "cannot rename %s: %s", s->tmp, strerror(errno));
+	if (from == NULL) { /* already named: a failed close leaves no half file */
+		if (r < 0)
+			unlink(s->path);
+		return r;
+	}
+	if (r == 0 && rename(from, s->path) != 0) {
+		snprintf(err, errlen, "cannot rename %s: %s", from, strerror(errno));
 		r = -1;
 	}
 	if (r < 0)
-		unlink(s->tmp);
+		unlink(from);
 	return r;
 }

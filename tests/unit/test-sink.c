@@ -63,6 +63,44 @@ static void test_complete_download(void **state)
 	unlink(path);
 }
 
+/* Until download_end nothing has a name (a SIGKILL then leaves nothing);
+ * a file already there is replaced whole, and no .part stays. */
+static void test_named_only_when_whole_and_overwrites(void **state)
+{
+	struct msg_download_end e = { 6, 3, 0 };
+	char sub[300], err[200], path[400], got[8] = { 0 };
+	struct sink s;
+	FILE *f;
+
+	(void)state;
+	snprintf(sub, sizeof(sub), "%s/t", dir);
+	snprintf(path, sizeof(path), "%s/f.gz", sub);
+	assert_int_equal(sink_open(&s, sub, "f.gz", 6, 3, err, sizeof(err)), 0);
+	feed(&s, 6, "old");
+	assert_int_equal(entries(), s.unnamed ? 0 : 1);
+	e.crc32 = crc32(0, (const Bytef *)"old", 3);
+	assert_int_equal(sink_finish(&s, &e, err, sizeof(err)), 0);
+	assert_int_equal(entries(), 1);
+	/* the same name again: the old file stays whole until the new one is */
+	assert_int_equal(sink_open(&s, sub, "f.gz", 7, 3, err, sizeof(err)), 0);
+	feed(&s, 7, "new");
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fread(got, 1, sizeof(got), f), 3);
+	fclose(f);
+	assert_string_equal(got, "old");
+	e.transfer = 7;
+	e.crc32 = crc32(0, (const Bytef *)"new", 3);
+	assert_int_equal(sink_finish(&s, &e, err, sizeof(err)), 0);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fread(got, 1, sizeof(got), f), 3);
+	fclose(f);
+	assert_string_equal(got, "new");
+	assert_int_equal(entries(), 1); /* no .part left */
+	unlink(path);
+}
+
 static void test_damaged_download_leaves_nothing(void **state)
 {
 	struct msg_download_end e = { 2, 11, 0 };
@@ -112,6 +150,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_complete_download),
+		cmocka_unit_test(test_named_only_when_whole_and_overwrites),
 		cmocka_unit_test(test_damaged_download_leaves_nothing),
 		cmocka_unit_test(test_out_of_order_refused),
 	};
