@@ -475,7 +475,7 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 	p.m.mask = size - 1;
 	if (p.m.v != NULL) {
 		gpu_each_record(w, index_api, &p);
-		p.ids_broken = p.napi >= 16 && p.dup_api * 2 > p.napi;
+		p.ids_broken = gpu_ids_broken(p.napi, p.dup_api);
 		ids_own = p.ids_broken;
 		ids_next = 1u << 30;
 		if (p.ids_broken)

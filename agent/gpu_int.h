@@ -31,6 +31,14 @@ AGENT_HIDDEN bool gpu_loaded(void);
 AGENT_HIDDEN int gpu_sm_count(uint32_t dev);
 /* A record that never completed: counted with the dropped ones. */
 AGENT_HIDDEN void gpu_count_incomplete(void);
+/* Whether CUPTI numbered a burst's API calls: not when most of n share an
+ * id with an earlier one (repeats; the toolkit's libcupti 13.0 after an
+ * unsubscribe, seen on an H100). Records are then matched by time and
+ * count, never by id (gpu_events.c, gpu_tail.c). */
+static inline bool gpu_ids_broken(uint64_t n, uint64_t repeats)
+{
+	return n >= 16 && repeats * 2 > n;
+}
 
 /* For gpu_tail.c, on the agent thread while CUPTI is held: */
 AGENT_HIDDEN void gpu_kind_off(int64_t kind);

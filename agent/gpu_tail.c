@@ -37,65 +37,71 @@
  * outstanding (a launch that makes no record); a burst without API records
  * ends when nothing came for 20 ms. Then it forces out the rest.
  */
+/* A set of correlation ids: open addressing, at most half full. */
+struct idset { uint32_t *v; size_t mask, n; };
+
 struct tail {
 	uint32_t *want;      /* correlation ids of launches awaiting GPU records */
 	const char **what;   /* their API names, for the log */
 	size_t nwant, capwant;
-	uint32_t *have;      /* GPU records' correlation ids: open addressing */
-	size_t havemask, nhave;
+	struct idset have;   /* GPU records' correlation ids */
+	struct idset seen;   /* launches' correlation ids: repeats mean CUPTI numbered nothing */
+	size_t nlaunch, repeats, ngpu; /* launches, repeated ids, complete GPU records */
 	bool kernels, copies, sets; /* GPU kinds of the burst */
 	uint64_t t_end;      /* the window's end: later launches are not waited for */
 };
 
-static bool have_has(const struct tail *t, uint32_t id)
+static bool idset_has(const struct idset *s, uint32_t id)
 {
 	size_t i;
 
-	if (t->have == NULL)
+	if (s->v == NULL)
 		return false;
-	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
-		if (t->have[i] == id)
+	for (i = (id * 2654435761u) & s->mask; s->v[i]; i = (i + 1) & s->mask)
+		if (s->v[i] == id)
 			return true;
 	return false;
 }
 
-static void have_add(struct tail *t, uint32_t id);
+static bool idset_add(struct idset *s, uint32_t id);
 
 /* Doubles the set (4096 slots at first), keeping it at most half full. */
-static void have_grow(struct tail *t)
+static void idset_grow(struct idset *s)
 {
-	uint32_t *old = t->have;
-	size_t oldmask = t->havemask, k;
+	struct idset old = *s;
+	size_t k;
 
-	t->havemask = t->havemask ? t->havemask * 2 + 1 : 4095;
-	t->have = calloc(t->havemask + 1, sizeof(*t->have));
-	if (t->have == NULL) {
-		t->have = old;
-		t->havemask = oldmask;
+	s->mask = s->mask ? s->mask * 2 + 1 : 4095;
+	s->v = calloc(s->mask + 1, sizeof(*s->v));
+	if (s->v == NULL) {
+		*s = old;
 		return;
 	}
-	t->nhave = 0;
-	for (k = 0; old != NULL && k <= oldmask; k++)
-		if (old[k])
-			have_add(t, old[k]);
-	free(old);
+	s->n = 0;
+	for (k = 0; old.v != NULL && k <= old.mask; k++)
+		if (old.v[k])
+			idset_add(s, old.v[k]);
+	free(old.v);
 }
 
-static void have_add(struct tail *t, uint32_t id)
+/* Adds id; false when it was there already (or out of memory: the wait
+ * then ends by its time limits). */
+static bool idset_add(struct idset *s, uint32_t id)
 {
 	size_t i;
 
 	if (id == 0)
-		return;
-	if ((t->nhave + 1) * 2 > t->havemask + 1)
-		have_grow(t);
-	if (t->have == NULL || (t->nhave + 1) * 2 > t->havemask + 1)
-		return; /* out of memory: the wait ends by its time limits */
-	for (i = (id * 2654435761u) & t->havemask; t->have[i]; i = (i + 1) & t->havemask)
-		if (t->have[i] == id)
-			return;
-	t->have[i] = id;
-	t->nhave++;
+		return true;
+	if ((s->n + 1) * 2 > s->mask + 1)
+		idset_grow(s);
+	if (s->v == NULL || (s->n + 1) * 2 > s->mask + 1)
+		return false;
+	for (i = (id * 2654435761u) & s->mask; s->v[i]; i = (i + 1) & s->mask)
+		if (s->v[i] == id)
+			return false;
+	s->v[i] = id;
+	s->n++;
+	return true;
 }
 
 /* Does this API call put work on the GPU that a kind of the burst records?
@@ -131,6 +137,12 @@ static void want_add(struct tail *t, uint32_t id, const char *what)
 	t->want[t->nwant++] = id;
 }
 
+static void gpu_have(struct tail *t, uint32_t id)
+{
+	t->ngpu++;
+	idset_add(&t->have, id);
+}
+
 /* One record of the burst (gpu_each_new_record). */
 static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
 {
@@ -144,21 +156,21 @@ static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
 		CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
 
 		if (k->start != 0 && k->end >= k->start)
-			have_add(t, k->correlationId);
+			gpu_have(t, k->correlationId);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)rec;
 
 		if (m->start != 0 && m->end >= m->start)
-			have_add(t, m->correlationId);
+			gpu_have(t, m->correlationId);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		CUpti_ActivityMemset4 *m = (CUpti_ActivityMemset4 *)rec;
 
 		if (m->start != 0 && m->end >= m->start)
-			have_add(t, m->correlationId);
+			gpu_have(t, m->correlationId);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -167,8 +179,12 @@ static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
 		const char *name;
 
 		if (a->returnValue == 0 && (t->t_end == 0 || a->start <= t->t_end) &&
-		    (name = launches(t, rec->kind, a->cbid)) != NULL)
+		    (name = launches(t, rec->kind, a->cbid)) != NULL) {
+			t->nlaunch++;
+			if (!idset_add(&t->seen, a->correlationId))
+				t->repeats++;
 			want_add(t, a->correlationId, name);
+		}
 		break;
 	}
 	default:
@@ -188,7 +204,7 @@ static size_t tail_missing(struct tail *t)
 	size_t i, n = 0;
 
 	for (i = 0; i < t->nwant; i++)
-		if (!have_has(t, t->want[i])) {
+		if (!idset_has(&t->have, t->want[i])) {
 			t->what[n] = t->what[i];
 			t->want[n++] = t->want[i];
 		}
@@ -215,7 +231,7 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 	uint64_t progress = t0;
 	struct tail t = { 0 };
 	size_t i, missing = 0, last_missing = (size_t)-1, scanned = 0, last_scanned = 0, rounds = 0;
-	bool api = false;
+	bool api = false, broken = false;
 	int64_t out;
 
 	t.t_end = atomic_load(&A.t_end);
@@ -239,7 +255,10 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 		gpu_flush_complete();
 		rounds++;
 		gpu_each_new_record(&scanned, tail_record, &t);
-		missing = tail_missing(&t);
+		/* CUPTI numbered nothing (one id for every launch, gpu_events.c):
+		 * an id tells nothing, so the GPU records are counted instead */
+		broken = gpu_ids_broken(t.nlaunch, t.repeats);
+		missing = !broken ? tail_missing(&t) : t.nlaunch > t.ngpu ? t.nlaunch - t.ngpu : 0;
 		now = agent_now_ns();
 		if (missing < last_missing || scanned != last_scanned)
 			progress = now;
@@ -258,11 +277,14 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 		nanosleep(&five_ms, NULL);
 	}
 	agent_log("tail: %zu flushes in %.1f ms for the window's GPU work; %zu launches without "
-	          "their GPU record%s%s%s", rounds, (double)(now - t0) / 1e6, missing,
-	          missing ? " (gave up waiting; the first: " : "",
-	          missing ? (t.what[0] ? t.what[0] : "?") : "", missing ? ")" : "");
+	          "their GPU record%s%s%s%s", rounds, (double)(now - t0) / 1e6, missing,
+	          broken ? " (counted: launches not numbered)" : "",
+	          missing && !broken ? " (gave up waiting; the first: " : "",
+	          missing && !broken ? (t.what[0] ? t.what[0] : "?") : "",
+	          missing && !broken ? ")" : "");
 	free(t.want);
 	free(t.what);
-	free(t.have);
+	free(t.have.v);
+	free(t.seen.v);
 }
 
