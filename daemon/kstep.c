@@ -44,9 +44,7 @@ static double num_after(const char *p, const char *end, const char *key)
 	char tmp[64];
 	size_t n = 0;
 
-	for (; p + k < end; p++) {
-		if (memcmp(p, key, k) != 0)
-			continue;
+	if (p < end && (p = memmem(p, (size_t)(end - p), key, k)) != NULL && p + k < end) {
 		p += k;
 		while (p < end && (*p == ' ' || *p == ':'))
 			p++;
@@ -70,9 +68,7 @@ static bool ns_after(const char *p, const char *end, const char *key, int64_t *o
 	int frac = -1, digits = 0;
 	bool neg = false;
 
-	for (; p + k < end; p++) {
-		if (memcmp(p, key, k) != 0)
-			continue;
+	if (p < end && (p = memmem(p, (size_t)(end - p), key, k)) != NULL && p + k < end) {
 		p += k;
 		while (p < end && (*p == ' ' || *p == ':'))
 			p++;
@@ -116,12 +112,7 @@ static bool is_id(double v, int64_t want, bool any)
 
 static const char *find(const char *p, const char *end, const char *pat)
 {
-	size_t k = strlen(pat);
-
-	for (; p + k <= end; p++)
-		if (*p == *pat && memcmp(p, pat, k) == 0)
-			return p;
-	return NULL;
+	return p < end ? memmem(p, (size_t)(end - p), pat, strlen(pat)) : NULL;
 }
 
 static int by_ts(const void *a, const void *b)
