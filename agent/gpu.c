@@ -476,6 +476,35 @@ static void unsubscribe(void)
 	atomic_store(&cs, CS_FREE);
 }
 
+/* Experimental knobs, read at each burst (bench/capture_overhead.py times
+ * them): where CUPTI keeps the GPU's timestamps for kernels and copies
+ * (GPROF_CUPTI_PINNED=1: pinned host memory instead of device memory,
+ * which needs no copy back) and how big each device buffer is
+ * (GPROF_CUPTI_DEVICE_BUFFER_MB: fewer flushes). CUPTI applies both to
+ * buffers it allocates from then on. */
+static void buffer_knobs(void)
+{
+	const char *pin = getenv("GPROF_CUPTI_PINNED"), *mb = getenv("GPROF_CUPTI_DEVICE_BUFFER_MB");
+	CUptiResult r;
+
+	if (pin != NULL && *pin) {
+		uint8_t v = strcmp(pin, "0") != 0;
+		size_t sz = sizeof(v);
+
+		r = p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_MEM_ALLOCATION_TYPE_HOST_PINNED,
+		                                &sz, &v);
+		agent_log("GPROF_CUPTI_PINNED=%d: %s", v, cupti_err(r));
+	}
+	if (mb != NULL && *mb) {
+		size_t v = (size_t)strtoull(mb, NULL, 10) << 20, sz = sizeof(v);
+
+		if (v == 0)
+			return;
+		r = p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v);
+		agent_log("GPROF_CUPTI_DEVICE_BUFFER_MB=%zu: %s", v >> 20, cupti_err(r));
+	}
+}
+
 int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 {
 	const CUpti_ActivityKind *k;
@@ -495,6 +524,7 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	/* Activity callbacks are per process and replaced by whoever registers
 	 * last (torch.profiler after us): register them for every burst. */
 	p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
+	buffer_knobs();
 	r = p_cuptiActivityRegisterCallbacks(buf_request, buf_complete);
 	if (r != CUPTI_SUCCESS) {
 		unsubscribe();

@@ -269,8 +269,13 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 		 * still incomplete is not handed back) and every launch has its
 		 * GPU record (they can come later, in buffers not asked for yet);
 		 * without launch records (kernel-only bursts), when nothing came
-		 * for 20 ms either. */
-		if (out <= 0 && (api ? missing == 0 : now - progress >= 20000000ull))
+		 * for 20 ms either. Where CUPTI numbered nothing, as many GPU
+		 * records as launches, or 100 ms without a new one: the libcupti
+		 * that lost the ids also gave fewer GPU records than launches
+		 * (H100, 2026-11-23: 1,637 for about 2,300), so the count alone
+		 * would hold every such burst for the 300 ms below. */
+		if (out <= 0 && (!api ? now - progress >= 20000000ull :
+		                 missing == 0 || (broken && now - progress >= 100000000ull)))
 			break;
 		if (now - t0 >= limit || (out <= 0 && now - progress >= 300000000ull))
 			break;
@@ -278,7 +283,8 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 	}
 	agent_log("tail: %zu flushes in %.1f ms for the window's GPU work; %zu launches without "
 	          "their GPU record%s%s%s%s", rounds, (double)(now - t0) / 1e6, missing,
-	          broken ? " (counted: launches not numbered)" : "",
+	          !broken ? "" : missing ? " (counted, CUPTI numbered no launch: ended after 100 ms "
+	          "without a new one)" : " (counted, CUPTI numbered no launch)",
 	          missing && !broken ? " (gave up waiting; the first: " : "",
 	          missing && !broken ? (t.what[0] ? t.what[0] : "?") : "",
 	          missing && !broken ? ")" : "");

@@ -32,7 +32,9 @@
 #   overhead in-process step-time inflation of captures (bench/
 #           capture_overhead.py): OVERHEAD_CONFIGS interleaved
 #           OVERHEAD_REPEAT times in each of OVERHEAD_ROUNDS processes, at
-#           width 2048 and 256, torch.profiler last; then the idle agent
+#           width 2048 and 256 (OVERHEAD_SKIP_2048, OVERHEAD_SKIP_256),
+#           torch.profiler last; OVERHEAD_ENVS="- K=V,K=V ..." runs one
+#           process per environment set per round; then the idle agent
 #           against no agent, IDLE_ROUNDS process pairs.
 #   ddp     multi-GPU jobs (2 GPUs: device kind nvidia-h200-x2): a DDP loop
 #           (tests/gpu/ddp_train.py, NCCL, rank 1 a deliberate straggler)
@@ -386,11 +388,19 @@ overhead_checks() {
 	local A=$root/.devlibs/lib/libgprof_agent.so r
 	local inj="CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock PYTHONPATH=$root/python"
 	local h="python3 $root/bench/capture_overhead.py --gprofctl $B/gprofctl --out $OUT/overhead.jsonl --repeat ${OVERHEAD_REPEAT:-5}"
+	# OVERHEAD_ENVS: one process per set per round, interleaved (sets
+	# space-separated, a set's K=V comma-separated, - for none): the
+	# agent's knobs that only a whole process can try (GPROF_CUPTI_PINNED)
+	local e t
 	for r in $(seq "${OVERHEAD_ROUNDS:-3}"); do
-		[ -n "${OVERHEAD_SKIP_2048:-}" ] || env $inj $h --tag "r$r" --configs "${OVERHEAD_CONFIGS:-none,agent,agent-kernel,agent-kernel/memcpy/memset/cuda_runtime/sync/overhead/nvtx,torch}" \
-			2>&1 | sed "s/^/  r$r w2048 /" | tee -a "$OUT/summary.txt"
-		env $inj $h --tag "r$r-w256" --width 256 --configs "${OVERHEAD_CONFIGS_256:-none,agent,agent-kernel,agent-kernel/memcpy/memset/cuda_runtime/sync/overhead/nvtx,torch}" \
-			2>&1 | sed "s/^/  r$r w256 /" | tee -a "$OUT/summary.txt"
+		for e in ${OVERHEAD_ENVS:--}; do
+			t=$([ "$e" = - ] && echo "r$r" || echo "r$r-${e//,/+}")
+			e=$([ "$e" = - ] && echo "" || echo "${e//,/ }")
+			[ -n "${OVERHEAD_SKIP_2048:-}" ] || env $inj $e $h --tag "$t" --configs "${OVERHEAD_CONFIGS:-none,agent,agent-kernel,agent-kernel/memcpy/memset/cuda_runtime/sync/overhead/nvtx,torch}" \
+				2>&1 | sed "s/^/  $t w2048 /" | tee -a "$OUT/summary.txt"
+			[ -n "${OVERHEAD_SKIP_256:-}" ] || env $inj $e $h --tag "$t-w256" --width 256 --configs "${OVERHEAD_CONFIGS_256:-none,agent,agent-kernel,agent-kernel/memcpy/memset/cuda_runtime/sync/overhead/nvtx,torch}" \
+				2>&1 | sed "s/^/  $t w256 /" | tee -a "$OUT/summary.txt"
+		done
 	done
 	# the idle agent: loaded and never asked, against no agent (pairs)
 	for r in $(seq "${IDLE_ROUNDS:-3}"); do
