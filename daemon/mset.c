@@ -326,14 +326,32 @@ void mset_key(const struct mset *s, const struct mval *m, char *buf, size_t size
 		snprintf(buf, size, "%s", mset_family_name(m->fam));
 }
 
-/* A JSON string of text that is already free of control characters. */
+/* A JSON string: runs of plain text appended whole (one printf per
+ * character made this most of a JSON line's cost); quotes, backslashes
+ * and, should one get here, control characters escaped. */
 static int put_json_str(struct pbuf *out, const char *s)
 {
-	int r = put(out, "\"");
+	const char *run = s;
+	char esc[8];
+	int r = pbuf_append(out, "\"", 1);
 
-	for (; *s && r == 0; s++)
-		r = *s == '"' || *s == '\\' ? put(out, "\\%c", *s) : put(out, "%c", *s);
-	return r ? r : put(out, "\"");
+	for (; *s && r == 0; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c != '"' && c != '\\' && c >= 0x20)
+			continue;
+		if (c == '"' || c == '\\')
+			snprintf(esc, sizeof(esc), "\\%c", c);
+		else
+			snprintf(esc, sizeof(esc), "\\u%04x", c);
+		r = pbuf_append(out, run, (size_t)(s - run));
+		if (r == 0)
+			r = pbuf_append(out, esc, strlen(esc));
+		run = s + 1;
+	}
+	if (r == 0)
+		r = pbuf_append(out, run, (size_t)(s - run));
+	return r ? r : pbuf_append(out, "\"", 1);
 }
 
 int mset_json(const struct mset *s, const char *host, struct pbuf *out)

@@ -368,6 +368,15 @@ static void test_json_line(void **state)
 	assert_memory_equal(b.data, "{\"ts_us\":1700000000123456,\"host\":\"node\\\"7\",\"metrics\":"
 	                    "{\"gprofd_load1\":0.5,\"gprofd_network_receive_bytes_total"
 	                    "{device=\\\"e\\\\\\\"th0\\\"}\":42}}\n", b.len);
+	/* a host name with a control character still makes valid JSON */
+	b.len = 0;
+	mset_reset(&s);
+	s.ts_us = 1700000000123456;
+	assert_int_equal(mset_json(&s, "a\tb\\", &b), 0);
+	assert_int_equal(b.len, strlen("{\"ts_us\":1700000000123456,\"host\":\"a\\u0009b\\\\\","
+	                               "\"metrics\":{}}\n"));
+	assert_memory_equal(b.data, "{\"ts_us\":1700000000123456,\"host\":\"a\\u0009b\\\\\","
+	                    "\"metrics\":{}}\n", b.len);
 	pbuf_deinit(&b);
 	mset_free(&s);
 }
