@@ -33,9 +33,11 @@
  * runtime or driver call that puts a kernel, copy or set on the GPU, by
  * name: ids differ between CUDA versions) has its complete GPU record. It
  * gives up after GPROF_GPU_TAIL_MS (default 2000), or after 300 ms with
- * nothing new and no buffer
- * outstanding (a launch that makes no record); a burst without API records
- * ends when nothing came for 20 ms. Then it forces out the rest.
+ * nothing new and no buffer outstanding (a launch that makes no record); a
+ * burst without API records ends when nothing came for 20 ms. Where CUPTI
+ * numbered no launch (most launches share an id, gpu_ids_broken), an id
+ * proves nothing: the burst ends when there are as many GPU records as
+ * launches, or after 100 ms without a new one. Then it forces out the rest.
  */
 /* A set of correlation ids: open addressing, at most half full. */
 struct idset { uint32_t *v; size_t mask, n; };
