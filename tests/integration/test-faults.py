@@ -89,6 +89,54 @@ def killed(p, may_finish=False):
     return p.returncode == -signal.SIGKILL
 
 
+def download_fd(pid, top):
+    """The file position of the file gprofctl writes under top (its unnamed
+    O_TMPFILE, /proc shows it as top/.../#N (deleted); or the .part), or
+    None while it has none."""
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if target.startswith(top + "/"):
+                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                    return int(f.readline().split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def kill_mid_download(p, top):
+    """SIGKILL to gprofctl part-way through the download: once its file
+    under top is open (the data arrives in 1 MiB chunks, so a smaller trace
+    is all in flight until then), after a random 0-0.3 ms more, it is
+    stopped (SIGSTOP) and, if the file is still open (data still coming,
+    or all there and being named: a kill there once left a .part), killed.
+    True if the kill struck mid-download; False if it finished first (then
+    it must have exited 0). Its exit status is read by waitpid."""
+    pos = None
+    while p.poll() is None:
+        pos = download_fd(p.pid, top)
+        if pos is not None:
+            break
+    if pos is not None:
+        time.sleep(rng.uniform(0, 0.0003))
+        try:
+            os.kill(p.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+        pos = download_fd(p.pid, top)
+    struck = pos is not None
+    if struck:
+        p.kill()
+    elif p.poll() is None:
+        os.kill(p.pid, signal.SIGCONT)
+    p.communicate(timeout=TIMEOUT)
+    assert p.returncode == (-signal.SIGKILL if struck else 0), (p.returncode, pos)
+    return struck
+
+
 def test_agent_killed(d):
     """SIGKILL to the traced program: idle, mid-capture, and at random
     moments around the end of short windows."""
@@ -153,7 +201,7 @@ def test_agent_killed(d):
 
 
 def test_gprofctl_killed_downloading(d):
-    """SIGKILL to gprofctl at random moments of downloading a 20 MB trace:
+    """SIGKILL to gprofctl part-way through downloading a long trace:
     no file under the trace's name, no temporary left anywhere; a later
     fetch gets it whole."""
     dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
@@ -172,11 +220,10 @@ def test_gprofctl_killed_downloading(d):
         base = fds(dm)
         struck = i = 0
         # until three kills struck mid-way (a download can finish first)
-        while struck < 3 and i < 40:
+        while struck < 3 and i < 100:
             i += 1
             f = ctl(dm, "fetch", tid, "--output-dir", os.path.join(out, str(i)))
-            time.sleep(rng.uniform(0, 0.02))
-            struck += killed(f, may_finish=True)
+            struck += kill_mid_download(f, os.path.join(out, str(i)))
             # the trace's file is there whole, or not at all; no temporary
             got = glob.glob(os.path.join(out, str(i), "**", "*"), recursive=True)
             files = [x for x in got if not os.path.isdir(x)]
