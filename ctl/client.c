@@ -2,6 +2,9 @@
  * client: gprofctl's connections to many daemons on one libuv loop
  * (ctl.h). Each host: resolve (TCP) -> connect -> hello -> auth when asked
  * -> ready -> the command's callbacks -> done or failed -> close.
+ * With --tls a TCP connection's bytes pass through a TLS session
+ * (tlsio.h): its handshake starts at connect, and the hello waits inside
+ * it until the daemon's certificate has been checked.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -11,6 +14,7 @@
 
 #include "ctl.h"
 #include "hmac.h"
+#include "tlsio.h"
 
 enum { HS_RESOLVING, HS_CONNECTING, HS_HELLO, HS_AUTH, HS_READY, HS_CLOSED };
 
@@ -72,11 +76,38 @@ static void on_written(uv_write_t *req, int status)
 		host_fail(h, "sending failed: %s", uv_strerror(status));
 }
 
+/* Writes the bytes of b as they are (ciphertext under TLS), taking them. */
+static int send_raw(struct host *h, struct pbuf *b)
+{
+	struct wreq *w;
+	int r;
+
+	if (b->len == 0) {
+		pbuf_deinit(b);
+		return 0;
+	}
+	w = malloc(sizeof(*w));
+	if (w == NULL) {
+		pbuf_deinit(b);
+		return -ENOMEM;
+	}
+	w->buf = uv_buf_init((char *)b->data, (unsigned)b->len);
+	b->data = NULL;
+	b->len = b->cap = 0;
+	w->req.data = w;
+	r = uv_write(&w->req, &h->u.s, &w->buf, 1, on_written);
+	if (r < 0) {
+		free(w->buf.base);
+		free(w);
+		host_fail(h, "sending failed: %s", uv_strerror(r));
+	}
+	return r;
+}
+
 int host_send(struct host *h, struct msg *m)
 {
 	struct perr err;
-	struct pbuf b;
-	struct wreq *w;
+	struct pbuf b, out;
 	int r;
 
 	if (h->state == HS_CLOSED)
@@ -90,20 +121,17 @@ int host_send(struct host *h, struct msg *m)
 		host_fail(h, "cannot encode %s: %s", msg_type_name(m->type), err.msg);
 		return r;
 	}
-	w = malloc(sizeof(*w));
-	if (w == NULL) {
-		pbuf_deinit(&b);
-		return -ENOMEM;
-	}
-	w->buf = uv_buf_init((char *)b.data, (unsigned)b.len);
-	w->req.data = w;
-	r = uv_write(&w->req, &h->u.s, &w->buf, 1, on_written);
+	if (h->tls == NULL)
+		return send_raw(h, &b);
+	pbuf_init(&out, 0);
+	r = tlsio_write(h->tls, b.data, b.len, &out, &err);
+	pbuf_deinit(&b);
 	if (r < 0) {
-		free(w->buf.base);
-		free(w);
-		host_fail(h, "sending failed: %s", uv_strerror(r));
+		pbuf_deinit(&out);
+		host_fail(h, "%s", err.msg);
+		return r;
 	}
-	return r;
+	return send_raw(h, &out);
 }
 
 static void send_hello(struct host *h)
@@ -195,21 +223,61 @@ static void on_alloc(uv_handle_t *hd, size_t sz, uv_buf_t *buf)
 	buf->len = sizeof(read_buf);
 }
 
+/* Plaintext from the daemon, straight from the socket or out of TLS. */
+static int on_plain(void *ud, const char *data, size_t n)
+{
+	struct host *h = ud;
+	struct perr err;
+
+	if (frame_decoder_feed(&h->dec, data, n, on_frame, h, &err) < 0 &&
+	    h->state != HS_CLOSED)
+		host_fail(h, "bad data from the daemon: %s", err.msg);
+	return h->state == HS_CLOSED ? -EPIPE : 0;
+}
+
+static void on_cipher(struct host *h, const char *data, size_t n)
+{
+	struct perr err;
+	struct pbuf out;
+	int r;
+
+	pbuf_init(&out, 0);
+	r = tlsio_feed(h->tls, data, n, on_plain, h, &out, &err);
+	if (h->state != HS_CLOSED)
+		send_raw(h, &out);
+	else
+		pbuf_deinit(&out);
+	if (r == 1)
+		host_fail(h, "the daemon closed the connection");
+	else if (r == -EPROTONOSUPPORT)
+		host_fail(h, "%s:%d does not speak TLS: is it the daemon's plain tcp port? (TLS "
+		          "is served on its tls.listen address; drop --tls for the other)", h->name,
+		          h->port);
+	else if (r < 0 && r != -EPIPE)
+		host_fail(h, "%s:%d: %s", h->name, h->port, err.msg);
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	struct host *h = s->data;
-	struct perr err;
 
 	if (n == 0)
 		return;
 	if (n < 0) {
+		if (h->tls != NULL && !tlsio_handshake_done(h->tls) && h->state != HS_CLOSED) {
+			host_fail(h, "%s:%d closed the connection during the TLS handshake (does it "
+			          "serve TLS there, and does it ask for a client certificate "
+			          "(--tls-cert)? its log says why)", h->name, h->port);
+			return;
+		}
 		host_fail(h, n == UV_EOF ? "the daemon closed the connection" :
 		          "connection lost: %s", uv_strerror((int)n));
 		return;
 	}
-	if (frame_decoder_feed(&h->dec, buf->base, (size_t)n, on_frame, h, &err) < 0 &&
-	    h->state != HS_CLOSED)
-		host_fail(h, "bad data from the daemon: %s", err.msg);
+	if (h->tls != NULL)
+		on_cipher(h, buf->base, (size_t)n);
+	else
+		on_plain(h, buf->base, (size_t)n);
 }
 
 static void on_connect(uv_connect_t *req, int status)
@@ -223,6 +291,20 @@ static void on_connect(uv_connect_t *req, int status)
 	if (h->state == HS_CLOSED)
 		return;
 	uv_read_start(&h->u.s, on_alloc, on_read);
+	if (!h->local && h->cl->tls != NULL) {
+		struct perr err;
+		struct pbuf out;
+
+		pbuf_init(&out, 0);
+		h->tls = tlsio_new(h->cl->tls, h->name, &out, &err);
+		if (h->tls == NULL) {
+			pbuf_deinit(&out);
+			host_fail(h, "%s", err.msg);
+			return;
+		}
+		if (send_raw(h, &out) < 0)
+			return;
+	}
 	send_hello(h);
 }
 
@@ -283,6 +365,19 @@ int client_init(struct client *cl, const struct opts *o, const struct client_ops
 		while (len > 0 && (cl->token[len - 1] == '\n' || cl->token[len - 1] == '\r'))
 			len--;
 		cl->token_len = len;
+	}
+	if (o->tls) {
+		struct perr err;
+
+		if (o->nhosts == 0) {
+			fprintf(stderr, "gprofctl: --tls is for daemons reached over TCP (--host, "
+			        "--hostfile, --slurm-job); the local socket needs none\n");
+			return -1;
+		}
+		if (tls_client_ctx(&cl->tls, o->tls_ca, o->tls_cert, o->tls_key, &err) < 0) {
+			fprintf(stderr, "gprofctl: %s\n", err.msg);
+			return -1;
+		}
 	}
 	cl->hosts = calloc(n, sizeof(*cl->hosts));
 	if (cl->hosts == NULL)
@@ -356,8 +451,11 @@ void client_deinit(struct client *cl)
 {
 	size_t i;
 
-	for (i = 0; i < cl->n; i++)
+	for (i = 0; i < cl->n; i++) {
 		frame_decoder_deinit(&cl->hosts[i].dec);
+		tlsio_free(cl->hosts[i].tls);
+	}
 	uv_loop_close(&cl->loop);
 	free(cl->hosts);
+	tls_ctx_unref(cl->tls);
 }

@@ -27,6 +27,7 @@
 #include "msg.h"
 
 #define CTL_PORT_DEFAULT 1778
+#define CTL_TLS_PORT_DEFAULT 1779 /* with --tls (gprofd's tls.listen, by convention) */
 
 /* Exit statuses (gprofctl(1)). */
 enum {
@@ -42,12 +43,16 @@ struct opts {
 	const char *socket;      /* local daemon socket */
 	int port;
 	const char *token_file;
+	bool tls;                /* TCP hosts over TLS */
+	const char *tls_ca, *tls_cert, *tls_key;
 	bool json;
 	double timeout_s;        /* connection and command timeout */
 };
 
 struct host;
 struct client;
+struct tls_ctx;
+struct tlsio;
 
 struct client_ops {
 	/* The host is connected and authenticated: send requests. */
@@ -83,6 +88,7 @@ struct host {
 	char error[512];
 	uint64_t next_id;
 	void *ud;                /* the command's per-host state */
+	struct tlsio *tls;       /* --tls: the session every byte passes through */
 };
 
 struct client {
@@ -93,6 +99,7 @@ struct client {
 	const struct client_ops *ops;
 	char token[512];
 	size_t token_len;
+	struct tls_ctx *tls;     /* --tls: CA, client certificate */
 	uv_timer_t timer;
 	size_t remaining;        /* hosts not done */
 	void *ud;
@@ -118,6 +125,7 @@ void host_fail(struct host *h, const char *fmt, ...) __attribute__((format(print
 int hosts_add(struct opts *o, const char *spec);
 int hosts_from_file(struct opts *o, const char *path);
 int hosts_from_slurm(struct opts *o, const char *job);
+void hosts_free(struct opts *o);
 
 /* sink.c: one file being downloaded. */
 struct sink {

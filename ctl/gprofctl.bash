@@ -3,18 +3,18 @@ _gprofctl()
 {
 	local cur prev words cword
 	_init_completion || return
-	local globals="--host --hostfile --slurm-job --socket --port --token-file --json --timeout --version --help"
+	local globals="--host --hostfile --slurm-job --socket --port --token-file --tls --tls-ca --tls-cert --tls-key --json --timeout --version --help"
 	local commands="status list trace metrics fetch cancel launch report help"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		--host|--hostfile|--slurm-job|--socket|--port|--token-file|--timeout) ((i++)) ;;
+		--host|--hostfile|--slurm-job|--socket|--port|--token-file|--tls-ca|--tls-cert|--tls-key|--timeout) ((i++)) ;;
 		-*) ;;
 		*) cmd=${words[i]}; break ;;
 		esac
 	done
 	case $prev in
-	--hostfile|--socket|--token-file|--output-dir|--agent)
+	--hostfile|--socket|--token-file|--tls-ca|--tls-cert|--tls-key|--output-dir|--agent)
 		_filedir
 		return ;;
 	--activities)

@@ -29,6 +29,17 @@ int hosts_add(struct opts *o, const char *spec)
 	return 0;
 }
 
+void hosts_free(struct opts *o)
+{
+	size_t i;
+
+	for (i = 0; i < o->nhosts; i++)
+		free((char *)o->hosts[i]);
+	free(o->hosts);
+	o->hosts = NULL;
+	o->nhosts = 0;
+}
+
 static char *trim(char *s)
 {
 	char *e;

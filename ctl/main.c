@@ -44,6 +44,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: gprofctl [--host H[:PORT]]... [--hostfile F] [--slurm-job J]\n"
 	        "                [--socket PATH] [--port N] [--token-file F] [--json]\n"
+	        "                [--tls [--tls-ca F] [--tls-cert F --tls-key F]]\n"
 	        "                [--timeout S] COMMAND [ARGS]\n"
 	        "Without a host option gprofctl talks to the local daemon's Unix socket.\n\n"
 	        "commands:\n");
@@ -55,8 +56,13 @@ static void usage(FILE *f)
 	        "  --slurm-job J     the nodes of SLURM job J (via scontrol)\n"
 	        "  --socket PATH     the local daemon's socket (default $GPROF_SOCKET,\n"
 	        "                    /run/gprofd/gprofd.sock, $XDG_RUNTIME_DIR/gprofd/gprofd.sock)\n"
-	        "  --port N          TCP port when a host names none (default 1778)\n"
+	        "  --port N          TCP port when a host names none (default 1778; --tls: 1779)\n"
 	        "  --token-file F    the daemons' auth token, for TCP authentication\n"
+	        "  --tls             talk TLS to TCP hosts (their tls.listen; default port 1779)\n"
+	        "  --tls-ca F        CA certificates (PEM) the daemons' certificates must chain\n"
+	        "                    to (default: the system's trust store)\n"
+	        "  --tls-cert F, --tls-key F  a client certificate and key, for daemons\n"
+	        "                    that ask for one (tls.client_ca)\n"
 	        "  --json            machine-readable output on stdout\n"
 	        "  --timeout S       give up on hosts after S seconds (default 30; trace: 600)\n"
 	        "See gprofctl(1).\n");
@@ -85,7 +91,7 @@ int main(int argc, char **argv)
 {
 	static char sockbuf[256];
 	enum { O_HOST = 256, O_HOSTFILE, O_SLURM, O_SOCKET, O_PORT, O_TOKEN, O_JSON, O_TIMEOUT,
-	       O_VERSION };
+	       O_VERSION, O_TLS, O_TLS_CA, O_TLS_CERT, O_TLS_KEY };
 	static const struct option opts[] = {
 		{ "host", required_argument, NULL, O_HOST },
 		{ "hostfile", required_argument, NULL, O_HOSTFILE },
@@ -93,13 +99,18 @@ int main(int argc, char **argv)
 		{ "socket", required_argument, NULL, O_SOCKET },
 		{ "port", required_argument, NULL, O_PORT },
 		{ "token-file", required_argument, NULL, O_TOKEN },
+		{ "tls", no_argument, NULL, O_TLS },
+		{ "tls-ca", required_argument, NULL, O_TLS_CA },
+		{ "tls-cert", required_argument, NULL, O_TLS_CERT },
+		{ "tls-key", required_argument, NULL, O_TLS_KEY },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct opts o = { .port = CTL_PORT_DEFAULT, .timeout_s = 0 };
+	/* static: the host list stays reachable on the early (usage) exits */
+	static struct opts o = { .port = 0, .timeout_s = 0 };
 	char *end;
 	size_t i;
 	int c;
@@ -137,6 +148,18 @@ int main(int argc, char **argv)
 		case O_TOKEN:
 			o.token_file = optarg;
 			break;
+		case O_TLS:
+			o.tls = true;
+			break;
+		case O_TLS_CA:
+			o.tls_ca = optarg;
+			break;
+		case O_TLS_CERT:
+			o.tls_cert = optarg;
+			break;
+		case O_TLS_KEY:
+			o.tls_key = optarg;
+			break;
 		case O_JSON:
 			o.json = true;
 			break;
@@ -163,13 +186,22 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	if (!o.tls && (o.tls_ca || o.tls_cert || o.tls_key)) {
+		fprintf(stderr, "gprofctl: --tls-ca, --tls-cert and --tls-key go with --tls\n");
+		return EXIT_USAGE;
+	}
+	if (o.port == 0)
+		o.port = o.tls ? CTL_TLS_PORT_DEFAULT : CTL_PORT_DEFAULT;
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(commands[i].name, argv[optind]) == 0) {
 			int cargc = argc - optind;
 			char **cargv = argv + optind;
+			int r;
 
 			optind = 0; /* glibc: restart getopt for the command's own options */
-			return commands[i].run(&o, cargc, cargv);
+			r = commands[i].run(&o, cargc, cargv);
+			hosts_free(&o);
+			return r;
 		}
 	fprintf(stderr, "gprofctl: unknown command \"%s\"; see gprofctl help\n", argv[optind]);
 	return EXIT_USAGE;

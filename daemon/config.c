@@ -104,6 +104,14 @@ static const struct opt opts[] = {
 	  "write each sample as a JSON line to this file, or - for stdout; empty: off" },
 	{ "export.jsonl_max_bytes", OPT_SIZE, U(jsonl_max_bytes), 4 * KiB, 1 * TiB,
 	  "rotate the JSON lines file (to FILE.1) past this size" },
+	{ "tls.listen", OPT_ADDR, S(tls_listen), 0, 0,
+	  "TCP address speaking the native protocol over TLS (gprofctl --tls), or off" },
+	{ "tls.cert", OPT_PATH, S(tls_cert), 0, 0,
+	  "the TLS listener's certificate chain, PEM (re-read on SIGHUP)" },
+	{ "tls.key", OPT_PATH, S(tls_key), 0, 0,
+	  "the TLS listener's private key, PEM, unencrypted (re-read on SIGHUP)" },
+	{ "tls.client_ca", OPT_PATH, S(tls_client_ca), 0, 0,
+	  "if set, TLS clients must present a certificate signed by this CA (PEM)" },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
 
@@ -138,6 +146,7 @@ void config_defaults(struct config *c)
 		snprintf(c->state_dir, sizeof(c->state_dir), "%s/.local/state/gprofd",
 		         home ? home : "/tmp");
 	copy_str(c->tcp, sizeof(c->tcp), "127.0.0.1:1778");
+	copy_str(c->tls_listen, sizeof(c->tls_listen), "off");
 	copy_str(c->metrics, sizeof(c->metrics), "127.0.0.1:9773");
 	c->sample_ms = 1000;
 	c->history_s = 300;
@@ -373,6 +382,16 @@ int config_check(const struct config *c, struct perr *err)
 		                "token); or listen on 127.0.0.1", c->tcp);
 	if (c->state_dir[0] == 0)
 		return perr_set(err, -EINVAL, "state_dir: must be set");
+	if (strcmp(c->tls_listen, "off") != 0) {
+		if (c->tls_cert[0] == 0 || c->tls_key[0] == 0)
+			return perr_set(err, -EINVAL, "tls.listen: %s needs tls.cert and tls.key "
+			                "(PEM files: the certificate chain and its private key)",
+			                c->tls_listen);
+		if (!config_addr_is_loopback(c->tls_listen) && c->auth_token_file[0] == 0)
+			return perr_set(err, -EINVAL, "tls.listen: %s is not a loopback address, so "
+			                "auth_token_file must be set (TLS hides the traffic; the token "
+			                "decides who may act); or listen on 127.0.0.1", c->tls_listen);
+	}
 	return 0;
 }
 

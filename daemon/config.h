@@ -57,6 +57,10 @@ struct config {
 	char nvml_library[256];           /* NVML to dlopen */
 	char jsonl[PATH_MAX];             /* JSON lines: "" off, "-" stdout, or a file */
 	uint64_t jsonl_max_bytes;         /* rotate the file past this */
+	char tls_listen[CONFIG_ADDR_MAX]; /* the TLS listener, "HOST:PORT" or "off" */
+	char tls_cert[PATH_MAX];          /* its certificate chain (PEM) */
+	char tls_key[PATH_MAX];           /* its private key (PEM) */
+	char tls_client_ca[PATH_MAX];     /* "" or the CA clients' certificates must chain to */
 };
 
 /* Fills c with the embedded defaults. Paths depend on who runs the daemon:

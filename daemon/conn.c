@@ -15,6 +15,7 @@
 #include "handler.h"
 #include "log.h"
 #include "registry.h"
+#include "tlsio.h"
 #include "trace.h"
 #include "upload.h"
 
@@ -41,6 +42,7 @@ static void on_closed(uv_handle_t *h)
 	struct conn *c = h->data;
 
 	frame_decoder_deinit(&c->dec);
+	tlsio_free(c->tls);
 	free(c);
 }
 
@@ -70,10 +72,21 @@ void conn_close(struct conn *c, const char *why)
 	uv_close(&c->u.h, on_closed);
 }
 
+static int send_raw(struct conn *c, struct pbuf *b);
+
 void conn_finish(struct conn *c, const char *why)
 {
 	if (c->closing || c->finishing)
 		return;
+	if (c->tls != NULL && tlsio_handshake_done(c->tls)) {
+		struct pbuf out;
+
+		pbuf_init(&out, 0);
+		tlsio_close(c->tls, &out);
+		send_raw(c, &out);
+		if (c->closing)
+			return;
+	}
 	c->finishing = true;
 	uv_read_stop(&c->u.s);
 	log_debug("connection %s finishing: %s", c->peer.desc, why);
@@ -107,7 +120,8 @@ static void on_written(uv_write_t *req, int status)
 		download_pump(c);
 }
 
-int conn_send(struct conn *c, struct pbuf *b)
+/* Queues the bytes of b as they are (ciphertext on a TLS connection). */
+static int send_raw(struct conn *c, struct pbuf *b)
 {
 	struct wreq *w;
 	int r;
@@ -145,6 +159,27 @@ int conn_send(struct conn *c, struct pbuf *b)
 		return r;
 	}
 	return 0;
+}
+
+int conn_send(struct conn *c, struct pbuf *b)
+{
+	struct perr err;
+	struct pbuf out;
+	int r;
+
+	if (c->tls == NULL || c->closing || b->len == 0)
+		return send_raw(c, b);
+	/* the records add 22-29 bytes per 16 KiB */
+	pbuf_init(&out, b->len + b->len / 64 + 64 * 1024);
+	r = tlsio_write(c->tls, b->data, b->len, &out, &err);
+	pbuf_deinit(b);
+	if (r < 0) {
+		pbuf_deinit(&out);
+		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
+		conn_close(c, err.msg);
+		return r;
+	}
+	return send_raw(c, &out);
 }
 
 int conn_send_msg(struct conn *c, const struct msg *m)
@@ -212,21 +247,14 @@ static int on_frame(void *ud, const struct frame *f)
 	return c->closing || c->finishing ? -EPIPE : 0;
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Plaintext from the peer, straight from the socket or out of TLS. */
+static int on_plain(void *ud, const char *data, size_t n)
 {
-	struct conn *c = s->data;
+	struct conn *c = ud;
 	struct perr err;
 	int r;
 
-	if (nread == 0)
-		return;
-	if (nread < 0) {
-		conn_close(c, nread == UV_EOF ? (frame_decoder_partial(&c->dec) ?
-		           "peer closed in the middle of a frame" : "peer closed") :
-		           uv_strerror((int)nread));
-		return;
-	}
-	r = frame_decoder_feed(&c->dec, buf->base, (size_t)nread, on_frame, c, &err);
+	r = frame_decoder_feed(&c->dec, data, n, on_frame, c, &err);
 	if (!frame_decoder_partial(&c->dec))
 		c->frame_ms = 0;
 	else if (c->frame_ms == 0)
@@ -238,6 +266,81 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		                "%s; closing the connection", err.msg);
 		conn_finish(c, err.msg);
 	}
+	return c->closing || c->finishing ? -EPIPE : 0;
+}
+
+/* Ciphertext from a TLS peer. A failed handshake is logged and counted;
+ * a peer that does not speak TLS at all (gprofctl without --tls, dyno) is
+ * told so in its own framing before the connection closes. */
+static void on_cipher(struct conn *c, const char *data, size_t n)
+{
+	bool was_done = tlsio_handshake_done(c->tls);
+	struct perr err;
+	struct pbuf out;
+	int r;
+
+	pbuf_init(&out, 0);
+	r = tlsio_feed(c->tls, data, n, on_plain, c, &out, &err);
+	if (out.len > 0 && !c->closing)
+		send_raw(c, &out);
+	else
+		pbuf_deinit(&out);
+	if (!was_done && tlsio_handshake_done(c->tls) && !c->closing)
+		log_debug("%s: %s", c->peer.desc, tlsio_describe(c->tls));
+	if (r == 1) {
+		conn_close(c, "peer closed");
+	} else if (r < 0 && r != -EPIPE && !c->closing && !c->finishing) {
+		c->d->cnt.tls_failures++;
+		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
+		if (r == -EPROTONOSUPPORT) {
+			struct pbuf b;
+
+			pbuf_init(&b, 0);
+			if (msg_encode_error(&b, 0, MSG_E_BAD_REQUEST, "this port speaks TLS "
+			                     "(tls.listen): use gprofctl --tls, or the daemon's plain "
+			                     "tcp port") == 0)
+				send_raw(c, &b);
+			else
+				pbuf_deinit(&b);
+		}
+		tlsio_free(c->tls); /* nothing more goes out encrypted */
+		c->tls = NULL;
+		conn_finish(c, err.msg);
+	}
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *c = s->data;
+
+	if (nread == 0)
+		return;
+	if (nread < 0) {
+		conn_close(c, nread == UV_EOF ? (frame_decoder_partial(&c->dec) ?
+		           "peer closed in the middle of a frame" : "peer closed") :
+		           uv_strerror((int)nread));
+		return;
+	}
+	if (c->tls != NULL) {
+		on_cipher(c, buf->base, (size_t)nread);
+		return;
+	}
+	/* A TLS ClientHello (record type 22, version 3.x, handshake type 1 at
+	 * byte 5) as the first bytes on the plain port: say where TLS is served,
+	 * instead of waiting for a frame that never comes. No JSON frame has a
+	 * control character at byte 5, so no request is mistaken for one. */
+	if (c->tcp && c->role == CONN_ROLE_NONE && !frame_decoder_partial(&c->dec) &&
+	    nread >= 6 && buf->base[0] == 22 && buf->base[1] == 3 && buf->base[5] == 1) {
+		c->d->cnt.tls_failures++;
+		log_info("%s: a TLS handshake on the plain tcp port (TLS is served on tls.listen%s); "
+		         "closing", c->peer.desc, c->d->tls_open ? "" : ", which is off");
+		/* the client reads this as "not TLS", and says so */
+		conn_send_error(c, 0, MSG_E_BAD_REQUEST, "this is gprofd's plain tcp port; TLS is "
+		                "served on tls.listen");
+		conn_finish(c, "TLS on the plain port");
+		return;
+	}
+	on_plain(c, buf->base, (size_t)nread);
 }
 
 void conn_pause(struct conn *c)
@@ -286,7 +389,7 @@ void conn_deadlines(struct daemon *d)
 	}
 }
 
-int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp)
+static int accept_conn(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	uv_os_fd_t fd;
@@ -340,7 +443,27 @@ int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp)
 		conn_finish(c, "connection limit");
 		return 0;
 	}
+	if (tls && d->tls != NULL) {
+		struct perr err;
+
+		c->tls = tlsio_new(d->tls, NULL, NULL, &err);
+		if (c->tls == NULL) {
+			log_warn("%s: %s", c->peer.desc, err.msg);
+			conn_close(c, err.msg);
+			return -ENOMEM;
+		}
+	}
 	d->cnt.conns_accepted++;
-	log_debug("connection from %s", c->peer.desc);
+	log_debug("connection from %s%s", c->peer.desc, c->tls ? " (TLS)" : "");
 	return uv_read_start(&c->u.s, on_alloc, on_read);
+}
+
+int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp)
+{
+	return accept_conn(d, listener, tcp, false);
+}
+
+int conn_accept_tls(struct daemon *d, uv_stream_t *listener)
+{
+	return accept_conn(d, listener, true, true);
 }

@@ -2,7 +2,7 @@
  * conn: one client connection (agent, gprofctl, dyno, test client) on the
  * Unix socket or TCP.
  *
- * Data flow: libuv read -> frame decoder -> a chunk frame goes to its
+ * Data flow: libuv read -> (TLS session, on tls.listen) -> frame decoder -> a chunk frame goes to its
  * upload (upload.c); a JSON frame is either a Dynolog request (dynorpc.c)
  * or a native message, validated by proto/ and dispatched through the
  * handler table (handler.c). Replies go out through conn_send, which
@@ -59,10 +59,14 @@ struct conn {
 	struct proc *proc;   /* the process this agent registered */
 	struct upload *uploads;
 	struct download *download;
+	struct tlsio *tls;   /* a connection to tls.listen: every byte passes through it */
 };
 
 /* Accepts one connection from a listener. 0 or a negative uv error. */
 int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp);
+/* The same for the TLS listener: the connection's bytes go through a TLS
+ * session made from d->tls (its handshake comes first). */
+int conn_accept_tls(struct daemon *d, uv_stream_t *listener);
 
 /* Sends the bytes in b, taking its buffer (b is left empty). 0, or
  * -ENOBUFS when the peer's write queue is full (the conn is then closing). */

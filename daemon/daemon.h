@@ -28,6 +28,7 @@ struct proc;
 struct trace;
 struct stored;
 struct kwatch;
+struct tls_ctx;
 
 /* Counters exported in daemon_status (and, later, as metrics): one per
  * limit and per kind of bad input (STYLE.md rule 4). */
@@ -45,6 +46,7 @@ struct counters {
 	uint64_t uploads_failed;
 	uint64_t dyno_requests;
 	uint64_t auth_failures;
+	uint64_t tls_failures;        /* handshakes and records refused */
 	uint64_t retention_deleted;
 	uint64_t kineto_datagrams;
 	uint64_t kineto_malformed;    /* datagrams dropped */
@@ -64,6 +66,11 @@ struct daemon {
 	uv_tcp_t tcp_listener;
 	bool unix_open, tcp_open;
 	int tcp_port;              /* the bound port (tcp may ask for 0) */
+	uv_tcp_t tls_listener;
+	bool tls_open;
+	int tls_port;
+	struct tls_ctx *tls;       /* tls.cert/key/client_ca; NULL: TLS off. Replaced on
+	                            * reload; sessions keep the one they began with */
 	char token[512];           /* auth token file contents */
 	size_t token_len;
 

@@ -80,6 +80,7 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 		"bad_messages", "write_queue_drops", "processes_refused", "traces_refused",
 		"traces_started", "uploads_failed", "dyno_requests", "auth_failures",
 		"retention_deleted", "kineto_datagrams", "kineto_malformed", "kineto_configs",
+		"tls_failures",
 	};
 	double values[] = {
 		(double)k->conns_accepted, (double)k->conns_refused, (double)k->conns_timed_out,
@@ -89,6 +90,7 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 		(double)k->traces_refused, (double)k->traces_started, (double)k->uploads_failed,
 		(double)k->dyno_requests, (double)k->auth_failures, (double)k->retention_deleted,
 		(double)k->kineto_datagrams, (double)k->kineto_malformed, (double)k->kineto_configs,
+		(double)k->tls_failures,
 	};
 	struct msg r;
 

@@ -32,6 +32,7 @@
 #include "sdnotify.h"
 #include "server.h"
 #include "store.h"
+#include "tlsio.h"
 #include "trace.h"
 
 #define STOP_GRACE_MS 10000
@@ -100,6 +101,15 @@ static int load_token(struct daemon *d, const struct config *c, struct perr *err
 		return 0;
 	}
 	return auth_load_token(c->auth_token_file, d->token, sizeof(d->token), &d->token_len, err);
+}
+
+/* The TLS listener's certificates, read now (tls.listen off: none). */
+static int load_tls(const struct config *c, struct tls_ctx **out, struct perr *err)
+{
+	*out = NULL;
+	if (strcmp(c->tls_listen, "off") == 0)
+		return 0;
+	return tls_server_ctx(out, c->tls_cert, c->tls_key, c->tls_client_ca, err);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -200,15 +210,26 @@ static void raise_nofile(const struct config *c)
 
 static void daemon_reload(struct daemon *d)
 {
+	struct tls_ctx *tls = NULL;
 	struct config c;
 	struct perr err;
 
 	sdnotify_send("RELOADING=1");
-	if (build_config(&c, d->config_path, &err) < 0 || load_token(d, &c, &err) < 0) {
+	if (build_config(&c, d->config_path, &err) < 0 ||
+	    (d->tls_open && load_tls(&c, &tls, &err) < 0) || load_token(d, &c, &err) < 0) {
 		log_err("reload failed, keeping the old configuration: %s", err.msg);
+		tls_ctx_unref(tls);
 		sdnotify_send("READY=1");
 		return;
 	}
+	if (strcmp(c.tls_listen, d->cfg.tls_listen) != 0)
+		log_warn("reload: tls.listen changes take effect at the next start");
+	/* new certificates serve new connections; open ones keep theirs */
+	if (tls != NULL) {
+		tls_ctx_unref(d->tls);
+		d->tls = tls;
+	}
+	snprintf(c.tls_listen, sizeof(c.tls_listen), "%s", d->cfg.tls_listen);
 	if (strcmp(c.socket_path, d->cfg.socket_path) != 0 || strcmp(c.tcp, d->cfg.tcp) != 0 ||
 	    strcmp(c.state_dir, d->cfg.state_dir) != 0 || c.kineto_enabled != d->cfg.kineto_enabled ||
 	    strcmp(c.kineto_socket_name, d->cfg.kineto_socket_name) != 0 ||
@@ -297,12 +318,16 @@ static int run(struct daemon *d)
 	}
 	uv_timer_start(&d->retention_timer, on_retention, RETENTION_PERIOD_MS, RETENTION_PERIOD_MS);
 	uv_timer_start(&d->deadline_timer, on_deadlines, 1000, 1000);
-	if (d->tcp_open)
-		log_info("gprofd %s running: unix %s, tcp port %d, traces in %s/traces", GPROF_VERSION,
-		         d->cfg.socket_path, d->tcp_port, d->cfg.state_dir);
-	else
-		log_info("gprofd %s running: unix %s, tcp off, traces in %s/traces", GPROF_VERSION,
-		         d->cfg.socket_path, d->cfg.state_dir);
+	{
+		char tcp[32] = "tcp off", tls[32] = "";
+
+		if (d->tcp_open)
+			snprintf(tcp, sizeof(tcp), "tcp port %d", d->tcp_port);
+		if (d->tls_open)
+			snprintf(tls, sizeof(tls), ", tls port %d", d->tls_port);
+		log_info("gprofd %s running: unix %s, %s%s, traces in %s/traces", GPROF_VERSION,
+		         d->cfg.socket_path, tcp, tls, d->cfg.state_dir);
+	}
 	sdnotify_send("READY=1");
 	uv_run(&loop, UV_RUN_DEFAULT);
 	store_deinit(d);
@@ -333,7 +358,7 @@ int main(int argc, char **argv)
 	static struct daemon d;
 	bool check = false, dump = false;
 	struct perr err;
-	int c;
+	int c, r;
 
 	/* Trace chunks (up to 4 MiB) come from the heap and are reused, instead
 	 * of being mapped, page-faulted and unmapped one by one. */
@@ -390,7 +415,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gprofd: %s\n", err.msg);
 		return 1;
 	}
-	if (load_token(&d, &d.cfg, &err) < 0) {
+	if (load_token(&d, &d.cfg, &err) < 0 || load_tls(&d.cfg, &d.tls, &err) < 0) {
 		fprintf(stderr, "gprofd: %s\n", err.msg);
 		return 1;
 	}
@@ -404,5 +429,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	log_init((int)d.cfg.log_level);
-	return run(&d);
+	r = run(&d);
+	tls_ctx_unref(d.tls);
+	return r;
 }

@@ -39,6 +39,17 @@ static void on_tcp_conn(uv_stream_t *s, int status)
 	conn_accept(d, s, true);
 }
 
+static void on_tls_conn(uv_stream_t *s, int status)
+{
+	struct daemon *d = s->data;
+
+	if (status < 0) {
+		log_warn("accept on the TLS listener: %s", uv_strerror(status));
+		return;
+	}
+	conn_accept_tls(d, s);
+}
+
 /* Is a daemon already answering on path? */
 static bool socket_alive(const char *path)
 {
@@ -89,30 +100,32 @@ static int bind_unix(struct daemon *d, struct perr *err)
 	return 0;
 }
 
-static int bind_tcp(struct daemon *d, struct perr *err)
+/* Binds l to addr (the option `what`); the bound port goes to *bound. */
+static int bind_tcp(struct daemon *d, uv_tcp_t *l, bool *open, const char *what,
+                    const char *addr, int *bound, struct perr *err)
 {
 	char host[CONFIG_ADDR_MAX];
 	struct sockaddr_storage ss;
 	int port, r, len = sizeof(ss);
 
-	if (config_split_addr(d->cfg.tcp, host, sizeof(host), &port) < 0)
-		return perr_set(err, -EINVAL, "tcp: bad address %s", d->cfg.tcp);
+	if (config_split_addr(addr, host, sizeof(host), &port) < 0)
+		return perr_set(err, -EINVAL, "%s: bad address %s", what, addr);
 	if (strcmp(host, "localhost") == 0)
 		snprintf(host, sizeof(host), "127.0.0.1");
 	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) != 0 &&
 	    uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) != 0)
-		return perr_set(err, -EINVAL, "tcp: %s is not a numeric IPv4 or IPv6 address",
-		                host);
-	r = uv_tcp_init(d->loop, &d->tcp_listener);
+		return perr_set(err, -EINVAL, "%s: %s is not a numeric IPv4 or IPv6 address",
+		                what, host);
+	r = uv_tcp_init(d->loop, l);
 	if (r < 0)
 		return perr_set(err, r, "uv_tcp_init: %s", uv_strerror(r));
-	d->tcp_open = true;
-	r = uv_tcp_bind(&d->tcp_listener, (struct sockaddr *)&ss, 0);
+	*open = true;
+	r = uv_tcp_bind(l, (struct sockaddr *)&ss, 0);
 	if (r == 0)
-		r = uv_tcp_getsockname(&d->tcp_listener, (struct sockaddr *)&ss, &len);
+		r = uv_tcp_getsockname(l, (struct sockaddr *)&ss, &len);
 	if (r < 0)
-		return perr_set(err, r, "cannot listen on tcp %s: %s", d->cfg.tcp, uv_strerror(r));
-	d->tcp_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		return perr_set(err, r, "cannot listen on %s %s: %s", what, addr, uv_strerror(r));
+	*bound = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	return 0;
 }
 
@@ -170,7 +183,13 @@ int server_start(struct daemon *d, struct perr *err)
 			return r;
 	}
 	if (!d->tcp_open && strcmp(d->cfg.tcp, "off") != 0) {
-		r = bind_tcp(d, err);
+		r = bind_tcp(d, &d->tcp_listener, &d->tcp_open, "tcp", d->cfg.tcp, &d->tcp_port, err);
+		if (r < 0)
+			return r;
+	}
+	if (d->tls != NULL) {
+		r = bind_tcp(d, &d->tls_listener, &d->tls_open, "tls.listen", d->cfg.tls_listen,
+		             &d->tls_port, err);
 		if (r < 0)
 			return r;
 	}
@@ -183,6 +202,13 @@ int server_start(struct daemon *d, struct perr *err)
 		r = uv_listen((uv_stream_t *)&d->tcp_listener, 128, on_tcp_conn);
 		if (r < 0)
 			return perr_set(err, r, "listen on tcp %s: %s", d->cfg.tcp, uv_strerror(r));
+	}
+	if (d->tls_open) {
+		d->tls_listener.data = d;
+		r = uv_listen((uv_stream_t *)&d->tls_listener, 128, on_tls_conn);
+		if (r < 0)
+			return perr_set(err, r, "listen on tls.listen %s: %s", d->cfg.tls_listen,
+			                uv_strerror(r));
 	}
 	if (activated)
 		log_info("using %d socket%s passed by systemd", activated, activated == 1 ? "" : "s");
@@ -198,4 +224,6 @@ void server_stop(struct daemon *d)
 	}
 	if (d->tcp_open && !uv_is_closing((uv_handle_t *)&d->tcp_listener))
 		uv_close((uv_handle_t *)&d->tcp_listener, NULL);
+	if (d->tls_open && !uv_is_closing((uv_handle_t *)&d->tls_listener))
+		uv_close((uv_handle_t *)&d->tls_listener, NULL);
 }

@@ -5,7 +5,9 @@
  *   - the Unix socket, mode 0666 (agents of every user connect; each
  *     connection is identified by its peer credentials), in a directory
  *     created 0755; a stale socket file is replaced, a live one is an error;
- *   - TCP on the configured address ("off" disables it; port 0 picks one).
+ *   - TCP on the configured address ("off" disables it; port 0 picks one);
+ *   - TLS (tls.listen): bound by the daemon only, never passed by systemd,
+ *     and only when d->tls holds the certificates (main.c loads them).
  */
 #ifndef GPROFD_SERVER_H
 #define GPROFD_SERVER_H
