@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "harness.h"
 #include "msg.h"
 
 static char dir[64], sock[128], logpath[128];
@@ -46,23 +47,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
 }
 
 static double cpu_s(pid_t pid)
@@ -303,7 +287,7 @@ static void registry(int k, int n)
 
 	if (pipe(ready) != 0 || pipe(hold) != 0)
 		exit(1);
-	before = rss_kb(daemon_pid);
+	before = pid_rss_kb(daemon_pid);
 	for (i = 0; i < k; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0) {
@@ -319,7 +303,7 @@ static void registry(int k, int n)
 			fprintf(stderr, "an agent did not register\n");
 			exit(1);
 		}
-	after = rss_kb(daemon_pid);
+	after = pid_rss_kb(daemon_pid);
 	printf("registry   %d processes registered: RSS %ld -> %ld kB, %.0f bytes per process\n", k,
 	       before, after, (double)(after - before) * 1024.0 / k);
 	/* the daemon responsive with K connections open and K processes registered */
@@ -346,17 +330,17 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	start_daemon(argv[1]);
-	printf("idle       RSS after start-up: %ld kB\n", rss_kb(daemon_pid));
+	printf("idle       RSS after start-up: %ld kB\n", pid_rss_kb(daemon_pid));
 	c0 = cpu_s(daemon_pid);
 	poll(NULL, 0, idle * 1000);
 	c1 = cpu_s(daemon_pid);
 	printf("idle       CPU over %d s: %.3f s = %.4f%% of one core; RSS %ld kB\n", idle, c1 - c0,
-	       (c1 - c0) / idle * 100.0, rss_kb(daemon_pid));
+	       (c1 - c0) / idle * 100.0, pid_rss_kb(daemon_pid));
 	latency(n, 0);
 	latency(n * 4, 1);
 	throughput(c, 5.0);
 	registry(k, n);
-	printf("after      RSS %ld kB\n", rss_kb(daemon_pid));
+	printf("after      RSS %ld kB\n", pid_rss_kb(daemon_pid));
 	kill(daemon_pid, SIGTERM);
 	waitpid(daemon_pid, NULL, 0);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -182,6 +182,8 @@ static int launch(struct td *t, const char *config_yaml, const char *const *extr
 	pthread_mutex_lock(&t->mu);
 	p = strstr(t->log, "tcp port ");
 	t->port = p ? atoi(p + 9) : 0;
+	p = strstr(t->log, "tls port ");
+	t->tls_port = p ? atoi(p + 9) : 0;
 	pthread_mutex_unlock(&t->mu);
 	return 0;
 }
@@ -757,4 +759,20 @@ void agent_stop(struct agent *a)
 
 	close(a->ctl);
 	waitpid(a->pid, &status, 0);
+}
+
+long pid_rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
 }

@@ -32,6 +32,7 @@ struct td {
 	char sock[300];
 	char state[300];
 	int port;
+	int tls_port;        /* tls.listen's port when the config sets one, else 0 */
 	int logfd;
 	pthread_t reader;
 	pthread_mutex_t mu;
@@ -67,6 +68,8 @@ int td_finish(struct td *t);
 /* Waits until the log contains needle (after offset *from, when given;
  * *from is advanced past the match). true if found within the timeout. */
 bool td_wait_log(struct td *t, const char *needle, size_t *from);
+/* The resident memory of any process (VmRSS), in kB; -1 if unreadable. */
+long pid_rss_kb(pid_t pid);
 size_t td_log_len(struct td *t);
 /* How many times needle is in the log now (no waiting). */
 size_t td_log_count(struct td *t, const char *needle);

@@ -71,22 +71,6 @@ static int teardown(void **state)
 	return td_finish(&D);
 }
 
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 static struct msg status(struct tc *c)
 {
 	struct msg m, r;
@@ -222,11 +206,11 @@ static void test_ten_thousand_processes(void **state)
 		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	}
 	tc_ctl(&c, D.sock);
-	rss0 = rss_kb(D.pid);
+	rss0 = pid_rss_kb(D.pid);
 	t0 = mono_s();
 	if ((i = agents_spawn(&a, n, D.sock, "load", 0)) != n)
 		fail_msg("%d of %d agents registered", i, n);
-	rss1 = rss_kb(D.pid);
+	rss1 = pid_rss_kb(D.pid);
 	r = status(&c);
 	assert_int_equal(r.u.daemon_status_reply.processes, n);
 	msg_deinit(&r);
@@ -308,7 +292,7 @@ static void test_many_stalled_clients(void **state)
 	assert_int_equal(td_start(&D, "limits:\n  connections: 5000\n  hello_timeout: 2s\n"
 	                          "  frame_timeout: 2s\n", NULL), 0);
 	tc_ctl(&ok, D.sock);
-	rss0 = rss_kb(D.pid);
+	rss0 = pid_rss_kb(D.pid);
 	for (i = 0; i < N; i++) {
 		assert_int_equal(tc_connect_unix(&c[i], D.sock), 0);
 		if (i >= SILENT) {
@@ -318,7 +302,7 @@ static void test_many_stalled_clients(void **state)
 	}
 	/* all held open: the well-behaved client is served */
 	r = status(&ok);
-	rss1 = rss_kb(D.pid);
+	rss1 = pid_rss_kb(D.pid);
 	assert_true(counter(&r, "conns_timed_out") == 0);
 	msg_deinit(&r);
 	print_message("%d stalled clients: daemon RSS %ld -> %ld kB (%.0f bytes each)\n", N, rss0,
