@@ -48,6 +48,8 @@ ap.add_argument("--depth", type=int, default=6)
 ap.add_argument("--window", type=int, default=120)
 ap.add_argument("--before", type=int, default=100)
 ap.add_argument("--repeat", type=int, default=1)
+ap.add_argument("--torch-repeat", type=int, default=1,
+                help="torch windows at the end, each after a window with nothing")
 ap.add_argument("--gprofctl", default="gprofctl")
 ap.add_argument("--job", default=os.environ.get("GPROF_JOB_ID", ""))
 ap.add_argument("--tag", default="")
@@ -176,9 +178,16 @@ for r in range(a.repeat):
     k = r % len(plain) if plain else 0
     for c in plain[k:] + plain[:k]:
         results.append(window(c))
-for c in cfgs:
-    if c.startswith("torch"):
-        results.append(window(c))
+# torch.profiler last (it keeps CUPTI); with --torch-repeat N each of its
+# windows follows one with nothing, so drift in that stretch is measured too
+for r in range(a.torch_repeat):
+    for c in cfgs:
+        if c.startswith("torch"):
+            if r > 0 and "none" in cfgs:
+                results.append(window("none"))
+            res = window(c)
+            res["torch_round"] = r
+            results.append(res)
 by = {}
 for r in results:
     if "inflation" in r:

@@ -33,7 +33,8 @@
 #           capture_overhead.py): OVERHEAD_CONFIGS interleaved
 #           OVERHEAD_REPEAT times in each of OVERHEAD_ROUNDS processes, at
 #           width 2048 and 256 (OVERHEAD_SKIP_2048, OVERHEAD_SKIP_256),
-#           torch.profiler last; OVERHEAD_ENVS="- K=V,K=V ..." runs one
+#           torch.profiler last (OVERHEAD_TORCH_REPEAT windows of it, each
+#           after one with nothing); OVERHEAD_ENVS="- K=V,K=V ..." runs one
 #           process per environment set per round; then the idle agent
 #           against no agent, IDLE_ROUNDS process pairs.
 #   ddp     multi-GPU jobs (2 GPUs: device kind nvidia-h200-x2): a DDP loop
@@ -387,7 +388,7 @@ repro_checks() {
 overhead_checks() {
 	local A=$root/.devlibs/lib/libgprof_agent.so r
 	local inj="CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock PYTHONPATH=$root/python"
-	local h="python3 $root/bench/capture_overhead.py --gprofctl $B/gprofctl --out $OUT/overhead.jsonl --repeat ${OVERHEAD_REPEAT:-5}"
+	local h="python3 $root/bench/capture_overhead.py --gprofctl $B/gprofctl --out $OUT/overhead.jsonl --repeat ${OVERHEAD_REPEAT:-5} --torch-repeat ${OVERHEAD_TORCH_REPEAT:-1}"
 	# OVERHEAD_ENVS: one process per set per round, interleaved (sets
 	# space-separated, a set's K=V comma-separated, - for none): the
 	# agent's knobs that only a whole process can try (GPROF_CUPTI_PINNED)
