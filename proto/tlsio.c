@@ -22,6 +22,8 @@
 
 #include "tlsio.h"
 
+#define TLS_RECORD 16384 /* the largest plaintext of one TLS record */
+
 struct tlsio {
 	SSL *ssl;
 	BIO *rbio, *wbio;       /* owned by ssl */
@@ -308,25 +310,16 @@ static int flush_pending(struct tlsio *t, struct pbuf *out, struct perr *err)
 	return r;
 }
 
-int tlsio_feed(struct tlsio *t, const void *in, size_t n,
-               int (*plain)(void *ud, const char *data, size_t len), void *ud,
-               struct pbuf *out, struct perr *err)
+/* Runs the session over what rbio holds: the handshake, then every whole
+ * record's plaintext to plain. 0 when it needs more bytes, else as
+ * tlsio_feed. */
+static int advance(struct tlsio *t, int (*plain)(void *ud, const char *data, size_t len),
+                   void *ud, struct pbuf *out, struct perr *err)
 {
-	char buf[16384];
+	char buf[TLS_RECORD];
 	size_t got;
 	int r, e;
 
-	if (n > 0 && !t->fed) {
-		uint8_t b = *(const uint8_t *)in;
-
-		t->fed = true;
-		/* a TLS stream begins with a handshake record (22), or an alert (21) */
-		if (b != 22 && b != 21)
-			return perr_set(err, -EPROTONOSUPPORT, "TLS: the %s does not speak TLS (its first "
-			                "bytes are no TLS record)", t->server ? "client" : "daemon");
-	}
-	if (n > 0 && BIO_write(t->rbio, in, (int)n) != (int)n)
-		return perr_set(err, -ENOMEM, "TLS: cannot buffer %zu received bytes", n);
 	for (;;) {
 		ERR_clear_error();
 		if (!SSL_is_init_finished(t->ssl)) {
@@ -362,6 +355,34 @@ int tlsio_feed(struct tlsio *t, const void *in, size_t n,
 	}
 }
 
+int tlsio_feed(struct tlsio *t, const void *in, size_t n,
+               int (*plain)(void *ud, const char *data, size_t len), void *ud,
+               struct pbuf *out, struct perr *err)
+{
+	size_t off = 0, piece;
+	int r;
+
+	if (n > 0 && !t->fed) {
+		uint8_t b = *(const uint8_t *)in;
+
+		t->fed = true;
+		/* a TLS stream begins with a handshake record (22), or an alert (21) */
+		if (b != 22 && b != 21)
+			return perr_set(err, -EPROTONOSUPPORT, "TLS: the %s does not speak TLS (its first "
+			                "bytes are no TLS record)", t->server ? "client" : "daemon");
+	}
+	/* a record's worth at a time, consumed before the next: rbio stays
+	 * small instead of growing to the size of a read */
+	do {
+		piece = n - off < TLS_RECORD ? n - off : TLS_RECORD;
+		if (piece > 0 && BIO_write(t->rbio, (const char *)in + off, (int)piece) != (int)piece)
+			return perr_set(err, -ENOMEM, "TLS: cannot buffer %zu received bytes", piece);
+		off += piece;
+		r = advance(t, plain, ud, out, err);
+	} while (r == 0 && off < n);
+	return r;
+}
+
 int tlsio_write(struct tlsio *t, const void *p, size_t n, struct pbuf *out, struct perr *err)
 {
 	size_t done = 0, wrote;
@@ -372,9 +393,12 @@ int tlsio_write(struct tlsio *t, const void *p, size_t n, struct pbuf *out, stru
 			return perr_set(err, -ENOBUFS, "TLS: %zu bytes wait for the handshake", n);
 		return 0;
 	}
+	/* one record at a time, drained as it is made: the memory BIO then
+	 * never grows (growing it copies and wipes its old buffer) */
 	while (done < n) {
 		ERR_clear_error();
-		if (SSL_write_ex(t->ssl, (const char *)p + done, n - done, &wrote) != 1) {
+		if (SSL_write_ex(t->ssl, (const char *)p + done,
+		                 n - done < TLS_RECORD ? n - done : TLS_RECORD, &wrote) != 1) {
 			e = SSL_get_error(t->ssl, 0);
 			return failed(t, e, err);
 		}
