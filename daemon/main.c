@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -106,9 +107,17 @@ static int load_token(struct daemon *d, const struct config *c, struct perr *err
 /* The TLS listener's certificates, read now (tls.listen off: none). */
 static int load_tls(const struct config *c, struct tls_ctx **out, struct perr *err)
 {
+	struct stat st;
+
 	*out = NULL;
 	if (strcmp(c->tls_listen, "off") == 0)
 		return 0;
+	/* as sshd with its host keys: a private key others can read is refused
+	 * (group-readable is allowed: ssl-cert and the like) */
+	if (stat(c->tls_key, &st) == 0 && (st.st_mode & 0007))
+		return perr_set(err, -EPERM, "tls.key %s is readable by other users (mode %03o): "
+		                "chmod o-rwx it (600, or 640 for a group such as ssl-cert)",
+		                c->tls_key, (unsigned)(st.st_mode & 0777));
 	return tls_server_ctx(out, c->tls_cert, c->tls_key, c->tls_client_ca, err);
 }
 

@@ -16,7 +16,8 @@ client certificates from each.
   refused in the handshake; the right one is let in;
 - the token still decides over TLS (loopback_identity: false);
 - SIGHUP re-reads the certificate (rotation); a broken one keeps the old;
-- bad settings fail --check-config with what to do.
+- bad settings fail --check-config with what to do (a key others can
+  read among them).
 
 usage: test-tls.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT
 """
@@ -354,6 +355,10 @@ def test_bad_settings(d):
     rc, out = check(d, "tls:\n  listen: 127.0.0.1:1779\n  cert: %s\n  key: %s\n"
                     "  client_ca: %s\n" % (p("server.crt"), p("server.key"), p("server.key")))
     assert rc != 0 and "tls.client_ca" in out, out
+    os.chmod(p("server.key"), 0o644)
+    rc, out = check(d, tls_yaml(p))
+    assert rc != 0 and "readable by other users" in out, out
+    os.chmod(p("server.key"), 0o640)
     rc, out = check(d, tls_yaml(p))
     assert rc == 0 and "configuration OK" in out, out
 
