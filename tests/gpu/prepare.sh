@@ -12,6 +12,12 @@ rm -rf .devlibs && mkdir -p .devlibs/debs .devlibs/bin .devlibs/lib
 (cd .devlibs/debs && apt-get download libuv1 libyaml-0-2 libcjson1 libmicrohttpd12 libyajl2)
 for f in .devlibs/debs/*.deb; do dpkg -x "$f" .devlibs/root; done
 cp -a .devlibs/root/usr/lib/x86_64-linux-gnu/*.so* .devlibs/lib/
+# OpenSSL 3 (gprofd's and gprofctl's TLS) apart: run.sh uses it only where
+# the host has no libssl.so.3, so Python's own is never shadowed
+rm -rf .devlibs/root .devlibs/debs && mkdir -p .devlibs/debs .devlibs/lib-ssl
+(cd .devlibs/debs && apt-get download libssl3)
+dpkg -x .devlibs/debs/libssl3_*.deb .devlibs/root
+cp -a .devlibs/root/usr/lib/x86_64-linux-gnu/lib{ssl,crypto}.so* .devlibs/lib-ssl/
 cp build/daemon/gprofd build/ctl/gprofctl .devlibs/bin/
 cp build/agent/libgprof_agent.so .devlibs/lib/
 # a build tree's layout too (ctl/gprofctl beside agent/, python/ two levels

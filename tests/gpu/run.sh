@@ -58,6 +58,13 @@ OUT=${OUT:-/tmp/gprof-gpu-out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$root/.devlibs/lib
 B=$root/.devlibs/bin
+# Debian's OpenSSL 3 only where the host has none (prepare.sh)
+ldconfig -p | grep -q 'libssl.so.3 ' || LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$root/.devlibs/lib-ssl
+if ldd "$B/gprofd" "$B/gprofctl" | grep -q "not found"; then
+	echo "== FAIL: libraries missing (run tests/gpu/prepare.sh here and carry .devlibs):" >&2
+	ldd "$B/gprofd" "$B/gprofctl" | grep "not found" >&2
+	exit 1
+fi
 work=$(mktemp -d)
 sock=$work/gprofd.sock
 ctl() { "$B/gprofctl" --socket "$sock" "$@"; }
