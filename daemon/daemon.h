@@ -108,6 +108,7 @@ struct daemon {
 
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t stop_timer;
+	uv_timer_t reload_timer;   /* SIGHUP: a reload at the next loop turn (coalesced) */
 	struct counters cnt;
 };
 

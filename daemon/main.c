@@ -141,6 +141,7 @@ static void stop_finish(struct daemon *d)
 	uv_close((uv_handle_t *)&d->retention_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&d->deadline_timer, on_handle_closed);
 	uv_close((uv_handle_t *)&d->stop_timer, on_handle_closed);
+	uv_close((uv_handle_t *)&d->reload_timer, on_handle_closed);
 }
 
 static void on_deadlines(uv_timer_t *t)
@@ -261,12 +262,22 @@ static void daemon_reload(struct daemon *d)
 	sdnotify_send("READY=1");
 }
 
+static void on_reload_timer(uv_timer_t *t)
+{
+	daemon_reload(t->data);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon *d = h->data;
 
 	if (signum == SIGHUP) {
-		daemon_reload(d);
+		/* one reload per loop turn however many SIGHUPs came meanwhile
+		 * (libuv calls back once per signal delivered): it reads the
+		 * file as it is then, so nothing is lost, and a storm of them
+		 * cannot starve connections and traces */
+		if (!d->stopping && !uv_is_active((uv_handle_t *)&d->reload_timer))
+			uv_timer_start(&d->reload_timer, on_reload_timer, 0, 0);
 		return;
 	}
 	log_info("signal %d: stopping", signum);
@@ -298,8 +309,10 @@ static int run(struct daemon *d)
 	uv_timer_init(&loop, &d->retention_timer);
 	uv_timer_init(&loop, &d->deadline_timer);
 	uv_timer_init(&loop, &d->stop_timer);
+	uv_timer_init(&loop, &d->reload_timer);
 	d->sigint.data = d->sigterm.data = d->sighup.data = d;
 	d->retention_timer.data = d->stop_timer.data = d->deadline_timer.data = d;
+	d->reload_timer.data = d;
 	uv_signal_start(&d->sigint, on_signal, SIGINT);
 	uv_signal_start(&d->sigterm, on_signal, SIGTERM);
 	uv_signal_start(&d->sighup, on_signal, SIGHUP);
