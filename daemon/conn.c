@@ -292,19 +292,11 @@ static void on_cipher(struct conn *c, const char *data, size_t n)
 	} else if (r < 0 && r != -EPIPE && !c->closing && !c->finishing) {
 		c->d->cnt.tls_failures++;
 		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
-		if (r == -EPROTONOSUPPORT) {
-			struct pbuf b;
-
-			pbuf_init(&b, 0);
-			if (msg_encode_error(&b, 0, MSG_E_BAD_REQUEST, "this port speaks TLS "
-			                     "(tls.listen): use gprofctl --tls, or the daemon's plain "
-			                     "tcp port") == 0)
-				send_raw(c, &b);
-			else
-				pbuf_deinit(&b);
-		}
 		tlsio_free(c->tls); /* nothing more goes out encrypted */
 		c->tls = NULL;
+		if (r == -EPROTONOSUPPORT) /* now in the peer's own, plain framing */
+			conn_send_error(c, 0, MSG_E_BAD_REQUEST, "this port speaks TLS (tls.listen): "
+			                "use gprofctl --tls, or the daemon's plain tcp port");
 		conn_finish(c, err.msg);
 	}
 }
