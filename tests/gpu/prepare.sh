@@ -32,6 +32,11 @@ cp build/agent/libgprof_agent.so .devlibs/agent/
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90 -Iagent -Lbuild/agent -lgprof_agent -Xcompiler -rdynamic \
 	-o .devlibs/bin/stress tests/gpu/stress.cu
+# what each way of recording with CUPTI costs (bench/cupti_cost.cu; the
+# toolkit's libcupti, where the GPU host has it too)
+/usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90 -lcupti -Xlinker -rpath,/usr/local/cuda/lib64 \
+	-o .devlibs/bin/cupti_cost bench/cupti_cost.cu
 # an earlier agent to compare with (OLD_AGENT=path/to/libgprof_agent.so)
 if [ -n "${OLD_AGENT:-}" ]; then
 	mkdir -p .devlibs/lib-old && cp "$OLD_AGENT" .devlibs/lib-old/

@@ -37,6 +37,10 @@
 #           after one with nothing); OVERHEAD_ENVS="- K=V,K=V ..." runs one
 #           process per environment set per round; then the idle agent
 #           against no agent, IDLE_ROUNDS process pairs.
+#   cupti   bench/cupti_cost: what each way of recording with CUPTI costs a
+#           launching thread per CUDA call, in a CUDA C loop with no agent
+#           (bench/cupti_cost.py: a process per configuration and round;
+#           CUPTI_COST_ARGS, default --rounds 5)..
 #   ddp     multi-GPU jobs (2 GPUs: device kind nvidia-h200-x2): a DDP loop
 #           (tests/gpu/ddp_train.py, NCCL, rank 1 a deliberate straggler)
 #           under torchrun with the agent (gprofctl launch run from the
@@ -480,6 +484,15 @@ ddp_checks() {
 	# stock PyTorch, no agent
 	[[ $cases == *" kineto "* ]] && KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=777 ddp_one ddp-kineto 777 1 "" \
 		$T 29520 "$root/tests/gpu/ddp_train.py"
+}
+
+# ---- the cost of each way of recording with CUPTI, no agent ----
+cupti_checks() {
+	# shellcheck disable=SC2086 # word splitting wanted
+	python3 "$root/bench/cupti_cost.py" "$B/cupti_cost" ${CUPTI_COST_ARGS:---rounds 5} \
+		--jsonl "$OUT/cupti_cost.jsonl" >"$OUT/cupti_cost.txt" 2>&1
+	log "cupti_cost exit status $?"
+	sed -n '/^configuration/,$p' "$OUT/cupti_cost.txt" | tee -a "$OUT/summary.txt"
 }
 
 # ---- the same with Kineto's default poll interval (5 s): what a stock job sees ----
