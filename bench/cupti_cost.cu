@@ -13,8 +13,9 @@
  * measures one configuration in three phases: `before` (CUPTI untouched),
  * `during` (the configuration on) and `after` (turned off again, and
  * unsubscribed where the configuration says so), each the median over
- * `batches` batches, and `late` (one second after `after`), so the spread between processes never enters: a
- * phase is compared with `before` of the same process. Enabling CUPTI
+ * `batches` batches, and `late` (one second after `after`), so the
+ * spread between processes never enters: a phase is compared with
+ * `before` of the same process. Enabling CUPTI
  * leaves some of its cost behind (measured: `after`), which is why the
  * configurations cannot share a process.
  *
@@ -357,7 +358,8 @@ int main(int argc, char **argv)
 			matched += std::binary_search(ids.begin(), ids.end(), kernel_corr[c]);
 	}
 	printf("{\"config\": \"%s\", \"gpu\": \"%s\", \"before\": %.1f, \"during\": %.1f, "
-	       "\"after\": %.1f, \"late\": %.1f, \"records\": %llu, \"own_records\": %zu, \"dropped\": %llu, "
+	       "\"after\": %.1f, \"late\": %.1f, \"records\": %llu, \"own_records\": %zu, "
+	       "\"dropped\": %llu, "
 	       "\"kernels\": %zu, \"kernels_matched\": %zu}\n",
 	       cf->name, prop.name, before, during, after, late, rec, n_own, dropped,
 	       kernel_corr.size(), matched);

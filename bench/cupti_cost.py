@@ -24,7 +24,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batches", type=int, default=300)
     ap.add_argument("--batch", type=int, default=100)
-    ap.add_argument("--configs", help="separated by semicolons (names have commas; default: every one the binary lists)")
+    ap.add_argument("--configs", help="separated by semicolons (names have commas; "
+                    "default: every one the binary lists)")
     ap.add_argument("--jsonl", help="also write every process's line here")
     a = ap.parse_args()
     if a.rounds < 1:
