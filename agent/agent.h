@@ -100,6 +100,7 @@ struct agent {
 	/* The flags the hot paths read: everything else is behind them. */
 	atomic_int rec_on;      /* application threads record events */
 	atomic_int armed;       /* iteration mode: waiting for a boundary */
+	atomic_uint_fast64_t armed_ns; /* when armed was set: earlier boundaries do not open */
 	atomic_uint_fast64_t gen;
 
 	struct window win;      /* written before arming, read after */

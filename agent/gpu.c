@@ -32,9 +32,11 @@
  * pool pre-faulted on the agent thread before the window, then calloc,
  * bounded by the burst's byte limit; past it CUPTI drops records and
  * counts them) and returns them from its own threads (buf_complete:
- * appended to `done` under buf_lock). Buffers that arrive after the
- * harvest (finalize's own flush: empty, the kinds being off) are freed
- * unread at gpu_reset.
+ * appended to `done` under buf_lock). Runtime calls are recorded by our
+ * own callback (gpu_api.c, cheaper than CUPTI's RUNTIME kind): its chunks
+ * join `done` the same way, marked `own`, and are walked by next_record
+ * like CUPTI's. Buffers that arrive after the harvest (finalize's own
+ * flush: empty, the kinds being off) are freed unread at gpu_reset.
  *
  * libcuda's handful of calls (device properties) are resolved from the
  * copy the process already has; no CUDA library is linked.
@@ -70,6 +72,8 @@ CUPTI_FN(cuptiGetVersion);
 CUPTI_FN(cuptiGetResultString);
 CUPTI_FN(cuptiGetCallbackName);
 CUPTI_FN(cuptiEnableDomain);
+CUPTI_FN(cuptiEnableCallback);
+CUPTI_FN(cuptiGetTimestamp);
 CUPTI_FN(cuptiActivityEnableRuntimeApi);
 CUPTI_FN(cuptiFinalize);
 CUPTI_FN(cuDeviceGetCount);
@@ -89,7 +93,9 @@ static int64_t enabled_kinds[16];
 static size_t n_enabled;
 static atomic_uint_fast64_t finalizes, reclaims; /* for the log and the tests */
 
-struct done_buf { uint8_t *buf; size_t valid; };
+/* A finished buffer: CUPTI's (owner == buf), or a chunk of the agent's
+ * own API records (gpu_api.c; own, owner the chunk). */
+struct done_buf { uint8_t *buf; size_t valid; void *owner; bool own; };
 static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct done_buf *done;
 static size_t n_done, cap_done;
@@ -145,8 +151,6 @@ static void pool_fill(void)
 
 static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-	uint64_t used;
-
 	*max_records = 0;
 	*buffer = NULL;
 	*size = 0;
@@ -159,12 +163,8 @@ static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_rec
 		atomic_fetch_add(&handed, 1);
 		return;
 	}
-	used = atomic_fetch_add(&buf_bytes, BUF_SIZE) + BUF_SIZE;
-	if (used > max_bytes) {
-		atomic_fetch_sub(&buf_bytes, BUF_SIZE);
-		atomic_store(&cut, true); /* CUPTI drops and counts what follows */
-		return;
-	}
+	if (!gpu_charge(BUF_SIZE))
+		return; /* CUPTI drops and counts what follows */
 	/* 8-byte alignment is what CUPTI asks for; calloc's memory is zeroed,
 	 * as ZEROED_OUT_ACTIVITY_BUFFER promises CUPTI. */
 	if ((*buffer = calloc(1, BUF_SIZE)) == NULL) {
@@ -173,6 +173,26 @@ static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_rec
 	}
 	*size = BUF_SIZE;
 	atomic_fetch_add(&handed, 1);
+}
+
+/* Appends a finished buffer (any thread); freed unread without memory. */
+static void add_done(struct done_buf d)
+{
+	pthread_mutex_lock(&buf_lock);
+	if (n_done == cap_done) {
+		size_t cap = cap_done ? cap_done * 2 : 64;
+		struct done_buf *p = realloc(done, cap * sizeof(*p));
+
+		if (p == NULL) {
+			pthread_mutex_unlock(&buf_lock);
+			free(d.owner);
+			return;
+		}
+		done = p;
+		cap_done = cap;
+	}
+	done[n_done++] = d;
+	pthread_mutex_unlock(&buf_lock);
 }
 
 static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -186,26 +206,41 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 	if (buffer == NULL)
 		return;
 	atomic_fetch_add(&returned, 1);
-	pthread_mutex_lock(&buf_lock);
-	if (n_done == cap_done) {
-		size_t cap = cap_done ? cap_done * 2 : 64;
-		struct done_buf *p = realloc(done, cap * sizeof(*p));
+	add_done((struct done_buf){ buffer, valid, buffer, false });
+}
 
-		if (p == NULL) {
-			pthread_mutex_unlock(&buf_lock);
-			free(buffer);
-			return;
-		}
-		done = p;
-		cap_done = cap;
+/* The next record of a finished buffer, CUPTI's or ours. */
+static bool next_record(const struct done_buf *d, CUpti_Activity **rec)
+{
+	if (d->own)
+		return gpu_api_next(d->buf, d->valid, rec);
+	return p_cuptiActivityGetNextRecord(d->buf, d->valid, rec) == CUPTI_SUCCESS;
+}
+
+bool gpu_charge(size_t bytes)
+{
+	if (atomic_fetch_add(&buf_bytes, bytes) + bytes > max_bytes) {
+		atomic_fetch_sub(&buf_bytes, bytes);
+		atomic_store(&cut, true);
+		return false;
 	}
-	done[n_done].buf = buffer;
-	done[n_done].valid = valid;
-	n_done++;
-	pthread_mutex_unlock(&buf_lock);
+	return true;
+}
+
+void gpu_uncharge(size_t bytes)
+{
+	atomic_fetch_sub(&buf_bytes, bytes);
+}
+
+void gpu_add_own(void *owner, uint8_t *buf, size_t valid)
+{
+	add_done((struct done_buf){ buf, valid, owner, true });
 }
 
 /*
+ * API calls, while a burst records them by callback (the default), come
+ * through on_callback too and go to gpu_api.c.
+ *
  * Giving CUPTI back after a burst: by default the kinds go off and the
  * agent unsubscribes. cuptiFinalize tears CUPTI down further, but it is
  * safe only when no other thread is inside CUDA meanwhile: in PyTorch
@@ -218,6 +253,16 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
  * callback, so `release` enables the runtime-API domain and the
  * application's next CUDA call does it, here.
  */
+/* CUPTI's clock, as its records have it (the stand-in has none: ours). */
+static uint64_t api_now(void)
+{
+	uint64_t t = 0;
+
+	if (p_cuptiGetTimestamp == NULL || p_cuptiGetTimestamp(&t) != CUPTI_SUCCESS)
+		return agent_now_ns();
+	return t;
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
 {
@@ -225,8 +270,13 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	int releasing = CS_RELEASING;
 
 	(void)ud;
-	(void)id;
-	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cb == NULL || cb->callbackSite != CUPTI_API_EXIT)
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cb == NULL)
+		return;
+	if (gpu_api_armed()) { /* a burst records this call (gpu_api.c) */
+		gpu_api_record(id, cb, api_now());
+		return;
+	}
+	if (cb->callbackSite != CUPTI_API_EXIT)
 		return;
 	/* never on the agent thread: it makes no CUDA call, but if it ever
 	 * did, finalizing there would race its own harvest */
@@ -336,10 +386,12 @@ static int load(char *why, size_t n)
 	    !LOAD(cupti_lib, cuptiUnsubscribe) || !LOAD(cupti_lib, cuptiSetThreadIdType) ||
 	    !LOAD(cupti_lib, cuptiGetVersion) || !LOAD(cupti_lib, cuptiGetResultString) ||
 	    !LOAD(cupti_lib, cuptiGetCallbackName) || !LOAD(cupti_lib, cuptiEnableDomain) ||
+	    !LOAD(cupti_lib, cuptiEnableCallback) ||
 	    !LOAD(cupti_lib, cuptiFinalize) || !LOAD(cupti_lib, cuptiActivityEnableRuntimeApi)) {
 		snprintf(why, n, "the libcupti found lacks CUDA 13 functions (set GPROF_CUPTI_PATH)");
 		return -ENOSYS;
 	}
+	(void)LOAD(cupti_lib, cuptiGetTimestamp); /* optional: api_now() falls back */
 	if (p_cuptiGetVersion(&cupti_version) != CUPTI_SUCCESS || cupti_version < 130000) {
 		snprintf(why, n, "libcupti API version %u is older than CUDA 13's", cupti_version);
 		return -ENOSYS;
@@ -356,6 +408,14 @@ static int load(char *why, size_t n)
 /* API kinds first: a GPU record then always has the record of the call
  * that launched it (one launched before the API kinds were on would look
  * like an unattributed kernel inside the window). */
+/* The kinds of a request, in the order they are turned on: the API kinds
+ * first, so GPU work launched before the window by an API not traced is
+ * bounded by a traced call before it (gpu_events.c; with the GPU kinds
+ * first, a stand-in duration burst kept 1,027 such kernels launched while
+ * the API callbacks were being enabled). A launch recorded before the GPU
+ * kinds were on is before the window too: the window opens once all are
+ * on (rec.c's trigger). The end turns the API kinds off first as well
+ * (gpu_tail.c). */
 static const CUpti_ActivityKind *kinds_for(int64_t act, size_t *n)
 {
 	static CUpti_ActivityKind k[16];
@@ -407,6 +467,59 @@ static const CUpti_CallbackId quiet_calls[] = {
 	CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000,
 	CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
 };
+
+static bool quiet(CUpti_CallbackId cbid, bool all)
+{
+	size_t q;
+
+	if (all)
+		return false;
+	for (q = 0; q < sizeof(quiet_calls) / sizeof(quiet_calls[0]); q++)
+		if (quiet_calls[q] == cbid)
+			return true;
+	return false;
+}
+
+/*
+ * How runtime calls are recorded (GPROF_CUPTI_API): by the agent's own
+ * callback, enabled call by call for every call but the quiet ones
+ * (gpu_api.c; the default), or by CUPTI's RUNTIME activity kind with the
+ * quiet calls filtered out ("activity", the way before 2026-11-23). A CUDA
+ * C loop on an H100 paid 1,222 ns more per kernel with the activity kind
+ * and 934 with our records, against 675 for the kernel record alone
+ * (bench/cupti_cost.cu, docs/BENCHMARKS.md).
+ */
+static bool api_by_activity(void)
+{
+	const char *v = getenv("GPROF_CUPTI_API");
+
+	return v != NULL && strcmp(v, "activity") == 0;
+}
+
+static CUptiResult runtime_on(void)
+{
+	bool all = getenv("GPROF_CUPTI_ALL_RUNTIME") != NULL;
+	CUptiResult r = CUPTI_ERROR_UNKNOWN;
+	CUpti_CallbackId cbid;
+
+	if (api_by_activity()) {
+		r = p_cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
+		for (cbid = 1; r == CUPTI_SUCCESS && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; cbid++)
+			if (quiet(cbid, all))
+				p_cuptiActivityEnableRuntimeApi(cbid, 0);
+		return r;
+	}
+	gpu_api_arm();
+	for (cbid = 1; cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; cbid++) {
+		if (quiet(cbid, all))
+			continue;
+		if (p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS)
+			r = CUPTI_SUCCESS;
+	}
+	if (r != CUPTI_SUCCESS)
+		gpu_api_disarm();
+	return r;
+}
 
 /* RELEASING -> HELD, or wait out FINALIZING -> FREE. 0, or -EBUSY when an
  * application thread has been finalizing for longer than we wait. */
@@ -541,18 +654,11 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	k = kinds_for(activities, &nk);
 	n_enabled = 0;
 	for (i = 0; i < nk; i++) {
-		r = p_cuptiActivityEnable(k[i]);
+		r = k[i] == CUPTI_ACTIVITY_KIND_RUNTIME ? runtime_on() : p_cuptiActivityEnable(k[i]);
 		if (r == CUPTI_SUCCESS)
 			enabled_kinds[n_enabled++] = k[i];
 		else
 			agent_log("cuptiActivityEnable(%d): %s", (int)k[i], cupti_err(r));
-		if (r == CUPTI_SUCCESS && k[i] == CUPTI_ACTIVITY_KIND_RUNTIME &&
-		    getenv("GPROF_CUPTI_ALL_RUNTIME") == NULL) {
-			size_t q;
-
-			for (q = 0; q < sizeof(quiet_calls) / sizeof(quiet_calls[0]); q++)
-				p_cuptiActivityEnableRuntimeApi(quiet_calls[q], 0);
-		}
 	}
 	if (n_enabled == 0) {
 		unsubscribe();
@@ -643,8 +749,7 @@ static void harvest(void)
 	for (i = 0; i < n_done; i++) {
 		CUpti_Activity *rec = NULL;
 
-		while (p_cuptiActivityGetNextRecord(done[i].buf, done[i].valid, &rec) ==
-		       CUPTI_SUCCESS) {
+		while (next_record(&done[i], &rec)) {
 			if (n_recs == cap_recs) {
 				size_t cap = cap_recs ? cap_recs * 2 : 4096;
 				CUpti_Activity **v = realloc(recs, cap * sizeof(*v));
@@ -741,7 +846,8 @@ void gpu_stop(void)
 
 uint64_t gpu_dropped(void)
 {
-	return atomic_load(&n_dropped) + incomplete;
+	/* with our own API records lost past the byte limit */
+	return atomic_load(&n_dropped) + incomplete + gpu_api_lost();
 }
 
 bool gpu_cut(void)
@@ -761,7 +867,7 @@ void gpu_reset(void)
 			free(((CUpti_ActivityOverhead3 *)recs[i])->overheadData);
 	n_recs = 0;
 	for (i = 0; i < n_done; i++)
-		free(done[i].buf);
+		free(done[i].owner);
 	n_done = 0;
 	while (n_pool > 0)
 		free(pool[--n_pool]);
@@ -781,6 +887,7 @@ void gpu_reset(void)
 void gpu_atfork_child(void)
 {
 	forked = true; /* never flush or finalize CUPTI in a child */
+	gpu_api_atfork_child();
 	n_done = 0;
 	done = NULL;
 	cap_done = 0;
@@ -886,6 +993,11 @@ void gpu_write_meta(struct tw *w)
 
 void gpu_kind_off(int64_t kind)
 {
+	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && gpu_api_armed()) {
+		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		gpu_api_disarm();
+		return;
+	}
 	p_cuptiActivityDisable((CUpti_ActivityKind)kind);
 }
 
@@ -907,8 +1019,7 @@ size_t gpu_each_new_record(size_t *scanned, gpu_rec_fn fn, void *ud)
 	for (; *scanned < n_done; (*scanned)++) {
 		CUpti_Activity *rec = NULL;
 
-		while (p_cuptiActivityGetNextRecord(done[*scanned].buf, done[*scanned].valid, &rec) ==
-		       CUPTI_SUCCESS) {
+		while (next_record(&done[*scanned], &rec)) {
 			if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
 			    rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
 				cache_cb_name(rec->kind, ((CUpti_ActivityAPI *)rec)->cbid);

@@ -51,4 +51,27 @@ AGENT_HIDDEN size_t gpu_each_new_record(size_t *scanned, gpu_rec_fn fn, void *ud
  * the window's launches (gpu_tail.c). */
 AGENT_HIDDEN void gpu_tail_drain(const int64_t *kinds, size_t nkinds);
 
+/* Runtime calls recorded by the agent's own callback (gpu_api.c). */
+AGENT_HIDDEN void gpu_api_arm(void);       /* a burst starts recording */
+AGENT_HIDDEN bool gpu_api_armed(void);
+/* Stops recording; waits for threads inside the callback, then hands every
+ * chunk over (gpu_add_own). The callbacks must be off in CUPTI already or
+ * at once after: a late one records nothing. */
+AGENT_HIDDEN void gpu_api_disarm(void);
+/* One runtime-API callback, on the application's thread; now: CUPTI's clock. */
+AGENT_HIDDEN void gpu_api_record(CUpti_CallbackId id, const CUpti_CallbackData *cb, uint64_t now);
+/* Whether a call that began after the window's end (A.t_end) was recorded:
+ * its correlation id bounds what was launched inside the window. */
+AGENT_HIDDEN bool gpu_api_after_end(void);
+/* The records this burst lost (byte limit, no memory). */
+AGENT_HIDDEN uint64_t gpu_api_lost(void);
+/* Walks a chunk's records as cuptiActivityGetNextRecord walks a buffer. */
+AGENT_HIDDEN bool gpu_api_next(const uint8_t *buf, size_t valid, CUpti_Activity **rec);
+AGENT_HIDDEN void gpu_api_atfork_child(void);
+/* gpu.c's side: the burst's byte limit, and its finished buffers. */
+AGENT_HIDDEN bool gpu_charge(size_t bytes);   /* false (and the burst cut) past the limit */
+AGENT_HIDDEN void gpu_uncharge(size_t bytes);
+/* A finished chunk of own records at buf; owner is freed at gpu_reset. */
+AGENT_HIDDEN void gpu_add_own(void *owner, uint8_t *buf, size_t valid);
+
 #endif

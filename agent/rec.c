@@ -173,10 +173,16 @@ void rec_end(enum end_reason why)
 	}
 }
 
-/* Opens the window at boundary time now (iteration mode). */
+/* Opens the window at boundary time now (iteration mode). A boundary
+ * whose time was read before the burst was armed does not: the window
+ * would begin before CUPTI's kinds were all on, and a launch in between
+ * would be kept without its kernel (seen with the stand-in under ASan). */
 static void trigger(uint64_t now, uint64_t n)
 {
 	int one = 1;
+
+	if (now < atomic_load(&A.armed_ns))
+		return;
 
 	if (A.win.start_iter > 0 && !A.win.iter_range[0]) {
 		if (n < A.win.start_iter)

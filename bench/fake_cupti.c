@@ -70,7 +70,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int finalizer_tid;        /* a thread inside cuptiFinalize */
 static _Thread_local int in_callback;
 static atomic_bool initialized;
-static bool runtime_domain, kind_on[64];
+static bool kind_on[64];
+/* runtime-API callbacks enabled one by one (cuptiEnableCallback), for the
+ * two calls fake_cuda_call makes; cuptiEnableDomain sets both */
+static bool cb_launch, cb_sync;
 static uint8_t *cur;                    /* the buffer being filled */
 static size_t cur_size, cur_off;
 static char *names[4];                  /* this session's kernel names */
@@ -81,6 +84,7 @@ static struct inflight queued[4096];
 static size_t q_head, q_len;
 static long lag_ns = -1;
 static void complete_due(void);
+static uint64_t now_ns(void);
 static atomic_ulong n_sessions, n_finalizes, n_records;
 
 static void die(const char *what)
@@ -188,7 +192,7 @@ CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 	enter("cuptiUnsubscribe", false);
 	pthread_mutex_lock(&lock);
 	subscribed = 0;
-	runtime_domain = false;
+	cb_launch = cb_sync = false;
 	if (stuck && *stuck)
 		ids_stuck = true;
 	pthread_mutex_unlock(&lock);
@@ -226,7 +230,7 @@ CUptiResult cuptiFinalize(void)
 	}
 	hand_back();
 	subscribed = 0;
-	runtime_domain = false;
+	cb_launch = cb_sync = false;
 	memset(kind_on, 0, sizeof(kind_on));
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		if (names[i] != NULL)
@@ -249,9 +253,32 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s, CUpti_C
 	enter("cuptiEnableDomain", false);
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		pthread_mutex_lock(&lock);
-		runtime_domain = enable != 0;
+		cb_launch = cb_sync = enable != 0;
 		pthread_mutex_unlock(&lock);
 	}
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s, CUpti_CallbackDomain d,
+                                CUpti_CallbackId cbid)
+{
+	(void)s;
+	enter("cuptiEnableCallback", false);
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cbid == 0 || cbid >= CUPTI_RUNTIME_TRACE_CBID_SIZE)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)
+		cb_launch = enable != 0;
+	else if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020)
+		cb_sync = enable != 0;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiGetTimestamp(uint64_t *t)
+{
+	enter("cuptiGetTimestamp", false);
+	*t = now_ns();
 	return CUPTI_SUCCESS;
 }
 
@@ -401,6 +428,7 @@ void fake_cuda_call(int k)
 {
 	CUpti_CallbackData cb;
 	uint64_t slot = 0;
+	int ret = 0; /* cudaSuccess */
 	CUpti_CallbackFunc fn;
 	void *ud;
 	bool domain;
@@ -415,7 +443,7 @@ void fake_cuda_call(int k)
 		die("a CUDA call on one thread while another is in cuptiFinalize");
 	pthread_mutex_lock(&lock);
 	corr = ids_stuck ? next_corr : next_corr++;
-	domain = subscribed && runtime_domain;
+	domain = subscribed && (k >= 0 ? cb_launch : cb_sync);
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);
@@ -423,6 +451,7 @@ void fake_cuda_call(int k)
 	cb.correlationId = corr;
 	cb.correlationData = &slot;
 	cb.functionName = k >= 0 ? "cudaLaunchKernel" : "cudaStreamSynchronize";
+	cb.functionReturnValue = &ret;
 	if (domain && fn) {
 		cb.callbackSite = CUPTI_API_ENTER;
 		in_callback = 1;
@@ -460,7 +489,7 @@ void fake_cuda_call(int k)
 			f->due = t1 + (uint64_t)gpu_lag_ns();
 		}
 	}
-	domain = subscribed && runtime_domain;
+	domain = subscribed && (k >= 0 ? cb_launch : cb_sync);
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);

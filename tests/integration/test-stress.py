@@ -374,6 +374,14 @@ def test_stress_stand_in_cupti(d):
     stress(d, "fake", {"STRESS_THREADS": "2"}, finalized=False)
 
 
+def test_stress_activity_records(d):
+    """The same with API calls recorded by CUPTI's RUNTIME activity kind
+    (GPROF_CUPTI_API=activity) instead of the agent's own callback: every
+    kernel still joined to its launch."""
+    stress(d, "fake", {"STRESS_THREADS": "2", "GPROF_CUPTI_API": "activity"}, ARGS.bursts // 3,
+           finalized=False)
+
+
 def test_stress_stuck_ids(d):
     """CUPTI numbering no record after the first burst (one correlation id
     for every call, as the toolkit's libcupti 13.0 did on an H100): every
@@ -415,7 +423,8 @@ def agent_log(d):
 
 
 def main():
-    tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_stuck_ids,
+    tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_activity_records,
+             test_stress_stuck_ids,
              test_stress_finalize_one_thread, test_stress_finalize_two_threads]
     if ARGS.program:
         tests = [test_stress_program]
