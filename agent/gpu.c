@@ -38,8 +38,7 @@
  * like CUPTI's. Buffers that arrive after the harvest (finalize's own
  * flush: empty, the kinds being off) are freed unread at gpu_reset.
  *
- * libcuda's handful of calls (device properties) are resolved from the
- * copy the process already has; no CUDA library is linked.
+ * The header's devices and versions are gpu_meta.c's, read at the harvest.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -76,11 +75,6 @@ CUPTI_FN(cuptiEnableCallback);
 CUPTI_FN(cuptiGetTimestamp);
 CUPTI_FN(cuptiActivityEnableRuntimeApi);
 CUPTI_FN(cuptiFinalize);
-CUPTI_FN(cuDeviceGetCount);
-CUPTI_FN(cuDeviceGetName);
-CUPTI_FN(cuDeviceTotalMem_v2);
-CUPTI_FN(cuDeviceGetAttribute);
-CUPTI_FN(cuDriverGetVersion);
 
 enum cupti_state { CS_UNLOADED, CS_FREE, CS_HELD, CS_TRACING, CS_RELEASING, CS_FINALIZING };
 static const char *const cs_names[] = { "unloaded", "free", "held", "tracing", "releasing",
@@ -120,11 +114,7 @@ static struct arena_blk *arena;
 #define CBID_MAX 4096
 static char *cb_names[2][CBID_MAX];
 
-/* Versions and devices, read while CUPTI is held. */
 static uint32_t cupti_version;
-static int rt_version = -1, drv_version = -1;
-#define DEV_MAX 64
-static int n_dev = -1, dev_sms[DEV_MAX];
 
 /* Buffers made ready (allocated, zeroed and touched) on the agent thread
  * before the window opens, so CUPTI's requests during the capture take no
@@ -333,15 +323,6 @@ static const char *cupti_err(CUptiResult r)
 	return s;
 }
 
-static void *cuda_sym(const char *name)
-{
-	static void *libcuda;
-
-	if (libcuda == NULL)
-		libcuda = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-	return libcuda ? dlsym(libcuda, name) : NULL;
-}
-
 bool gpu_usable(char *why, size_t n)
 {
 	if (forked) {
@@ -396,18 +377,11 @@ static int load(char *why, size_t n)
 		snprintf(why, n, "libcupti API version %u is older than CUDA 13's", cupti_version);
 		return -ENOSYS;
 	}
-	p_cuDeviceGetCount = cuda_sym("cuDeviceGetCount");
-	p_cuDeviceGetName = cuda_sym("cuDeviceGetName");
-	p_cuDeviceTotalMem_v2 = cuda_sym("cuDeviceTotalMem_v2");
-	p_cuDeviceGetAttribute = cuda_sym("cuDeviceGetAttribute");
-	p_cuDriverGetVersion = cuda_sym("cuDriverGetVersion");
+	gpu_meta_load(cupti_version);
 	atomic_store(&cs, CS_FREE);
 	return 0;
 }
 
-/* API kinds first: a GPU record then always has the record of the call
- * that launched it (one launched before the API kinds were on would look
- * like an unattributed kernel inside the window). */
 /* The kinds of a request, in the order they are turned on: the API kinds
  * first, so GPU work launched before the window by an API not traced is
  * bounded by a traced call before it (gpu_events.c; with the GPU kinds
@@ -737,8 +711,6 @@ static void cache_cb_name(CUpti_ActivityKind kind, uint32_t cbid)
 	cb_names[d][cbid] = strdup(s);
 }
 
-static void devices_probe(void);
-
 /* Indexes every record of the burst and copies out what points into
  * CUPTI. Lock held; CUPTI still held. */
 static void harvest(void)
@@ -819,8 +791,6 @@ static void release(void)
 /* TRACING -> HELD (drain and harvest) -> release */
 void gpu_stop(void)
 {
-	int (*rt)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion");
-
 	if (atomic_load(&cs) != CS_TRACING)
 		return;
 	/* the kinds go off; the window's GPU work still queued is waited for */
@@ -832,12 +802,7 @@ void gpu_stop(void)
 	harvest();
 	pthread_mutex_unlock(&buf_lock);
 	/* read once, while nothing of ours can finalize under them */
-	devices_probe();
-	if (rt_version < 0 && (rt == NULL || rt(&rt_version) != 0))
-		rt_version = 0;
-	if (drv_version < 0 && (p_cuDriverGetVersion == NULL ||
-	                        p_cuDriverGetVersion(&drv_version) != CUDA_SUCCESS))
-		drv_version = 0;
+	gpu_meta_probe();
 	release();
 	agent_log("CUPTI %s after the burst (%llu finalized, %llu reclaimed so far)",
 	          cs_names[atomic_load(&cs)], (unsigned long long)atomic_load(&finalizes),
@@ -894,99 +859,6 @@ void gpu_atfork_child(void)
 	n_recs = 0;
 	recs = NULL;
 	cap_recs = 0;
-}
-
-/* ---- metadata (read while CUPTI is held, written from the copies) ---- */
-
-/*
- * Device properties come from the CUDA driver, and a driver call goes
- * through CUPTI's hooks while CUPTI is attached: made on the agent thread
- * while an application thread finalizes CUPTI, it would race the
- * teardown. So they are read once, at the first harvest, and written from
- * these copies.
- */
-enum { P_CC_MAJOR, P_CC_MINOR, P_THREADS_BLOCK, P_THREADS_SM, P_REGS_BLOCK, P_WARP, P_SHMEM_BLOCK,
-       P_SMS, P_REGS_SM, P_SHMEM_OPTIN, P_SHMEM_SM, P_N };
-static const struct { const char *key; CUdevice_attribute attr; } dev_props[P_N] = {
-	[P_CC_MAJOR] = { "computeMajor", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR },
-	[P_CC_MINOR] = { "computeMinor", CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR },
-	[P_THREADS_BLOCK] = { "maxThreadsPerBlock", CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK },
-	[P_THREADS_SM] = { "maxThreadsPerMultiprocessor",
-	                   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR },
-	[P_REGS_BLOCK] = { "regsPerBlock", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK },
-	[P_WARP] = { "warpSize", CU_DEVICE_ATTRIBUTE_WARP_SIZE },
-	[P_SHMEM_BLOCK] = { "sharedMemPerBlock", CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK },
-	[P_SMS] = { "numSms", CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT },
-	[P_REGS_SM] = { "regsPerMultiprocessor", CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR },
-	[P_SHMEM_OPTIN] = { "sharedMemPerBlockOptin",
-	                    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN },
-	[P_SHMEM_SM] = { "sharedMemPerMultiprocessor",
-	                 CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR },
-};
-static struct { char name[256]; size_t mem; int v[P_N]; } *devs;
-
-static void devices_probe(void)
-{
-	int i, k;
-
-	if (n_dev >= 0)
-		return;
-	n_dev = 0;
-	if (p_cuDeviceGetCount == NULL || p_cuDeviceGetCount(&n_dev) != CUDA_SUCCESS)
-		n_dev = 0;
-	if (n_dev > DEV_MAX)
-		n_dev = DEV_MAX;
-	if (n_dev > 0 && (devs = calloc((size_t)n_dev, sizeof(*devs))) == NULL)
-		n_dev = 0;
-	for (i = 0; i < n_dev; i++) {
-		if (p_cuDeviceGetName)
-			p_cuDeviceGetName(devs[i].name, sizeof(devs[i].name), i);
-		if (p_cuDeviceTotalMem_v2)
-			p_cuDeviceTotalMem_v2(&devs[i].mem, i);
-		for (k = 0; k < P_N; k++)
-			if (p_cuDeviceGetAttribute)
-				p_cuDeviceGetAttribute(&devs[i].v[k], dev_props[k].attr, i);
-		dev_sms[i] = devs[i].v[P_SMS];
-	}
-}
-
-void gpu_write_devices(struct tw *w)
-{
-	int i, k;
-
-	for (i = 0; i < n_dev; i++) {
-		if (i > 0)
-			tw_lit(w, ",");
-		tw_lit(w, "\n    {\"id\": ");
-		tw_int(w, i);
-		tw_lit(w, ", \"name\": ");
-		tw_str(w, devs[i].name, (size_t)-1);
-		tw_lit(w, ", \"totalGlobalMem\": ");
-		tw_int(w, (int64_t)devs[i].mem);
-		for (k = 0; k < P_N; k++) {
-			tw_lit(w, ", \"");
-			tw_raw(w, dev_props[k].key, strlen(dev_props[k].key));
-			tw_lit(w, "\": ");
-			tw_int(w, devs[i].v[k]);
-		}
-		tw_lit(w, "}");
-	}
-}
-
-void gpu_write_meta(struct tw *w)
-{
-	if (atomic_load(&cs) == CS_UNLOADED)
-		return;
-	tw_lit(w, ",\n  \"cupti_version\": ");
-	tw_int(w, cupti_version);
-	if (rt_version > 0) {
-		tw_lit(w, ",\n  \"cuda_runtime_version\": ");
-		tw_int(w, rt_version);
-	}
-	if (drv_version > 0) {
-		tw_lit(w, ",\n  \"cuda_driver_version\": ");
-		tw_int(w, drv_version);
-	}
 }
 
 /* ---- what gpu_tail.c and gpu_events.c use (gpu_int.h) ---- */
@@ -1067,12 +939,7 @@ const char *gpu_api_name(CUpti_ActivityKind kind, uint32_t cbid, size_t *len)
 
 bool gpu_loaded(void)
 {
-	return atomic_load(&cs) != CS_UNLOADED && n_dev >= 0;
-}
-
-int gpu_sm_count(uint32_t dev)
-{
-	return dev < DEV_MAX && (int)dev < n_dev ? dev_sms[dev] : 0;
+	return atomic_load(&cs) != CS_UNLOADED && gpu_meta_probed();
 }
 
 void gpu_count_incomplete(void)

@@ -51,6 +51,13 @@ AGENT_HIDDEN size_t gpu_each_new_record(size_t *scanned, gpu_rec_fn fn, void *ud
  * the window's launches (gpu_tail.c). */
 AGENT_HIDDEN void gpu_tail_drain(const int64_t *kinds, size_t nkinds);
 
+/* The header's metadata (gpu_meta.c): libcuda's calls resolved when
+ * libcupti is loaded (with its API version), devices and versions read
+ * once, at the first harvest, CUPTI held. */
+AGENT_HIDDEN void gpu_meta_load(uint32_t cupti_version);
+AGENT_HIDDEN void gpu_meta_probe(void);
+AGENT_HIDDEN bool gpu_meta_probed(void);
+
 /* Runtime calls recorded by the agent's own callback (gpu_api.c). */
 AGENT_HIDDEN void gpu_api_arm(void);       /* a burst starts recording */
 AGENT_HIDDEN bool gpu_api_armed(void);
