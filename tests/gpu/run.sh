@@ -507,7 +507,7 @@ kineto5_checks() {
 	kill $p5 2>/dev/null; wait $p5 2>/dev/null
 }
 
-for section in ${SECTIONS:-agent held stress overhead metrics kineto kineto5}; do
+for section in ${SECTIONS:-agent held stress overhead cupti metrics kineto kineto5}; do
 	log "---- $section"
 	${section}_checks
 done
