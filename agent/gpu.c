@@ -803,6 +803,9 @@ void gpu_stop(void)
 	pthread_mutex_unlock(&buf_lock);
 	/* read once, while nothing of ours can finalize under them */
 	gpu_meta_probe();
+	if (gpu_api_lost() > 0)
+		agent_log("%llu API records left out: the burst reached its byte limit",
+		          (unsigned long long)gpu_api_lost());
 	release();
 	agent_log("CUPTI %s after the burst (%llu finalized, %llu reclaimed so far)",
 	          cs_names[atomic_load(&cs)], (unsigned long long)atomic_load(&finalizes),

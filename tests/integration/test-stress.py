@@ -382,6 +382,45 @@ def test_stress_activity_records(d):
            finalized=False)
 
 
+def test_byte_limit(d):
+    """A burst past its byte limit with API records written by the agent's
+    own callback (two CUDA threads): the program lives, the trace is
+    delivered, marked cut and counting the records it lost, the agent log
+    names the API records left out, and the next burst starts clean."""
+    dm = daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, "limits:\n  trace_bytes: 9M\n")
+    env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
+               GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d,
+               STRESS_FAKE_CUDA="1", GPROF_CUPTI_PATH=ARGS.fake_cupti, STRESS_THREADS="2",
+               GPROF_SOCKET=dm.sock)
+    app = subprocess.Popen([ARGS.app], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    try:
+        assert app.stdout.readline() == b"ready\n"
+        assert dm.wait("registered pid "), dm.log()
+        docs = []
+        for ms in ("3000", "20"):
+            out = os.path.join(d, "out" + ms)
+            p = ctl(dm, "trace", "--job", JOB, "--duration-ms", ms, "--output-dir", out,
+                    "--timeout", str(TIMEOUT))
+            r, err = p.communicate(timeout=TIMEOUT + 10)
+            assert p.returncode == 0, (r, err)
+            files = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))
+            assert len(files) == 1, r
+            summary, errs = validate(files[0])
+            assert not errs, errs[:3]
+            docs.append(json.load(gzip.open(files[0], "rt")))
+        assert docs[0]["gprof_trace_cut"] is True and docs[0]["gprof_dropped_records"] > 0, \
+            (docs[0]["gprof_trace_cut"], docs[0]["gprof_dropped_records"])
+        assert docs[1]["gprof_trace_cut"] is False, "the next burst inherited the cut"
+        log = open(os.path.join(d, "agent.log")).read()
+        assert "API records left out: the burst reached its byte limit" in log, log[-3000:]
+    finally:
+        out, err = app.communicate(b"", timeout=TIMEOUT)
+        dm.stop()
+    assert app.returncode == 0, err.decode()[-3000:]
+    assert out.decode().startswith("done "), out
+
+
 def test_stress_stuck_ids(d):
     """CUPTI numbering no record after the first burst (one correlation id
     for every call, as the toolkit's libcupti 13.0 did on an H100): every
@@ -424,7 +463,7 @@ def agent_log(d):
 
 def main():
     tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_activity_records,
-             test_stress_stuck_ids,
+             test_byte_limit, test_stress_stuck_ids,
              test_stress_finalize_one_thread, test_stress_finalize_two_threads]
     if ARGS.program:
         tests = [test_stress_program]
