@@ -227,6 +227,17 @@ void gpu_add_own(void *owner, uint8_t *buf, size_t valid)
 	add_done((struct done_buf){ buf, valid, owner, true });
 }
 
+/* CUPTI's clock, as its records have it (ours where a libcupti lacks
+ * cuptiGetTimestamp: the same CLOCK_REALTIME). */
+static uint64_t api_now(void)
+{
+	uint64_t t = 0;
+
+	if (p_cuptiGetTimestamp == NULL || p_cuptiGetTimestamp(&t) != CUPTI_SUCCESS)
+		return agent_now_ns();
+	return t;
+}
+
 /*
  * API calls, while a burst records them by callback (the default), come
  * through on_callback too and go to gpu_api.c.
@@ -243,16 +254,6 @@ void gpu_add_own(void *owner, uint8_t *buf, size_t valid)
  * callback, so `release` enables the runtime-API domain and the
  * application's next CUDA call does it, here.
  */
-/* CUPTI's clock, as its records have it (the stand-in has none: ours). */
-static uint64_t api_now(void)
-{
-	uint64_t t = 0;
-
-	if (p_cuptiGetTimestamp == NULL || p_cuptiGetTimestamp(&t) != CUPTI_SUCCESS)
-		return agent_now_ns();
-	return t;
-}
-
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
 {
@@ -477,10 +478,12 @@ static CUptiResult runtime_on(void)
 	CUpti_CallbackId cbid;
 
 	if (api_by_activity()) {
+		size_t q;
+
 		r = p_cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME);
-		for (cbid = 1; r == CUPTI_SUCCESS && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE; cbid++)
-			if (quiet(cbid, all))
-				p_cuptiActivityEnableRuntimeApi(cbid, 0);
+		for (q = 0; r == CUPTI_SUCCESS && !all && q < sizeof(quiet_calls) /
+		                                                 sizeof(quiet_calls[0]); q++)
+			p_cuptiActivityEnableRuntimeApi(quiet_calls[q], 0);
 		return r;
 	}
 	gpu_api_arm();
