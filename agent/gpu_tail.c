@@ -50,6 +50,7 @@ struct tail {
 	struct idset seen;   /* launches' correlation ids: repeats mean CUPTI numbered nothing */
 	size_t nlaunch, repeats, ngpu; /* launches, repeated ids, complete GPU records */
 	bool kernels, copies, sets; /* GPU kinds of the burst */
+	bool after_end;      /* an API call recorded that began after the window */
 	uint64_t t_end;      /* the window's end: later launches are not waited for */
 };
 
@@ -180,6 +181,8 @@ static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
 		CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)rec;
 		const char *name;
 
+		if (t->t_end != 0 && a->start > t->t_end)
+			t->after_end = true;
 		if (a->returnValue == 0 && (t->t_end == 0 || a->start <= t->t_end) &&
 		    (name = launches(t, rec->kind, a->cbid)) != NULL) {
 			t->nlaunch++;
@@ -235,16 +238,25 @@ static uint64_t tail_limit_ms(void)
  * off and the GPU kinds going off would be kept as the window's, without
  * their launches (the stand-in's stress under ASan, 2026-11-23: 4 in a
  * duration window, the agent thread having closed the window itself and
- * turned the API kinds off at once). Own records only: CUPTI's are not
- * visible until their buffer comes back.
+ * turned the API kinds off at once). Own records say so at once
+ * (gpu_api.c); CUPTI's are read as its buffers come back, into the tail.
  */
-static void api_past_end(void)
+static void api_past_end(struct tail *t, size_t *scanned)
 {
-	struct timespec tick = { 0, 200 * 1000 };
+	struct timespec one_ms = { 0, 1000 * 1000 };
 	int i;
 
-	for (i = 0; i < 100 && gpu_api_armed() && !gpu_api_after_end(); i++)
-		nanosleep(&tick, NULL);
+	for (i = 0; t->t_end != 0; i++) {
+		if (gpu_api_armed()) {
+			t->after_end = gpu_api_after_end();
+		} else {
+			gpu_flush_complete();
+			gpu_each_new_record(scanned, tail_record, t);
+		}
+		if (t->after_end || i == 20)
+			break;
+		nanosleep(&one_ms, NULL);
+	}
 }
 
 void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
@@ -258,20 +270,21 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 	int64_t out;
 
 	t.t_end = atomic_load(&A.t_end);
-	api_past_end();
-	/* API kinds first: a launch recorded after its GPU kind went off would
-	 * be waited for in vain (those after the window are not waited for) */
 	for (i = 0; i < nkinds; i++) {
 		int64_t k = kinds[i];
 
 		t.kernels |= k == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || k == CUPTI_ACTIVITY_KIND_KERNEL;
 		t.copies |= k == CUPTI_ACTIVITY_KIND_MEMCPY;
 		t.sets |= k == CUPTI_ACTIVITY_KIND_MEMSET;
-		if (!is_gpu_kind(k)) {
-			api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
-			gpu_kind_off(k);
-		}
+		api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
 	}
+	if (api)
+		api_past_end(&t, &scanned);
+	/* API kinds first: a launch recorded after its GPU kind went off would
+	 * be waited for in vain (those after the window are not waited for) */
+	for (i = 0; i < nkinds; i++)
+		if (!is_gpu_kind(kinds[i]))
+			gpu_kind_off(kinds[i]);
 	for (i = 0; i < nkinds; i++)
 		if (is_gpu_kind(kinds[i]))
 			gpu_kind_off(kinds[i]);
