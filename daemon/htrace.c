@@ -13,6 +13,7 @@
 #include "peer.h"
 #include "store.h"
 #include "trace.h"
+#include "window.h"
 
 void htrace_start(struct conn *c, const struct msg *m)
 {
@@ -21,8 +22,18 @@ void htrace_start(struct conn *c, const struct msg *m)
 	struct trace *t;
 	char id[TRACE_ID_LEN];
 	struct msg r;
+	int64_t timeout_ms;
 	int code = 0;
 
+	/* A window that cannot end before the trace times out would hold its
+	 * processes for the whole timeout and then fail: refused at once, by
+	 * the rule the Dynolog RPC meets too (proto/window.h). */
+	timeout_ms = m->u.trace_start.timeout_ms ? m->u.trace_start.timeout_ms
+	                                         : (int64_t)c->d->cfg.trace_timeout_s * 1000;
+	if (window_fits(&m->u.trace_start.win, daemon_now_us(), timeout_ms, &err) < 0) {
+		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "%s", err.msg);
+		return;
+	}
 	t = trace_create(c->d, conn_peer(c), &m->u.trace_start, true, &code, &err);
 	msg_init(&r, MSG_TRACE_START_REPLY, m->id);
 	if (t == NULL && code != MSG_E_NOT_FOUND) {

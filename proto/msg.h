@@ -50,6 +50,8 @@
 #define MSG_ITEMS_MAX 100000
 #define MSG_METRIC_NAME_MAX 200
 #define MSG_METRICS_MAX 10000
+/* The largest pid any path accepts (Linux's PID_MAX_LIMIT). */
+#define MSG_PID_MAX 4194304
 
 /* The message types. Numbers are internal; the wire carries the names.
  * A retired name is never reused (proto/PROTOCOL.md keeps the list). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "schema.h"
+#include "window.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define REQ FF_REQUIRED
@@ -30,7 +31,7 @@
 #define SCHEMA(nm, S, f, chk, rq) { nm, f, N(f), sizeof(S), chk, rq }
 #define EMPTY(nm, rq) { nm, NULL, 0, 0, NULL, rq }
 
-#define PID_MAX_ 4194304
+#define PID_MAX_ MSG_PID_MAX
 #define ID_ MSG_INT_MAX
 #define U32_ 4294967295LL
 #define DAY_MS 86400000LL
@@ -115,20 +116,11 @@ static int check_hello_reply(const void *obj, struct perr *err)
 	return 0;
 }
 
+/* The window's ranges and rules live in window.c, shared with the Dynolog
+ * RPC's Kineto config, so both paths refuse the same values the same way. */
 static int check_window(const struct msg_window *w, struct perr *err)
 {
-	if ((w->iterations > 0) == (w->duration_ms > 0))
-		return perr_set(err, -EBADMSG, "give exactly one of iterations and "
-		                "duration_ms");
-	if (w->iterations == 0 && w->iteration_roundup > 0)
-		return perr_set(err, -EBADMSG, "iteration_roundup needs iterations");
-	if (w->iterations == 0 && w->start_iteration > 0)
-		return perr_set(err, -EBADMSG, "start_iteration needs iterations");
-	if (w->iterations == 0 && w->iteration_range != NULL)
-		return perr_set(err, -EBADMSG, "iteration_range needs iterations");
-	if (w->activities == 0)
-		return perr_set(err, -EBADMSG, "activities is empty: name at least one");
-	return 0;
+	return window_check(w, err);
 }
 
 static int check_capture_start(const void *obj, struct perr *err)
@@ -205,11 +197,13 @@ static const struct field f_heartbeat[] = {
 };
 #undef S
 
+/* Only the wire's integer range here: window_check (window.c) holds the
+ * real limits, for this path and the Dynolog RPC's alike. */
 #define WINDOW_FIELDS(S) \
-	INT(S, win.iterations, "iterations", 0, 0, 1000000, 0), \
-	INT(S, win.duration_ms, "duration_ms", 0, 0, DAY_MS, 0), \
+	INT(S, win.iterations, "iterations", 0, 0, ID_, 0), \
+	INT(S, win.duration_ms, "duration_ms", 0, 0, ID_, 0), \
 	INT(S, win.start_at_us, "start_at_us", 0, 0, ID_, 0), \
-	INT(S, win.iteration_roundup, "iteration_roundup", 0, 0, 1000000, 0), \
+	INT(S, win.iteration_roundup, "iteration_roundup", 0, 0, ID_, 0), \
 	INT(S, win.start_iteration, "start_iteration", 0, 0, ID_, 0), \
 	FLAGS(S, win.activities, "activities", schema_activity_names, MSG_ACT_DEFAULT), \
 	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX)

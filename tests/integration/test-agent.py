@@ -195,7 +195,9 @@ def test_cut_at_limit(d):
     app = App(d, dm.sock)
     try:
         assert dm.wait("registered pid %d" % app.p.pid), dm.log()
-        path, summary = trace(d, dm.sock, "--duration-ms", "60000")
+        # a window far longer than the capture takes to reach the limit; the
+        # timeout must cover the window (a window that ends after it is refused)
+        path, summary = trace(d, dm.sock, "--duration-ms", "60000", "--timeout", "90")
         check(path)
         doc = json.load(gzip.open(path, "rt"))
         assert doc["gprof_trace_cut"] is True, doc["gprof_trace_cut"]
