@@ -100,7 +100,7 @@ static double now_s(clockid_t c)
 void metrics_proc_update(struct daemon *d, struct proc *p)
 {
 	struct metrics *m = d->metrics;
-	char job[300], host[300];
+	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX];
 	struct mproc *mp;
 
 	if (m == NULL || p->kind != MSG_KIND_AGENT)
@@ -126,7 +126,10 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 	mp = &m->procs[p->mslot - 1];
 	mp->live = true;
 	mp->owner = (int64_t)p->uid;
-	snprintf(mp->labels, sizeof(mp->labels), "job=\"%.60s\",rank=\"%lld\",pid=\"%d\",host=\"%.60s\"",
+	/* Each value is bounded as it is escaped (mset_label), never after:
+	 * a precision here once cut an escaped job id just after a backslash, and the
+	 * dangling escape broke every series of the scrape (issue 23, item 10). */
+	snprintf(mp->labels, sizeof(mp->labels), "job=\"%s\",rank=\"%lld\",pid=\"%d\",host=\"%s\"",
 	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), (long long)p->rank,
 	         (int)p->pid, mset_label(host, sizeof(host), p->host ? p->host : d->host));
 	mp->steps = (double)p->steps;

@@ -289,9 +289,146 @@ def test_hostile_http(d):
         dm.stop()
 
 
+# What a hostile local user runs (as nobody): registers one process per
+# (job id, host) pair it is given, straight over the native protocol, and
+# keeps them registered until its stdin closes. One fork per pair, since
+# the daemon takes one registration per process.
+REGISTRANT = r"""
+import json, os, socket, struct, sys
+def call(s, o):
+    b = json.dumps(o).encode()
+    s.sendall(struct.pack("<I", len(b)) + b)
+    n = struct.unpack("<I", s.recv(4, socket.MSG_WAITALL))[0]
+    return json.loads(s.recv(n, socket.MSG_WAITALL))
+kids = []
+for i, (job, host) in enumerate(json.loads(sys.argv[2])):
+    pid = os.fork()
+    if pid == 0:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sys.argv[1])
+        assert call(s, {"type": "hello", "id": 1, "proto_min": 1, "proto_max": 1,
+                        "role": "agent", "software": "hostile"})["type"] == "hello_reply"
+        r = call(s, {"type": "register", "id": 2, "pid": os.getpid(), "job_id": job,
+                     "host": host})
+        assert r["type"] == "register_reply", r
+        os.write(1, b"registered %d %d\n" % (i, os.getpid()))  # one write: whole lines
+        sys.stdin.read()
+        os._exit(0)
+    kids.append(pid)
+for k in kids:
+    os.waitpid(k, 0)
+"""
+
+
+def system_python():
+    """A python another user may run (sys.executable may sit under /root)."""
+    for p in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.access(p, os.X_OK):
+            return p
+    raise AssertionError("no /usr/bin/python3 for the test's second user")
+
+
+def as_nobody():
+    import pwd
+    pw = pwd.getpwnam("nobody")
+    os.setgroups([])
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+
+
+def label_values(line):
+    """The label values of one exposition line, unescaped; raises on a
+    label list the text format does not allow (what promtool rejects)."""
+    m = re.match(r'^[a-z_0-9]+\{(.*)\} \S+$', line)
+    assert m, line
+    body, vals, i = m.group(1), {}, 0
+    while i < len(body):
+        k = re.match(r'([a-z_]+)="', body[i:])
+        assert k, (line, body[i:])
+        i += k.end()
+        v = ""
+        while body[i] != '"':
+            if body[i] == "\\":
+                assert body[i + 1] in 'n"\\', line
+                v += {"n": "\n", '"': '"', "\\": "\\"}[body[i + 1]]
+                i += 2
+            else:
+                v += body[i]
+                i += 1
+        vals[k.group(1)] = v
+        i += 1
+        if i < len(body):
+            assert body[i] == ",", line
+            i += 1
+    return vals
+
+
+def test_hostile_labels(d):
+    """Issue 23, item 10: a job id of 59 x a followed by \"x (and others
+    that put a backslash, a quote or a multi-byte character at
+    the length limit, in the job id and in the host name) registered by an
+    ordinary user (nobody) once broke the whole exposition: the escaped
+    value was cut after its backslash. Each value must now be escaped in
+    full, cut only at a whole character of the raw value: promtool accepts
+    the scrape, and every such process has its series, its labels a prefix
+    of what it registered."""
+    os.chmod(d, 0o755)  # nobody reaches the socket in it
+    dm = Daemon(d)
+    pairs = [("a" * 59 + '"x', "h")]
+    for k in (55, 56, 57, 58):
+        for tail in ('"x', "\\y", "\u00e9", "\U0001F600"):  # the schema refuses a newline
+            pairs.append(("a" * k + tail, "h"))
+    pairs += [("j", "b" * 57 + "\\\\"), ("j", "c" * 56 + '"' * 5), ("\\" * 128, '"' * 255)]
+    p = subprocess.Popen([system_python(), "-c", REGISTRANT, dm.sock, json.dumps(pairs)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=as_nobody)
+    try:
+        pids = [0] * len(pairs)
+        for _ in pairs:
+            w = p.stdout.readline().split()
+            pids[int(w[1])] = int(w[2])
+
+        def scraped():
+            status, _, text = dm.get()
+            lines = [l for l in text.splitlines() if l.startswith("gprofd_process_steps_total")]
+            return text if status == 200 and len(lines) == len(pairs) else None
+        text = until("every hostile process in /metrics", scraped)
+        promtool = shutil.which("promtool")
+        assert promtool, "promtool is missing: install the Debian package prometheus (.ci/deps)"
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, "promtool: " + r.stdout + r.stderr + text
+        seen = {}
+        for l in text.splitlines():
+            if l.startswith("gprofd_process_steps_total"):
+                v = label_values(l)
+                seen[int(v["pid"])] = (v["job"], v["host"])
+        assert sorted(seen) == sorted(pids), (seen, pids)
+        for pid, (job, host) in zip(pids, pairs):
+            got = seen[pid]
+            assert job.startswith(got[0]) and host.startswith(got[1]), (job, host, got)
+            # cut only where the whole escaped value would not fit 58 bytes
+            for raw, cut in ((job, got[0]), (host, got[1])):
+                esc = lambda x: x.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+                assert len(esc(cut).encode()) <= 58, cut
+                if cut != raw:
+                    assert len(esc(raw[:len(cut) + 1]).encode()) > 58, (raw, cut)
+        # gprofctl metrics (root) lists the same series
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "metrics", "--json"],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        v = json.loads(r.stdout)["hosts"][0]["samples"][-1]["values"]
+        assert len([k for k in v if k.startswith("gprofd_process_steps_total")]) == len(pairs), v
+    finally:
+        p.stdin.close()
+        p.wait(TIMEOUT)
+        dm.stop()
+
+
 def main():
-    return runner.run([test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes,
-                       test_hostile_http], "gprof-metrics-")
+    tests = [test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes, test_hostile_http,
+             test_hostile_labels]
+    only = os.environ.get("GPROF_TEST")  # one test by name, when debugging
+    return runner.run([t for t in tests if not only or t.__name__ == only], "gprof-metrics-")
 
 
 if __name__ == "__main__":
