@@ -29,10 +29,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +55,14 @@ struct mproc {            /* an agent-loaded process's step values */
 	int64_t owner;        /* its uid */
 	char labels[MSET_LABELS_MAX + 1];
 	double steps, last_s, median_s;
+};
+
+struct hconn {             /* one HTTP connection, while libmicrohttpd has it */
+	struct hconn *prev, *next; /* in m->hc_*, unless evicted */
+	int fd;
+	uint64_t since_ms;     /* when its current request began: its start, or the
+	                          end of its previous one */
+	bool evicted;
 };
 
 struct metrics {
@@ -76,6 +86,11 @@ struct metrics {
 	uint64_t skipped;
 	struct MHD_Daemon *http;
 	int http_port;
+	/* libmicrohttpd's thread only: its open connections, oldest request
+	 * first (see "HTTP connections" below) */
+	struct hconn *hc_head, *hc_tail;
+	size_t hc_live;
+	_Atomic uint64_t http_evicted; /* read by the sampler for its counter */
 	/* the sampler thread's: the JSON lines file, and copies of settings
 	 * (a reload swaps d->cfg on the loop) */
 	FILE *jsonl;
@@ -197,6 +212,7 @@ static void add_self(struct metrics *m, struct mset *s)
 	mset_add(s, MF_SAMPLE_SECONDS, m->wall_s, NULL);
 	mset_add(s, MF_SAMPLE_CPU_SECONDS, m->cpu_s, NULL);
 	mset_add(s, MF_SAMPLE_SKIPPED, (double)m->skipped, NULL);
+	mset_add(s, MF_HTTP_EVICTED, (double)atomic_load(&m->http_evicted), NULL);
 }
 
 static void jsonl_write(struct metrics *m, const struct mset *s)
@@ -369,6 +385,123 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 	return ret;
 }
 
+/* ---- HTTP connections: a deadline for every request ----
+ *
+ * libmicrohttpd's own limits could not keep /metrics answering: its
+ * timeout counts idleness, so a client that sends a byte every 3 s is never
+ * idle, and its per-address limit (32) is shared by every local user, all
+ * of them 127.0.0.1, so 70 such clients refused every scrape from this host
+ * for as long as they dribbled (issue 23, item 11). Instead each request
+ * gets HTTP_REQUEST_S from its connection's start (or from the end of the
+ * request before it on that connection) to be read and answered, and at
+ * most HTTP_CONNS_SOFT connections are kept: whenever a connection arrives,
+ * those past their deadline are closed, then the oldest ones while there
+ * are too many. A scraper sends its request at once and is answered within
+ * a loop turn, so a new connection always gets its turn, however many slow
+ * ones an attacker opens; libmicrohttpd's hard limit (HTTP_CONNS_MAX) is
+ * never the one that refuses it. Closing is shutdown(2) on the socket:
+ * libmicrohttpd sees the end of the stream and frees the connection itself.
+ * All of this runs on libmicrohttpd's one thread (its callbacks), which is
+ * also the only one that closes these sockets, so an fd in the list is
+ * still the connection's. */
+#define HTTP_REQUEST_S 10
+#define HTTP_CONNS_SOFT 128
+#define HTTP_CONNS_MAX 256
+#define HTTP_REQUEST_BYTES (32 * 1024) /* a request's headers, at most */
+
+static uint64_t mono_ms(void)
+{
+	return (uint64_t)(now_s(CLOCK_MONOTONIC) * 1000);
+}
+
+static void hc_unlink(struct metrics *m, struct hconn *h)
+{
+	if (h->prev != NULL)
+		h->prev->next = h->next;
+	else
+		m->hc_head = h->next;
+	if (h->next != NULL)
+		h->next->prev = h->prev;
+	else
+		m->hc_tail = h->prev;
+	h->prev = h->next = NULL;
+}
+
+static void hc_append(struct metrics *m, struct hconn *h)
+{
+	h->prev = m->hc_tail;
+	h->next = NULL;
+	if (m->hc_tail != NULL)
+		m->hc_tail->next = h;
+	else
+		m->hc_head = h;
+	m->hc_tail = h;
+}
+
+static void hc_evict(struct metrics *m, struct hconn *h, const char *why)
+{
+	uint64_t n;
+
+	hc_unlink(m, h);
+	m->hc_live--;
+	h->evicted = true;
+	shutdown(h->fd, SHUT_RDWR);
+	n = atomic_fetch_add(&m->http_evicted, 1) + 1;
+	if ((n & (n - 1)) == 0) /* the 1st, 2nd, 4th, 8th...: a flood logs little */
+		log_info("metrics: closed a slow HTTP connection (%s); %llu so far "
+		         "(gprofd_metrics_http_evicted_total)", why, (unsigned long long)n);
+}
+
+static void on_http_conn(void *cls, struct MHD_Connection *c, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code)
+{
+	struct metrics *m = cls;
+	struct hconn *h = *socket_context;
+	const union MHD_ConnectionInfo *ci;
+	uint64_t now = mono_ms();
+
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (h != NULL && !h->evicted) {
+			hc_unlink(m, h);
+			m->hc_live--;
+		}
+		free(h);
+		*socket_context = NULL;
+		return;
+	}
+	/* the list is in request-start order: the overdue are at its head */
+	while (m->hc_head != NULL && now - m->hc_head->since_ms >= HTTP_REQUEST_S * 1000)
+		hc_evict(m, m->hc_head, "its request took more than 10 s");
+	while (m->hc_live >= HTTP_CONNS_SOFT)
+		hc_evict(m, m->hc_head, "too many connections: the oldest request goes");
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci == NULL || (h = calloc(1, sizeof(*h))) == NULL)
+		return; /* untracked: libmicrohttpd's own timeout still ends it */
+	h->fd = ci->connect_fd;
+	h->since_ms = now;
+	hc_append(m, h);
+	m->hc_live++;
+	*socket_context = h;
+}
+
+/* A request was answered: the connection's next one starts its clock now. */
+static void on_http_done(void *cls, struct MHD_Connection *c, void **req_context,
+                         enum MHD_RequestTerminationCode toe)
+{
+	struct metrics *m = cls;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct hconn *h = ci ? ci->socket_context : NULL;
+
+	(void)req_context;
+	(void)toe;
+	if (h == NULL || h->evicted)
+		return;
+	hc_unlink(m, h);
+	h->since_ms = mono_ms();
+	hc_append(m, h);
+}
+
 static int http_start(struct metrics *m, struct perr *err)
 {
 	const char *addr = m->d->cfg.metrics;
@@ -395,13 +528,18 @@ static int http_start(struct metrics *m, struct perr *err)
 		return perr_set(err, -EINVAL, "metrics: cannot use the address \"%s\"", addr);
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	/* One thread, non-blocking sockets: a slow client costs a connection,
+	 * never the thread (a thread per connection would give each one a
+	 * thread to hold). No per-address limit: every local user is 127.0.0.1,
+	 * so one user's connections would use up every local scraper's share;
+	 * the request deadline and the eviction above bound them all instead. */
 	m->http = MHD_start_daemon(flags, 0, NULL, NULL, on_http, m,
 	                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	                           /* slow clients from one address hold at most 32 of
-	                            * the 256: a scraper elsewhere is still served */
-	                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-	                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)32,
-	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+	                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNS_MAX,
+	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_REQUEST_S,
+	                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_REQUEST_BYTES,
+	                           MHD_OPTION_NOTIFY_CONNECTION, on_http_conn, m,
+	                           MHD_OPTION_NOTIFY_COMPLETED, on_http_done, m,
 	                           MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (m->http == NULL)
