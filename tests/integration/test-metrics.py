@@ -527,9 +527,62 @@ def test_slow_clients(d):
         dm.stop()
 
 
+def test_silent_and_greedy_clients(d):
+    """Issue 23, beyond item 11: the other ways one local user could hold
+    the endpoint's connections: 100 clients that connect and send nothing,
+    100 that send a whole request and never read the answer (a tiny receive
+    buffer), and one that pipelines a thousand requests. Scrapes from
+    127.0.0.1 are answered meanwhile (before: refused once 32 were open
+    from that address). Oversized requests get their 4xx at once: a 100 KB
+    URL 414, 20,000 headers 431, an endless chunked POST its 405 and a close."""
+    dm = Daemon(d)
+    held = []
+    try:
+        until("a first sample", lambda: dm.get()[0] == 200)
+        for _ in range(100):
+            held.append(socket.create_connection(("127.0.0.1", dm.port), timeout=10))
+        for _ in range(100):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            s.connect(("127.0.0.1", dm.port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 3)
+            held.append(s)
+        s = socket.create_connection(("127.0.0.1", dm.port), timeout=10)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 1000)
+        held.append(s)
+        for _ in range(3):
+            try:
+                status, _, text = dm.get()
+            except (ConnectionError, urllib.error.URLError, OSError) as e:
+                raise AssertionError("a scrape from 127.0.0.1 failed while 201 "
+                                     "connections were held: %r" % e)
+            assert status == 200 and "gprofd_load1 " in text, status
+        got = raw_http(dm.port, b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 414"), got[:80]
+        got = raw_http(dm.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 20000
+                       + b"\r\n")
+        assert got.startswith(b"HTTP/1.1 431"), got[:80]
+        s = socket.create_connection(("127.0.0.1", dm.port), timeout=10)
+        s.sendall(b"POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        t0 = time.monotonic()
+        try:
+            while time.monotonic() - t0 < 10:
+                s.sendall(b"1000\r\n" + b"z" * 4096 + b"\r\n")
+            raise AssertionError("an endless chunked body was still read after 10 s")
+        except OSError:
+            pass  # closed by the server: what is asked for
+        finally:
+            s.close()
+        assert dm.p.poll() is None
+    finally:
+        for s in held:
+            s.close()
+        dm.stop()
+
+
 def main():
     tests = [test_exposition, test_jsonl_and_ctl, test_prometheus_scrapes, test_hostile_http,
-             test_hostile_labels, test_slow_clients]
+             test_hostile_labels, test_slow_clients, test_silent_and_greedy_clients]
     only = os.environ.get("GPROF_TEST")  # one test by name, when debugging
     return runner.run([t for t in tests if not only or t.__name__ == only], "gprof-metrics-")
 
