@@ -3,6 +3,7 @@
  * config key together, because either path may be the one that asked.
  */
 #include <errno.h>
+#include <stdio.h>
 
 #include "window.h"
 
@@ -40,25 +41,36 @@ int window_check(const struct msg_window *w, struct perr *err)
 	return 0;
 }
 
+/* ms as seconds for a message: "300 s", "0.001 s". */
+static const char *secs(char *buf, size_t size, int64_t ms)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, size, "%lld s", (long long)(ms / 1000));
+	else
+		snprintf(buf, size, "%lld.%03lld s", (long long)(ms / 1000), (long long)(ms % 1000));
+	return buf;
+}
+
 int window_fits(const struct msg_window *w, int64_t now_us, int64_t timeout_ms,
                 struct perr *err)
 {
 	/* both bounded by window_check and the schema (timeout <= one day), so
 	 * nothing below overflows */
 	int64_t delay_ms = w->start_at_us > now_us ? (w->start_at_us - now_us + 999) / 1000 : 0;
+	char a[32], b[32];
 
 	if (delay_ms >= timeout_ms)
-		return perr_set(err, -ERANGE, "the trace would start in %lld s, not before its "
-		                "timeout (%lld s), so it could never be delivered: start it "
+		return perr_set(err, -ERANGE, "the trace would start in %s, not before its "
+		                "timeout (%s), so it could never be delivered: start it "
 		                "sooner or raise the timeout (gprofctl trace --timeout; for dyno, "
 		                "trace_timeout in gprofd's config)",
-		                (long long)(delay_ms / 1000), (long long)(timeout_ms / 1000));
+		                secs(a, sizeof(a), delay_ms), secs(b, sizeof(b), timeout_ms));
 	if (w->duration_ms > 0 && delay_ms + w->duration_ms > timeout_ms)
-		return perr_set(err, -ERANGE, "the trace would end in %lld s, after its timeout "
-		                "(%lld s), so it could never be delivered: shorten it, start "
+		return perr_set(err, -ERANGE, "the trace would end in %s, after its timeout "
+		                "(%s), so it could never be delivered: shorten it, start "
 		                "sooner, or raise the timeout (gprofctl trace --timeout; for dyno, "
 		                "trace_timeout in gprofd's config)",
-		                (long long)((delay_ms + w->duration_ms + 999) / 1000),
-		                (long long)(timeout_ms / 1000));
+		                secs(a, sizeof(a), delay_ms + w->duration_ms),
+		                secs(b, sizeof(b), timeout_ms));
 	return 0;
 }

@@ -136,7 +136,11 @@ static void test_fits(void **state)
 	w.start_at_us = 0;
 	w.duration_ms = 300001;
 	assert_int_equal(window_fits(&w, now, 300000, &err), -ERANGE);
-	assert_non_null(strstr(err.msg, "end in 301 s, after its timeout (300 s)"));
+	assert_non_null(strstr(err.msg, "end in 300.001 s, after its timeout (300 s)"));
+	/* a timeout under a second reads as such, not as 0 s */
+	w.duration_ms = 5;
+	assert_int_equal(window_fits(&w, now, 1, &err), -ERANGE);
+	assert_non_null(strstr(err.msg, "end in 0.005 s, after its timeout (0.001 s)"));
 	/* an iteration window: only its start is known */
 	w.duration_ms = 0;
 	w.iterations = 5;
