@@ -81,6 +81,7 @@ struct metrics {
 	size_t cap, n, head;
 	struct mset latest;    /* a copy of the newest sample, rendered on scrape */
 	bool have_latest;
+	uint64_t latest_seq;   /* counts the samples copied to latest */
 	struct mproc *procs;   /* indexed by proc->mslot - 1 */
 	size_t nprocs;
 	uint64_t skipped;
@@ -90,6 +91,11 @@ struct metrics {
 	 * first (see "HTTP connections" below) */
 	struct hconn *hc_head, *hc_tail;
 	size_t hc_live;
+	/* ...and the exposition of sample http_seq, rendered once from a copy
+	 * (http_set) and handed to every scrape of that sample */
+	struct MHD_Response *http_resp;
+	uint64_t http_seq;
+	struct mset http_set;
 	_Atomic uint64_t http_evicted; /* read by the sampler for its counter */
 	/* the sampler thread's: the JSON lines file, and copies of settings
 	 * (a reload swaps d->cfg on the loop) */
@@ -263,6 +269,7 @@ static void sample(struct metrics *m)
 	jsonl_write(m, s);
 	pthread_mutex_lock(&m->lock);
 	m->have_latest = mset_copy(&m->latest, s) == 0;
+	m->latest_seq++;
 	if (m->cap > 0) {
 		struct mset evicted = { 0 };
 
@@ -346,9 +353,10 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 		"gprofd metrics: GET /metrics (Prometheus text format 0.0.4)\n";
 	struct metrics *m = cls;
 	struct MHD_Response *resp;
-	enum MHD_Result ret;
+	uint64_t seq = 0;
+	bool fresh;
 	struct pbuf b;
-	int r;
+	int r = 0;
 
 	(void)version;
 	(void)upload;
@@ -360,29 +368,47 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 		return reply(c, MHD_HTTP_OK, "text/plain", index_page, sizeof(index_page) - 1);
 	if (strcmp(url, "/metrics") != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found: try /metrics\n", 24);
+	/* One render per sample, outside the lock: each scrape of the same
+	 * sample is handed the same response (libmicrohttpd counts its users),
+	 * so a request costs a reference, not a render of the whole exposition
+	 * under m->lock, which the loop takes too. Before, 100 clients that each
+	 * sent one request and read nothing held the thread in 100 renders (5 s
+	 * on a 4,096-CPU host) and pinned 100 copies (issue 23). */
 	pthread_mutex_lock(&m->lock);
 	if (!m->have_latest) {
 		pthread_mutex_unlock(&m->lock);
 		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
 		             "the first sample is not taken yet\n", 34);
 	}
-	pbuf_init(&b, 0);
-	r = mset_prometheus(&m->latest, &b);
+	fresh = m->http_resp == NULL || m->http_seq != m->latest_seq;
+	if (fresh) {
+		seq = m->latest_seq;
+		r = mset_copy(&m->http_set, &m->latest);
+	}
 	pthread_mutex_unlock(&m->lock);
-	if (r < 0) {
-		pbuf_deinit(&b);
-		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", 14);
+	if (fresh) {
+		pbuf_init(&b, 0);
+		if (r == 0)
+			r = mset_prometheus(&m->http_set, &b);
+		if (r < 0) {
+			pbuf_deinit(&b);
+			return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
+			             "out of memory\n", 14);
+		}
+		resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
+		if (resp == NULL) {
+			pbuf_deinit(&b);
+			return MHD_NO;
+		}
+		b.data = NULL; /* transferred: libmicrohttpd frees it */
+		MHD_add_response_header(resp, "Content-Type",
+		                        "text/plain; version=0.0.4; charset=utf-8");
+		if (m->http_resp != NULL)
+			MHD_destroy_response(m->http_resp); /* scrapes still sending keep theirs */
+		m->http_resp = resp;
+		m->http_seq = seq;
 	}
-	resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
-	if (resp == NULL) {
-		pbuf_deinit(&b);
-		return MHD_NO;
-	}
-	b.data = NULL; /* transferred: libmicrohttpd frees it */
-	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	return MHD_queue_response(c, MHD_HTTP_OK, m->http_resp);
 }
 
 /* ---- HTTP connections: a deadline for every request ----
@@ -623,6 +649,9 @@ void metrics_stop(struct daemon *d)
 	d->metrics = NULL;
 	if (m->http != NULL)
 		MHD_stop_daemon(m->http);
+	if (m->http_resp != NULL)
+		MHD_destroy_response(m->http_resp);
+	mset_free(&m->http_set);
 	/* a cycle in progress finishes first (NVML calls are not interrupted) */
 	pthread_mutex_lock(&m->lock);
 	m->stop = true;
