@@ -10,15 +10,17 @@
  *   keeps from the agents' heartbeats: metrics_proc_update/_gone) and the
  *   daemon's own -> append a JSON line to export.jsonl (size-based
  *   rotation) -> under m->lock: copy it to m->latest, which the HTTP
- *   thread (libmicrohttpd's) renders as Prometheus text when scraped, and
- *   move it into the history ring that metrics_query (loop) reads; the
+ *   thread (libmicrohttpd's) copies out and renders as Prometheus text on
+ *   the first scrape of that sample (later scrapes share the rendering),
+ *   and move it into the history ring that metrics_query (loop) reads; the
  *   ring's evicted oldest sample lends its buffers to the next cycle.
  * Before, a loop timer queued each cycle on the thread pool and took it
  * back on the loop: three cold wake-ups a second instead of one, which
  * cost more than the sampling itself (docs/BENCHMARKS.md).
  *
  * Ownership: struct metrics belongs to the daemon (d->metrics); the
- * sampler thread owns m->cur, m->gpu and the JSON lines file; m->lock
+ * sampler thread owns m->cur, m->gpu and the JSON lines file; the HTTP
+ * thread owns its connection list, http_set and http_resp; m->lock
  * guards the ring, latest, procs and stop. metrics_stop joins the sampler
  * and frees everything.
  */
