@@ -3,7 +3,8 @@
 # when no flag says (issue 26), and what it does at start with a file
 # that may be cut short (issue 23; the reload side is in test-admin.c).
 # - A real user other than root (nobody) without XDG_RUNTIME_DIR is told
-#   to give --socket (no attempt at root's /run/gprofd); with it, the
+#   to give --socket (no attempt at root's /run/gprofd), without HOME to
+#   give --state-dir (not /tmp/.local/state/gprofd); with them, the
 #   daemon runs on $XDG_RUNTIME_DIR/gprofd/gprofd.sock and
 #   ~/.local/state/gprofd, reading ~/.config/gprofd/gprofd.yaml (or
 #   $XDG_CONFIG_HOME/gprofd/gprofd.yaml) with no --config.
@@ -40,6 +41,13 @@ set -e
 [ "$rc" -eq 1 ] || fail "nobody without XDG_RUNTIME_DIR: exit $rc, want 1: $(cat "$tmp/err")"
 grep -q -- "--socket PATH" "$tmp/err" && grep -q "XDG_RUNTIME_DIR" "$tmp/err" ||
   fail "no hint of --socket or XDG_RUNTIME_DIR: $(cat "$tmp/err")"
+# no HOME (nor XDG_STATE_HOME): no state directory in a shared place, a hint
+set +e
+setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups env -i PATH=/usr/bin:/bin \
+  XDG_RUNTIME_DIR="$tmp/run" "$gprofd" --check-config 2>"$tmp/err"; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q -- "give --state-dir DIR" "$tmp/err" ||
+  fail "nobody without HOME: exit $rc: $(cat "$tmp/err")"
 # with --socket it runs (checked here without starting it)
 as_nobody "$gprofd" --socket "$home/g.sock" --check-config >/dev/null ||
   fail "nobody with --socket: configuration refused"
