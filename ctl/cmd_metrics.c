@@ -224,7 +224,11 @@ static int one_round(struct opts *o, bool watch, bool clear, int64_t *interval_m
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			}
 			cJSON_AddItemToArray(arr, h);
+			ok += rows[i].ok;
 		}
+		cJSON_AddNumberToObject(root, "exit", ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE :
+		                        EXIT_FAILED);
+		ok = 0;
 		text = watch ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

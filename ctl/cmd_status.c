@@ -80,8 +80,8 @@ int cmd_status(struct opts *o, int argc, char **argv)
 		if (strcmp(argv[1], "--help") == 0) {
 			printf("usage: gprofctl [GLOBAL OPTIONS] status\n"
 			       "Prints, per host: daemon version, uptime, registered processes,\n"
-			       "traces in progress, stored traces and their size. With --json, one\n"
-			       "JSON object with a \"hosts\" array.\n");
+			       "traces in progress, stored traces and their size (gprofctl traces\n"
+			       "lists them). With --json, one JSON object with a \"hosts\" array.\n");
 			return EXIT_OK;
 		}
 		fprintf(stderr, "gprofctl status: unexpected argument \"%s\"\n", argv[1]);
@@ -113,7 +113,11 @@ int cmd_status(struct opts *o, int argc, char **argv)
 			} else
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(arr, h);
+			ok += rows[i].ok;
 		}
+		cJSON_AddNumberToObject(root, "exit", ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE :
+		                        EXIT_FAILED);
+		ok = 0;
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

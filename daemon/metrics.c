@@ -100,7 +100,7 @@ static double now_s(clockid_t c)
 void metrics_proc_update(struct daemon *d, struct proc *p)
 {
 	struct metrics *m = d->metrics;
-	char job[300], host[300];
+	char job[300], host[300], rank[24] = "";
 	struct mproc *mp;
 
 	if (m == NULL || p->kind != MSG_KIND_AGENT)
@@ -126,8 +126,12 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 	mp = &m->procs[p->mslot - 1];
 	mp->live = true;
 	mp->owner = (int64_t)p->uid;
-	snprintf(mp->labels, sizeof(mp->labels), "job=\"%.60s\",rank=\"%lld\",pid=\"%d\",host=\"%.60s\"",
-	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), (long long)p->rank,
+	/* an unknown rank is an empty label, which Prometheus reads as no
+	 * label at all: never rank="-1" */
+	if (p->rank >= 0)
+		snprintf(rank, sizeof(rank), "%lld", (long long)p->rank);
+	snprintf(mp->labels, sizeof(mp->labels), "job=\"%.60s\",rank=\"%s\",pid=\"%d\",host=\"%.60s\"",
+	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), rank,
 	         (int)p->pid, mset_label(host, sizeof(host), p->host ? p->host : d->host));
 	mp->steps = (double)p->steps;
 	mp->last_s = (double)p->last_step_us / 1e6;

@@ -187,7 +187,7 @@ def test_older_kineto_names(d):
     assert code == 0, err
     r = json.loads(out)["ranks"][0]
     assert (r["gpu_events"], r["kernel_us"], r["cuda_api_us"], r["window_us"]) == (2, 20, 8, 50), r
-    assert r["rank"] == -1 and r["copies"][0]["bytes"] == 100, r
+    assert r["rank"] is None and r["copies"][0]["bytes"] == 100, r
 
 
 def test_relative_timestamps(d):
