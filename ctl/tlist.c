@@ -236,6 +236,21 @@ cJSON *tlist_json(const char *host, const struct tsum *s)
 	return o;
 }
 
+/* Whether s has a file of job (NULL: any). Checked here as well as by
+ * the daemon: an older daemon ignores the job filter, and delete --job
+ * must never take a trace that is not of the job. */
+static bool of_job(const struct tsum *s, const char *job)
+{
+	size_t i;
+
+	if (job == NULL)
+		return true;
+	for (i = 0; i < s->nfiles; i++)
+		if (strcmp(s->files[i].job, job) == 0)
+			return true;
+	return false;
+}
+
 /* Marks what the filters leave out; returns how many remain. */
 size_t tlist_filter(struct tlist *l, char *const *ids, size_t nids, int64_t since_us,
                     int64_t older_us)
@@ -252,7 +267,7 @@ size_t tlist_filter(struct tlist *l, char *const *ids, size_t nids, int64_t sinc
 		for (k = 0; k < nids && strcmp(ids[k], l->v[i].id) != 0; k++)
 			;
 		l->v[i].drop = (since_us >= 0 && age > since_us) || (older_us >= 0 && age < older_us) ||
-		               (nids > 0 && k == nids);
+		               (nids > 0 && k == nids) || !of_job(&l->v[i], l->job_id);
 		kept += !l->v[i].drop;
 	}
 	return kept;

@@ -47,8 +47,9 @@ void tlist_free(struct tlist *l);
 /* An age: "90" or "90s", "15m", "2h", "7d" into microseconds; -1 when it
  * is not one. */
 int64_t tlist_parse_age(const char *s);
-/* Marks the summaries the filters leave out (drop): ids (nids > 0) keeps
- * those named; since_us those taken at most that long ago, older_us those
+/* Marks the summaries the filters leave out (drop): l->job_id keeps those
+ * with a file of that job (again here: an older daemon ignores it); ids
+ * (nids > 0) keeps those named; since_us those taken at most that long ago, older_us those
  * taken at least that long ago (-1: no filter). Returns how many remain. */
 size_t tlist_filter(struct tlist *l, char *const *ids, size_t nids, int64_t since_us,
                     int64_t older_us);
