@@ -7,7 +7,8 @@
  *                        second real user (nobody) sees and deletes only
  *                        its own traces, root's stay.
  *   --json               after the command on every command, one object
- *                        each, an unknown rank null (never -1).
+ *                        each, an unknown rank null (never -1); in metrics
+ *                        labels an empty rank, never rank="-1".
  *   errors               a peer that is not gprofd, a port out of range,
  *                        an output directory that cannot be written, no
  *                        host reachable, a number beyond int64, a missing
@@ -449,6 +450,42 @@ static void test_json_after_command(void **state)
 	rm_rf(outdir);
 }
 
+/* The step-time series of a process with no rank: rank="" (no label, to
+ * Prometheus), never rank="-1"; a ranked one keeps its rank. Polls
+ * gprofctl metrics until a sample holds both processes (100 ms sampling). */
+static void test_metrics_rank_label(void **state)
+{
+	struct td d;
+	struct agent a, b;
+	char want_a[160], want_b[160];
+	int tries;
+
+	(void)state;
+	assert_int_equal(td_start(&d, "metrics: 127.0.0.1:0\nsampling:\n  interval: 100ms\n", NULL),
+	                 0);
+	agent_spawn_steps = 5;
+	assert_int_equal(agent_spawn(&a, d.sock, "mlab", -1, 100), 0);
+	assert_int_equal(agent_spawn(&b, d.sock, "mlab", 2, 100), 0);
+	agent_spawn_steps = 0;
+	snprintf(want_a, sizeof(want_a), "gprofd_process_steps_total{job=\\\"mlab\\\",rank=\\\"\\\","
+	         "pid=\\\"%d\\\"", (int)a.pid);
+	snprintf(want_b, sizeof(want_b), "gprofd_process_steps_total{job=\\\"mlab\\\",rank=\\\"2\\\","
+	         "pid=\\\"%d\\\"", (int)b.pid);
+	for (tries = 0; tries < 3000; tries++) {
+		const char *args[] = { "--socket", d.sock, "metrics", "--json", NULL };
+
+		assert_int_equal(run_ctl(args), 0);
+		if (strstr(out, want_a) && strstr(out, want_b))
+			break;
+	}
+	assert_non_null(strstr(out, want_a));
+	assert_non_null(strstr(out, want_b));
+	assert_null(strstr(out, "rank=\\\"-1"));
+	agent_stop(&a);
+	agent_stop(&b);
+	assert_int_equal(td_finish(&d), 0);
+}
+
 /* A port that speaks HTTP, as a metrics port or a web server does:
  * answers anything with a 400 and closes. The child serves one client. */
 static pid_t http_server(int *port)
@@ -630,6 +667,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_traces_fetch_delete),
 		cmocka_unit_test(test_delete_own_only),
 		cmocka_unit_test(test_json_after_command),
+		cmocka_unit_test(test_metrics_rank_label),
 		cmocka_unit_test(test_error_not_gprofd),
 		cmocka_unit_test(test_error_port),
 		cmocka_unit_test(test_error_no_host_reachable),
