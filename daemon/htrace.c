@@ -64,7 +64,7 @@ static struct trace *visible_trace(struct conn *c, uint64_t id, const char *trac
 
 	if (t == NULL || !peer_may(conn_peer(c), t->owner)) {
 		conn_send_error(c, id, MSG_E_NOT_FOUND, "no trace %s that you may see (gprofctl "
-		                "list shows yours)", trace_id);
+		                "traces lists your stored ones)", trace_id);
 		return NULL;
 	}
 	return t;

@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -35,7 +36,7 @@
 
 #include "harness.h"
 
-static char out[1 << 20], err[1 << 16];
+static char out[8 << 20], err[1 << 16]; /* the paged list prints about 2.5 MB */
 
 /* Runs gprofctl with args (NULL-terminated) as uid (-1: as this process),
  * stdout into out and stderr into err. Returns its exit status. */
@@ -226,6 +227,30 @@ static void test_traces_fetch_delete(void **state)
 		assert_non_null(strstr(out, "jb-1"));
 		assert_null(strstr(out, " -1 "));
 	}
+	/* the wire: the daemon filters by job and pages from an offset */
+	{
+		struct tc c;
+		struct msg m, r;
+
+		tc_ctl(&c, d1.sock);
+		msg_init(&m, MSG_TRACE_LIST, 0);
+		m.u.trace_ref.job_id = "jb";
+		tc_call(&c, &m, &r);
+		assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+		assert_int_equal(r.u.trace_list_reply.total, 1);
+		assert_string_equal(r.u.trace_list_reply.traces.v[0].files.v[0].job_id, "jb");
+		assert_int_equal(r.u.trace_list_reply.traces.v[0].uid, (int64_t)getuid());
+		msg_deinit(&r);
+		msg_init(&m, MSG_TRACE_LIST, 0);
+		m.u.trace_ref.offset = 1;
+		tc_call(&c, &m, &r);
+		assert_int_equal(r.u.trace_list_reply.total, 2);
+		assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+		assert_int_equal(r.u.trace_list_reply.next_offset, 0);
+		assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, "ja-1"); /* older */
+		msg_deinit(&r);
+		tc_close(&c);
+	}
 	listed(hosts, "--job", "jb", ids, sizeof(ids));
 	assert_string_equal(ids, "jb-1");
 	listed(hosts, "--since", "1h", ids, sizeof(ids));
@@ -288,6 +313,83 @@ static void test_traces_fetch_delete(void **state)
 	assert_int_equal(td_finish(&d1), 0);
 	assert_int_equal(td_finish(&d2), 0);
 	rm_rf(outdir);
+}
+
+/* More stored traces than one frame holds (300 manifests of 20 files with
+ * long names, about 1.7 MB of list): the daemon answers in pages and
+ * gprofctl asks for each, so every trace is listed once, newest first,
+ * and the job filter works across pages too. The store is written as the
+ * daemon writes it, then loaded by a restart. */
+static void test_traces_paged(void **state)
+{
+	enum { N = 300, FILES = 20 };
+	char path[600], name[200];
+	struct td d;
+	cJSON *root, *t;
+	int64_t now_us = (int64_t)time(NULL) * 1000000;
+	int i, k, n = 0, last = -1;
+
+	(void)state;
+	assert_int_equal(td_start(&d, NULL, NULL), 0);
+	assert_int_equal(td_stop(&d), 0);
+	memset(name, 'f', 140);
+	name[140] = 0;
+	for (i = 0; i < N; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/traces/p-%05d", d.state, i);
+		assert_int_equal(mkdir(path, 0700), 0);
+		snprintf(path, sizeof(path), "%s/traces/p-%05d/manifest.json", d.state, i);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fprintf(f, "{\"trace_id\":\"p-%05d\",\"owner_uid\":0,\"created_us\":%lld,"
+		        "\"state\":\"done\",\"files\":[", i, (long long)(now_us - N + i));
+		for (k = 0; k < FILES; k++)
+			fprintf(f, "%s{\"name\":\"%s%02d.gz\",\"bytes\":1,\"pid\":%d,\"rank\":%d,"
+			        "\"host\":\"h\",\"job_id\":\"%s\"}", k ? "," : "", name, k, 100 + k, k,
+			        i % 2 ? "odd" : "even");
+		fprintf(f, "]}");
+		fclose(f);
+	}
+	assert_int_equal(td_restart(&d, NULL, NULL), 0);
+	{
+		const char *args[] = { "--socket", d.sock, "traces", "--json", NULL };
+
+		assert_int_equal(run_ctl(args), 0);
+	}
+	root = json_out();
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(root, "traces")) {
+		k = atoi(cJSON_GetStringValue(cJSON_GetObjectItem(t, "trace_id")) + 2);
+		assert_true(last < 0 || k == last - 1);
+		assert_int_equal(num(t, "processes"), FILES);
+		last = k;
+		n++;
+	}
+	assert_int_equal(n, N);
+	cJSON_Delete(root);
+	{
+		const char *args[] = { "--socket", d.sock, "traces", "--job", "odd", "--json", NULL };
+
+		assert_int_equal(run_ctl(args), 0);
+	}
+	root = json_out();
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "traces")), N / 2);
+	cJSON_Delete(root);
+	/* the daemon paged: more than one page for the whole list */
+	{
+		struct tc c;
+		struct msg m, r;
+
+		tc_ctl(&c, d.sock);
+		msg_init(&m, MSG_TRACE_LIST, 0);
+		tc_call(&c, &m, &r);
+		assert_int_equal(r.u.trace_list_reply.total, N);
+		assert_true(r.u.trace_list_reply.traces.n < N);
+		assert_int_equal(r.u.trace_list_reply.next_offset, r.u.trace_list_reply.traces.n);
+		msg_deinit(&r);
+		tc_close(&c);
+	}
+	assert_int_equal(td_finish(&d), 0);
 }
 
 /* Two real users: root and nobody each trace a job of their own. nobody's
@@ -665,6 +767,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_traces_fetch_delete),
+		cmocka_unit_test(test_traces_paged),
 		cmocka_unit_test(test_delete_own_only),
 		cmocka_unit_test(test_json_after_command),
 		cmocka_unit_test(test_metrics_rank_label),
