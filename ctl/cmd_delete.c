@@ -160,6 +160,10 @@ int cmd_delete(struct opts *o, int argc, char **argv)
 	if (client_init(&cl, o, &ops) < 0)
 		return EXIT_USAGE;
 	hs = calloc(cl.n, sizeof(*hs));
+	if (hs == NULL) {
+		client_deinit(&cl);
+		return EXIT_FAILED;
+	}
 	for (i = 0; i < cl.n; i++) {
 		hs[i].l.job_id = D.job;
 		hs[i].l.trace_id = D.nids == 1 ? D.ids[0] : NULL;

@@ -132,6 +132,10 @@ int cmd_fetch(struct opts *o, int argc, char **argv)
 	if (client_init(&cl, o, &ops) < 0)
 		return EXIT_USAGE;
 	hs = calloc(cl.n, sizeof(*hs));
+	if (hs == NULL) {
+		client_deinit(&cl);
+		return EXIT_FAILED;
+	}
 	for (i = 0; i < cl.n; i++) {
 		hs[i].q.dir = outdir;
 		hs[i].l.job_id = F.job;

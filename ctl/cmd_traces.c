@@ -98,6 +98,10 @@ int cmd_traces(struct opts *o, int argc, char **argv)
 	if (client_init(&cl, o, &ops) < 0)
 		return EXIT_USAGE;
 	ls = calloc(cl.n, sizeof(*ls));
+	if (ls == NULL) {
+		client_deinit(&cl);
+		return EXIT_FAILED;
+	}
 	for (i = 0; i < cl.n; i++) {
 		ls[i] = proto_list;
 		cl.hosts[i].ud = &ls[i];
