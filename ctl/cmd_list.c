@@ -104,7 +104,7 @@ int cmd_list(struct opts *o, int argc, char **argv)
 	struct client cl;
 	struct lhost *hs;
 	size_t i, k, ok = 0, total = 0;
-	int c;
+	int c, code;
 
 	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		if (c == 'j')
@@ -129,6 +129,9 @@ int cmd_list(struct opts *o, int argc, char **argv)
 	for (i = 0; i < cl.n; i++)
 		cl.hosts[i].ud = &hs[i];
 	client_run(&cl);
+	for (i = 0; i < cl.n; i++)
+		ok += hs[i].ok;
+	code = ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
 	if (o->json) {
 		cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "processes");
 		cJSON *errs = cJSON_AddArrayToObject(root, "errors");
@@ -176,11 +179,7 @@ int cmd_list(struct opts *o, int argc, char **argv)
 				cJSON_AddItemToArray(arr, j);
 			}
 		}
-		for (i = 0; i < cl.n; i++)
-			ok += hs[i].ok;
-		cJSON_AddNumberToObject(root, "exit", ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE :
-		                        EXIT_FAILED);
-		ok = 0;
+		cJSON_AddNumberToObject(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);
@@ -211,11 +210,9 @@ int cmd_list(struct opts *o, int argc, char **argv)
 		if (total == 0)
 			printf("(no traceable process%s)\n", job_filter ? " of that job" : "");
 	}
-	for (i = 0; i < cl.n; i++) {
-		ok += hs[i].ok;
+	for (i = 0; i < cl.n; i++)
 		free(hs[i].procs);
-	}
 	free(hs);
 	client_deinit(&cl);
-	return ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+	return code;
 }
