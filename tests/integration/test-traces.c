@@ -514,6 +514,9 @@ static void test_json_after_command(void **state)
 	assert_true(cJSON_IsNull(cJSON_GetObjectItem(p, "rank")));
 	assert_true(cJSON_IsNull(cJSON_GetObjectItem(p, "world_size")));
 	cJSON_Delete(root);
+	/* and the daemon's log says so in words */
+	assert_true(td_wait_log(&d, "job nr, no rank)", NULL));
+	assert_int_equal(td_log_count(&d, "rank -1"), 0);
 	{
 		const char *args[] = { "--socket", d.sock, "trace", "--job", "nr", "--iterations", "1",
 		                       "--output-dir", outdir, "--json", NULL };
