@@ -123,7 +123,7 @@ static double now_s(clockid_t c)
 void metrics_proc_update(struct daemon *d, struct proc *p)
 {
 	struct metrics *m = d->metrics;
-	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX];
+	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX], rank[24] = "";
 	struct mproc *mp;
 
 	if (m == NULL || p->kind != MSG_KIND_AGENT)
@@ -151,9 +151,13 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 	mp->owner = (int64_t)p->uid;
 	/* Each value is bounded as it is escaped (mset_label), never after:
 	 * a precision here once cut an escaped job id just after a backslash, and the
-	 * dangling escape broke every series of the scrape (issue 23, item 10). */
-	snprintf(mp->labels, sizeof(mp->labels), "job=\"%s\",rank=\"%lld\",pid=\"%d\",host=\"%s\"",
-	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), (long long)p->rank,
+	 * dangling escape broke every series of the scrape (issue 23, item 10).
+	 * An unknown rank is an empty label, which Prometheus reads as no
+	 * label at all: never rank="-1". */
+	if (p->rank >= 0)
+		snprintf(rank, sizeof(rank), "%lld", (long long)p->rank);
+	snprintf(mp->labels, sizeof(mp->labels), "job=\"%s\",rank=\"%s\",pid=\"%d\",host=\"%s\"",
+	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), rank,
 	         (int)p->pid, mset_label(host, sizeof(host), p->host ? p->host : d->host));
 	mp->steps = (double)p->steps;
 	mp->last_s = (double)p->last_step_us / 1e6;

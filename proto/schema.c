@@ -295,6 +295,8 @@ static const struct field f_trace_status[] = {
 };
 static const struct field f_trace_list[] = {
 	STR(S, trace_id, "trace_id", FF_TOKEN, MSG_TRACE_ID_MAX),
+	STR(S, job_id, "job_id", 0, MSG_JOB_ID_MAX),
+	INT(S, offset, "offset", 0, 0, ID_, 0),
 };
 #undef S
 #define S struct msg_trace_info
@@ -317,6 +319,7 @@ static const struct field f_trace_file[] = {
 	INT(S, pid, "pid", 0, 0, PID_MAX_, 0),
 	INT(S, rank, "rank", 0, -1, 16777216, -1),
 	STR(S, host, "host", 0, MSG_HOST_MAX),
+	STR(S, job_id, "job_id", 0, MSG_JOB_ID_MAX),
 };
 static const struct schema sc_trace_file = SCHEMA("trace_file", S, f_trace_file, NULL, false);
 #undef S
@@ -326,12 +329,15 @@ static const struct field f_trace_summary[] = {
 	INT(S, created_us, "created_us", 0, 0, ID_, 0),
 	ENUM(S, state, "state", REQ, schema_trace_state_names, 0),
 	OBJS(S, files, "files", REQ, sc_trace_file, MSG_ITEMS_MAX),
+	INT(S, uid, "uid", 0, -1, U32_, -1),
 };
 static const struct schema sc_trace_summary = SCHEMA("trace_summary", S, f_trace_summary, NULL, false);
 #undef S
 #define S struct msg_trace_list_reply
 static const struct field f_trace_list_reply[] = {
 	OBJS(S, traces, "traces", REQ, sc_trace_summary, MSG_ITEMS_MAX),
+	INT(S, total, "total", 0, 0, ID_, 0),
+	INT(S, next_offset, "next_offset", 0, 0, ID_, 0),
 };
 #undef S
 #define S struct msg_trace_download

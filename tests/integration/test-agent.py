@@ -38,6 +38,8 @@ class App:
                   "GPROF_AGENT_LOG": os.path.join(d, "agent.log"),
                   "GPROF_AGENT_TRACE_DIR": d})
         e.update(env)
+        for k in [k for k, v in e.items() if v is None]:  # None: unset it
+            del e[k]
         self.p = subprocess.Popen([APP, str(steps)], env=e, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -160,6 +162,29 @@ def test_duration(d):
         span = max(e["ts"] + e.get("dur", 0) for e in ev if e.get("ph") == "X") - \
             min(e["ts"] for e in ev if e.get("ph") == "X")
         assert span <= 300 * 1000 + 1, span
+    finally:
+        app.finish()
+        dm.kill()
+
+
+def test_no_rank(d):
+    """A process with no rank writes no distributedInfo (issue 26): not "rank
+    0 of 1", which made unrelated traces look like ranks of one job; its
+    file name has no _rank, and gprofctl shows its rank as null."""
+    dm = Daemon(d)
+    unset = {k: None for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+                               "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                               "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE")}
+    app = App(d, dm.sock, **unset)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, summary = trace(d, dm.sock, "--duration-ms", "200")
+        check(path)
+        import gzip
+        doc = json.load(gzip.open(path, "rt"))
+        assert "distributedInfo" not in doc, doc.get("distributedInfo")
+        assert "_rank" not in os.path.basename(path), path
+        assert summary["hosts"][0]["processes"][0]["rank"] is None, summary
     finally:
         app.finish()
         dm.kill()
@@ -409,7 +434,8 @@ def agent_log(d):
 
 
 def main():
-    return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit,
+    return runner.run([test_iterations, test_range_across_steps, test_duration, test_no_rank,
+                       test_start_at, test_cut_at_limit,
                        test_memset_with_memcpy,
                        test_daemon_killed, test_no_daemon,
                        test_fork, test_python_helper, test_cancel_then_trace,
