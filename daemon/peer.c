@@ -1,7 +1,11 @@
 /*
- * peer: see peer.h. The /proc/net/tcp lookup matches the client's
- * (address, port) against the "local_address" column of the socket table,
- * whose owner column is the uid that created the client socket.
+ * peer: see peer.h. A loopback TCP client is identified once, at accept,
+ * by the client socket that is the exact mirror of ours (its source is our
+ * peer, its destination is us), and only while that socket is a full
+ * socket some process still holds (inode not 0). A socket its owner has
+ * closed becomes a timewait "minisock" that the kernel reports as uid 0
+ * with inode 0: taking that as the owner made any user root (issue 23,
+ * case 1), so it is refused instead.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -60,27 +64,32 @@ int peer_from_unix(struct peer *p, int fd, const char *admin_group)
 	return 0;
 }
 
-bool peer_tcp_line_uid(const char *line, const char *hexaddr, int port, uid_t *uid)
+bool peer_tcp_line_uid(const char *line, const char *local, int lport, const char *remote,
+                       int rport, uid_t *uid)
 {
-	char local[64];
-	unsigned lport, u;
+	char l[64], r[64];
+	unsigned lp, rp, u;
+	unsigned long inode;
 
-	/* sl local_address rem_address st tx:rx tr:when retrnsmt uid */
-	if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %*s %u", local, &lport, &u) != 3)
+	/* sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode */
+	if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %u %*d %lu",
+	           l, &lp, r, &rp, &u, &inode) != 6)
 		return false;
-	if ((int)lport != port || strcasecmp(local, hexaddr) != 0)
+	if ((int)lp != lport || (int)rp != rport || strcasecmp(l, local) != 0 ||
+	    strcasecmp(r, remote) != 0 || inode == 0)
 		return false;
 	*uid = (uid_t)u;
 	return true;
 }
 
-/* Looks for the socket whose local address is (addr, port) in one of the
- * kernel's socket tables. hexaddr is the address as that table prints it. */
-static bool lookup_table(const char *table, const char *hexaddr, int port, uid_t *uid)
+/* Looks for the live socket (local, lport) -> (remote, rport) in one of the
+ * kernel's socket tables, spelled as that table prints addresses. */
+static bool lookup_table(const char *table, const char *local, int lport, const char *remote,
+                         int rport, uid_t *uid)
 {
 	char line[512];
 	bool found = false;
-	FILE *f = fopen(table, "r");
+	FILE *f = fopen(table, "re");
 
 	if (f == NULL)
 		return false;
@@ -89,13 +98,15 @@ static bool lookup_table(const char *table, const char *hexaddr, int port, uid_t
 		return false;
 	}
 	while (!found && fgets(line, sizeof(line), f) != NULL)
-		found = peer_tcp_line_uid(line, hexaddr, port, uid);
+		found = peer_tcp_line_uid(line, local, lport, remote, rport, uid);
 	fclose(f);
 	return found;
 }
 
 /* Asks the kernel for the client's own socket (source = the peer's
- * address, destination = ours) and its owner. true when found. */
+ * address, destination = ours) and its owner. true only when found and
+ * still held by a process: a timewait or orphaned socket (inode 0) has no
+ * owner, whatever uid the kernel prints for it. */
 static bool diag_uid(const struct sockaddr_storage *remote, const struct sockaddr_storage *local,
                      uid_t *uid)
 {
@@ -143,8 +154,10 @@ static bool diag_uid(const struct sockaddr_storage *remote, const struct sockadd
 	    h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
 		const struct inet_diag_msg *m = NLMSG_DATA(h);
 
-		*uid = m->idiag_uid;
-		found = true;
+		if (m->idiag_inode != 0) {
+			*uid = m->idiag_uid;
+			found = true;
+		}
 	}
 	close(fd);
 	return found;
@@ -209,23 +222,25 @@ void peer_from_tcp(struct peer *p, int fd, const char *admin_group, bool loopbac
 	snprintf(p->desc, sizeof(p->desc), "%s:%d", ip, port);
 }
 
-struct peer *peer_resolve(struct peer *p)
+int peer_resolve(struct peer *p)
 {
-	char hex[40];
+	char lhex[40], rhex[40];
 	struct passwd *pw;
 	uid_t uid;
-	int port;
+	int lport, rport;
 
 	if (p->resolved)
-		return p;
+		return p->known ? 0 : -ENOENT;
 	p->resolved = true;
 	if (!p->loopback_identity || !is_loopback(&p->remote))
-		return p;
+		return -ENOENT;
 	if (!diag_uid(&p->remote, &p->local, &uid)) {
-		proc_hex(&p->remote, hex, sizeof(hex), &port);
+		/* the client's socket: local = our peer, remote = us */
+		proc_hex(&p->remote, lhex, sizeof(lhex), &lport);
+		proc_hex(&p->local, rhex, sizeof(rhex), &rport);
 		if (!lookup_table(p->remote.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
-		                  hex, port, &uid))
-			return p;
+		                  lhex, lport, rhex, rport, &uid))
+			return -ENOENT;
 	}
 	p->known = true;
 	p->uid = uid;
@@ -234,7 +249,12 @@ struct peer *peer_resolve(struct peer *p)
 	p->admin = uid == 0 || in_admin_group(uid, p->gid, p->admin_group);
 	snprintf(p->desc + strlen(p->desc), sizeof(p->desc) - strlen(p->desc), " (uid %u)",
 	         (unsigned)uid);
-	return p;
+	return 0;
+}
+
+bool peer_is_loopback(const struct peer *p)
+{
+	return is_loopback(&p->remote);
 }
 
 int peer_stat_ppid(const char *line)
@@ -246,6 +266,32 @@ int peer_stat_ppid(const char *line)
 	if (close == NULL || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid <= 0)
 		return -1;
 	return ppid;
+}
+
+unsigned long long peer_stat_start(const char *line)
+{
+	const char *close = strrchr(line, ')');
+	unsigned long long start;
+
+	/* after the name: fields 3 (state) .. 21, then 22, starttime */
+	if (close == NULL || sscanf(close + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+	                            "%*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+unsigned long long peer_start_time(pid_t pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 0;
+	ok = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	return ok ? peer_stat_start(buf) : 0;
 }
 
 int peer_ancestors(pid_t pid, int32_t *out, int max)
