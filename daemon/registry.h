@@ -40,6 +40,8 @@ struct proc {
 	int64_t rank, local_rank, world_size;
 	int64_t caps;
 	int64_t registered_us;
+	unsigned long long start_time; /* of the process pid was when it registered
+	                                  (peer_start_time); 0 if unknown */
 	int64_t steps, last_step_us, median_step_us; /* last_step_us: its duration */
 	int64_t heartbeat_us;      /* when the last heartbeat (and steps) came */
 	struct conn *conn;         /* agents: their connection */
@@ -60,6 +62,13 @@ struct proc {
  * -ENOMEM. */
 int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
                  const struct msg_register *r, struct proc **out);
+
+/* The process registered as pid, if it is still the process that
+ * registered: a registration whose process has exited (its connection
+ * handed to a child that lives on, a Kineto client gone silent) while a
+ * new process took the pid is dropped here (its connection stays open,
+ * unregistered), and NULL returned. */
+struct proc *registry_find_live(struct daemon *d, pid_t pid);
 
 /* Removes and frees p, telling the trace module first. */
 void registry_remove(struct daemon *d, struct proc *p);
