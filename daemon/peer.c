@@ -16,6 +16,7 @@
 #include <linux/sock_diag.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +267,25 @@ int peer_stat_ppid(const char *line)
 	if (close == NULL || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid <= 0)
 		return -1;
 	return ppid;
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+int peer_unix_alive(int fd)
+{
+	struct pollfd p = { .events = POLLIN };
+	socklen_t len = sizeof(p.fd);
+	int r;
+
+	/* a pidfd of the very process that connected (the socket keeps its
+	 * struct pid), whatever has since been given its pid number */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &p.fd, &len) != 0)
+		return errno == ENOPROTOOPT || errno == EOPNOTSUPP ? -1 : 0;
+	r = poll(&p, 1, 0); /* readable once it has exited */
+	close(p.fd);
+	return r == 0 ? 1 : r == 1 ? 0 : -1;
 }
 
 unsigned long long peer_stat_start(const char *line)

@@ -55,6 +55,11 @@ static inline bool peer_may(const struct peer *p, uid_t uid)
 	return p->admin || (p->known && p->uid == uid);
 }
 
+/* Is the process that connected Unix socket fd alive, that process and
+ * not another given its pid since? 1 yes, 0 no, -1 unknown (a kernel
+ * before 6.5, without SO_PEERPIDFD). */
+int peer_unix_alive(int fd);
+
 /* When pid started (clock ticks since boot, /proc/<pid>/stat field 22):
  * with the pid, the identity of one process over time, since pids are
  * reused. 0 when the process is gone (or unreadable). */

@@ -191,11 +191,26 @@ struct proc *registry_find(struct daemon *d, pid_t pid)
 	return NULL;
 }
 
+/* Has p's process exited? An agent's connection knows its process exactly
+ * (SO_PEERPIDFD); otherwise the start time of whatever has the pid now
+ * tells, to the clock tick. */
+static bool proc_gone(const struct proc *p)
+{
+	uv_os_fd_t fd;
+	int alive = -1;
+
+	if (p->conn != NULL && uv_fileno(&p->conn->u.h, &fd) == 0)
+		alive = peer_unix_alive(fd);
+	if (alive >= 0)
+		return alive == 0;
+	return p->start_time != 0 && peer_start_time(p->pid) != p->start_time;
+}
+
 struct proc *registry_find_live(struct daemon *d, pid_t pid)
 {
 	struct proc *p = registry_find(d, pid);
 
-	if (p == NULL || p->start_time == 0 || peer_start_time(pid) == p->start_time)
+	if (p == NULL || !proc_gone(p))
 		return p;
 	log_info("pid %d: the process that registered it has exited and the pid is now "
 	         "another's; its registration is dropped", (int)pid);
