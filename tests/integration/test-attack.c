@@ -4,9 +4,11 @@
  * processes and two real users (`nobody` attacks; `gprofvictim`, created
  * here when absent, is attacked), and each failing on the code before its
  * fix:
- *   1  a loopback TCP request sent and closed at once, while the daemon is
- *      not running its loop, acted as root (the client's socket had become
- *      a timewait socket that the kernel reports as uid 0);
+ *   1  a loopback TCP request sent (after a hello answered) and closed at
+ *      once, while the daemon is not running its loop, acted as root: the
+ *      client's socket had become a timewait socket, which the kernel
+ *      reports as uid 0, before the daemon looked its owner up; and a client
+ *      whose socket was closed before it was accepted is refused;
  *   8  one user held every connection slot; gprofctl said "broken pipe";
  *      a client that said hello and did nothing was never closed;
  *   9  pipelined requests whose replies were never read grew the daemon
@@ -206,11 +208,15 @@ static int victim_main(int out, int ctl, void *arg)
 struct strike {
 	const char *trace_id;
 	int victim_pid;
+	bool dyno; /* B: one Dynolog request, no hello; else A: native, hello answered first */
 };
 
-/* The attacker: over loopback TCP, hello, delete the victim's trace and
- * trace the victim's process, all in one write; then close at once. Reports
- * its port. */
+/* The attacker, over loopback TCP. A: says hello and reads the answer
+ * (while the daemon runs), reports "ready", waits for the go (the daemon
+ * is then stopped), sends a delete of the victim's trace and a trace of the
+ * victim's process, and closes at once. B: connects while the daemon is
+ * stopped, sends one Dynolog trace request for the victim's process, and
+ * closes at once. Either reports its port. */
 static int attacker_main(int out, int ctl, void *arg)
 {
 	const struct strike *s = arg;
@@ -220,40 +226,45 @@ static int attacker_main(int out, int ctl, void *arg)
 	struct pbuf b;
 	struct msg m;
 	int64_t pid = s->victim_pid;
-	char line[32];
+	char line[300];
 	struct tc c;
 
-	(void)ctl;
 	if (tc_connect_tcp(&c, D.port) < 0 ||
 	    getsockname(c.fd, (struct sockaddr *)&me, &len) != 0)
 		return 1;
 	pbuf_init(&b, 0);
-	msg_init(&m, MSG_HELLO, 1);
-	m.u.hello.proto_min = m.u.hello.proto_max = 1;
-	m.u.hello.role = MSG_ROLE_CTL;
-	m.u.hello.software = "attacker";
-	if (msg_encode(&b, &m, &err) < 0) {
-		fprintf(stderr, "attacker: %s\n", err.msg);
-		return 2;
-	}
-	msg_init(&m, MSG_TRACE_DELETE, 2);
-	m.u.trace_ref.trace_id = s->trace_id;
-	if (msg_encode(&b, &m, &err) < 0)
-		return 3;
-	m = tc_trace_req(NULL, 1);
-	m.id = 3;
-	m.u.trace_start.pids.v = &pid;
-	m.u.trace_start.pids.n = 1;
-	if (msg_encode(&b, &m, &err) < 0) {
-		fprintf(stderr, "attacker: %s\n", err.msg);
-		return 4;
+	if (s->dyno) {
+		int32_t n;
+
+		snprintf(line, sizeof(line), "{\"fn\":\"setKinetOnDemandRequest\",\"config\":"
+		         "\"ACTIVITIES_DURATION_MSECS=500\",\"job_id\":0,\"pids\":[%d],"
+		         "\"process_limit\":3}", s->victim_pid);
+		n = (int32_t)strlen(line);
+		if (pbuf_append(&b, &n, 4) < 0 || pbuf_append(&b, line, strlen(line)) < 0)
+			return 2;
+	} else {
+		char go;
+
+		if (tc_hello(&c, MSG_ROLE_CTL) < 0 || write(out, "ready\n", 6) != 6 ||
+		    read(ctl, &go, 1) != 1)
+			return 3;
+		msg_init(&m, MSG_TRACE_DELETE, 2);
+		m.u.trace_ref.trace_id = s->trace_id;
+		if (msg_encode(&b, &m, &err) < 0)
+			return 4;
+		m = tc_trace_req(NULL, 1);
+		m.id = 3;
+		m.u.trace_start.pids.v = &pid;
+		m.u.trace_start.pids.n = 1;
+		if (msg_encode(&b, &m, &err) < 0)
+			return 5;
 	}
 	if (tc_send_raw(&c, b.data, b.len) < 0)
-		return 5;
+		return 6;
 	pbuf_deinit(&b);
 	tc_close(&c); /* at once: the socket is left to the kernel */
 	snprintf(line, sizeof(line), "%d\n", (int)ntohs(me.sin_port));
-	return write(out, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 6;
+	return write(out, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 7;
 }
 
 /* Is the client socket 127.0.0.1:port -> the daemon one no process holds
@@ -291,12 +302,46 @@ static void log_lines_with(const char *needle)
 	pthread_mutex_unlock(&D.mu);
 }
 
+/* One strike: the daemon is stopped (its loop kept busy, at the extreme)
+ * while the attacker sends and closes; the kernel still acknowledges the
+ * close, so the attacker's socket is a timewait socket (uid 0 in the
+ * kernel's tables) before the daemon reads a byte. Returns the port. */
+static int strike(struct strike *s)
+{
+	struct child attacker;
+	char line[64], needle[64];
+	int port, i;
+
+	assert_int_equal(spawn_as(&attacker, ATTACKER, attacker_main, s), 0);
+	if (!s->dyno) {
+		assert_int_equal(child_line(&attacker, line, sizeof(line)), 0);
+		assert_string_equal(line, "ready");
+	}
+	td_signal(&D, SIGSTOP);
+	if (!s->dyno)
+		assert_int_equal(write(attacker.ctl, "g", 1), 1);
+	i = child_line(&attacker, line, sizeof(line));
+	assert_int_equal(child_end(&attacker), 0);
+	assert_int_equal(i, 0);
+	port = atoi(line);
+	for (i = 0; i < 5000 && !socket_orphaned(port); i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* the kernel's pace */
+	assert_true(socket_orphaned(port));
+	td_signal(&D, SIGCONT);
+	/* the daemon is done with it when it closes it (logged in both outcomes) */
+	snprintf(needle, sizeof(needle), "connection 127.0.0.1:%d", port);
+	assert_true(td_wait_log(&D, needle, NULL));
+	snprintf(needle, sizeof(needle), "127.0.0.1:%d", port);
+	log_lines_with(needle);
+	return port;
+}
+
 static void test_loopback_closed_socket_is_not_root(void **state)
 {
-	struct child victim, attacker;
+	struct child victim;
 	struct strike s;
-	char line[128], id[64];
-	int vpid, port, i;
+	char line[128], id[64], needle[96];
+	int vpid, port;
 	struct tc c;
 	struct msg m, r;
 
@@ -306,34 +351,29 @@ static void test_loopback_closed_socket_is_not_root(void **state)
 	assert_int_equal(spawn_as(&victim, VICTIM, victim_main, "vjob"), 0);
 	assert_int_equal(child_line(&victim, line, sizeof(line)), 0);
 	assert_int_equal(sscanf(line, "%d %63s", &vpid, id), 2);
-	/* The loop kept busy, at its extreme: stopped. The kernel still
-	 * completes the handshake, takes the request, and acknowledges the
-	 * close; the client's socket becomes a timewait socket before the
-	 * daemon looks at the connection at all. */
-	td_signal(&D, SIGSTOP);
 	s.trace_id = id;
 	s.victim_pid = vpid;
-	assert_int_equal(spawn_as(&attacker, ATTACKER, attacker_main, &s), 0);
-	i = child_line(&attacker, line, sizeof(line));
-	assert_int_equal(child_end(&attacker), 0);
-	assert_int_equal(i, 0);
-	port = atoi(line);
-	for (i = 0; i < 5000 && !socket_orphaned(port); i++)
-		nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* the kernel's pace */
-	assert_true(socket_orphaned(port));
-	td_signal(&D, SIGCONT);
-	if (!td_wait_log(&D, "refused: the client's socket could not be identified", NULL))
-		log_lines_with("127.0.0.1:"); /* what happened instead */
-	assert_int_equal(td_log_count(&D, "refused: the client's socket could not be identified"), 1);
+	/* A: identified at accept, while its socket was live: as nobody */
+	s.dyno = false;
+	port = strike(&s);
+	snprintf(needle, sizeof(needle), "trace request from 127.0.0.1:%d (uid %u) matched nothing",
+	         port, (unsigned)getpwnam(ATTACKER)->pw_uid);
+	assert_int_equal(td_log_count(&D, needle), 1);
+	/* B: its socket closed before the daemon accepted it: refused */
+	s.dyno = true;
+	port = strike(&s);
+	snprintf(needle, sizeof(needle), "127.0.0.1:%d: refused: the client's socket could not be "
+	         "identified", port);
+	assert_int_equal(td_log_count(&D, needle), 1);
 	/* nothing was done as root: the trace is still there, nothing was started */
+	assert_int_equal(td_log_count(&D, "deleted by"), 0);
+	assert_int_equal(td_log_count(&D, "started by 127.0.0.1"), 0);
 	tc_ctl(&c, D.sock);
 	msg_init(&m, MSG_TRACE_LIST, 0);
 	tc_call(&c, &m, &r);
 	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
 	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, id);
 	msg_deinit(&r);
-	assert_int_equal(td_log_count(&D, "deleted by"), 0);
-	assert_int_equal(td_log_count(&D, "started by 127.0.0.1"), 0);
 	tc_close(&c);
 	assert_int_equal(child_end(&victim), 0);
 }
