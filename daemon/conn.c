@@ -548,12 +548,13 @@ static int accept_conn(struct daemon *d, uv_stream_t *listener, bool tcp, bool t
 	        d->cfg.max_connections / 8 ? d->cfg.max_connections / 8 : 1;
 	if (mine >= share) {
 		if (c->peer.known)
-			snprintf(text, sizeof(text), "uid %u has %zu connections open, its limit "
-			         "(limits.connections_per_uid); close some (a gprofctl left running?) "
-			         "or ask the administrator to raise it", (unsigned)c->peer.uid, mine);
+			snprintf(text, sizeof(text), "uid %u has %zu connections open, and may have "
+			         "%zu (limits.connections_per_uid); close some (a gprofctl left "
+			         "running?) or ask the administrator to raise it", (unsigned)c->peer.uid,
+			         mine, share);
 		else
-			snprintf(text, sizeof(text), "%zu unauthenticated connections are open, their "
-			         "limit (limits.connections_per_uid); try again later", mine);
+			snprintf(text, sizeof(text), "%zu unauthenticated connections are open, and "
+			         "%zu may be (limits.connections_per_uid); try again later", mine, share);
 		refuse(c, MSG_E_LIMIT, "per-user connection limit", text);
 		return 0;
 	}
