@@ -119,6 +119,7 @@ void conn_finish(struct conn *c, const char *why)
 			return;
 	}
 	c->finishing = true;
+	c->finish_ms = uv_now(c->d->loop);
 	reading_update(c);
 	log_debug("connection %s finishing: %s", c->peer.desc, why);
 	if (c->queued == 0)
@@ -427,8 +428,21 @@ void conn_deadlines(struct daemon *d)
 
 	for (c = d->conns; c != NULL; c = next) {
 		next = c->next;
-		if (c->closing || c->finishing)
+		if (c->closing)
 			continue;
+		if (c->finishing) {
+			/* its last replies (the reason it is closed) wait for it to
+			 * read them; a client that never does is cut, or it would
+			 * hold its slot and its replies for ever */
+			if (now - c->finish_ms >= d->cfg.frame_timeout_s * 1000) {
+				d->cnt.conns_timed_out++;
+				log_info("%s: its last %zu bytes not read within %llu s "
+				         "(limits.frame_timeout); cut", c->peer.desc, c->queued,
+				         (unsigned long long)d->cfg.frame_timeout_s);
+				conn_close(c, "last replies not read in time");
+			}
+			continue;
+		}
 		if (c->role == CONN_ROLE_NONE && now - c->since_ms >= d->cfg.hello_timeout_s * 1000) {
 			d->cnt.conns_timed_out++;
 			log_info("%s: no hello within %llu s (limits.hello_timeout); closing", c->peer.desc,

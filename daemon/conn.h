@@ -60,6 +60,7 @@ struct conn {
 	bool reading;        /* uv_read_start is in effect */
 	uint64_t since_ms;   /* accepted (uv_now) */
 	uint64_t active_ms;  /* last frame received or write completed, for limits.idle_timeout */
+	uint64_t finish_ms;  /* conn_finish was called (uv_now), for limits.frame_timeout */
 	uint64_t frame_ms;   /* the frame being read began (0: none), for limits.frame_timeout */
 	struct proc *proc;   /* the process this agent registered */
 	struct upload *uploads;
@@ -102,7 +103,8 @@ void conn_pause(struct conn *c);
  * frame nor had a reply written for limits.idle_timeout and follows no
  * trace, downloads nothing; a frame begun and not complete within
  * limits.frame_timeout (not counting time the daemon itself paused the
- * connection). The daemon calls it every second (deadline_timer). */
+ * connection); a connection being closed whose last replies are not read
+ * within limits.frame_timeout. The daemon calls it every second (deadline_timer). */
 void conn_deadlines(struct daemon *d);
 void conn_resume(struct conn *c);
 

@@ -499,7 +499,7 @@ static int setup_idle(void **state)
 	(void)state;
 	if (geteuid() != 0)
 		return 0;
-	return td_start(&D, "limits:\n  idle_timeout: 1s\n", NULL);
+	return td_start(&D, "limits:\n  idle_timeout: 1s\n  frame_timeout: 1s\n", NULL);
 }
 
 /* A client that said hello and then does nothing is closed, with the
@@ -534,8 +534,9 @@ static void test_idle_client_is_closed(void **state)
 	}
 	tc_close(&idle);
 	/* a client that pipelines requests and never reads the replies: once
-	 * the daemon stops reading it (case 9), nothing moves, and it is closed
-	 * as idle instead of holding its slot and its replies forever */
+	 * the daemon stops reading it (case 9), nothing moves; it is closed as
+	 * idle, and as it does not read that either, cut, instead of holding
+	 * its slot and its replies for ever */
 	{
 		struct perr err;
 		struct pbuf b;
@@ -558,9 +559,11 @@ static void test_idle_client_is_closed(void **state)
 		}
 		pbuf_deinit(&b);
 		assert_true(td_wait_log(&D, "of replies not read", NULL));
+		/* closed as idle; and since it reads not even that, cut */
+		assert_true(td_wait_log(&D, "not read within 1 s (limits.frame_timeout); cut", NULL));
+		assert_int_equal(td_log_count(&D, "idle for"), 2);
 		fcntl(idle.fd, F_SETFL, fcntl(idle.fd, F_GETFL) & ~O_NONBLOCK);
 		assert_true(tc_closed(&idle));
-		assert_int_equal(td_log_count(&D, "idle for"), 2);
 		tc_close(&idle);
 	}
 	tc_close(&agent);
