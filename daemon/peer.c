@@ -223,8 +223,25 @@ void peer_from_tcp(struct peer *p, int fd, const char *admin_group, bool loopbac
 	snprintf(p->desc, sizeof(p->desc), "%s:%d", ip, port);
 }
 
+/* An IPv4 address that reached an IPv6 listener (::ffff:a.b.c.d) as the
+ * IPv4 address it is: the client's socket is an IPv4 one. */
+static void unmap(const struct sockaddr_storage *in, struct sockaddr_storage *out)
+{
+	const struct sockaddr_in6 *in6 = (const void *)in;
+	struct sockaddr_in *in4 = (void *)out;
+
+	*out = *in;
+	if (in->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+		return;
+	memset(out, 0, sizeof(*out));
+	in4->sin_family = AF_INET;
+	in4->sin_port = in6->sin6_port;
+	memcpy(&in4->sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+}
+
 int peer_resolve(struct peer *p)
 {
+	struct sockaddr_storage remote, local;
 	char lhex[40], rhex[40];
 	struct passwd *pw;
 	uid_t uid;
@@ -235,11 +252,13 @@ int peer_resolve(struct peer *p)
 	p->resolved = true;
 	if (!p->loopback_identity || !is_loopback(&p->remote))
 		return -ENOENT;
-	if (!diag_uid(&p->remote, &p->local, &uid)) {
+	unmap(&p->remote, &remote);
+	unmap(&p->local, &local);
+	if (!diag_uid(&remote, &local, &uid)) {
 		/* the client's socket: local = our peer, remote = us */
-		proc_hex(&p->remote, lhex, sizeof(lhex), &lport);
-		proc_hex(&p->local, rhex, sizeof(rhex), &rport);
-		if (!lookup_table(p->remote.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
+		proc_hex(&remote, lhex, sizeof(lhex), &lport);
+		proc_hex(&local, rhex, sizeof(rhex), &rport);
+		if (!lookup_table(remote.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
 		                  lhex, lport, rhex, rport, &uid))
 			return -ENOENT;
 	}
