@@ -494,6 +494,72 @@ static void test_one_user_cannot_hold_every_slot(void **state)
 	assert_int_equal(child_end(&hog), 0);
 }
 
+static char tokdir[64];
+
+static int setup_token(void **state)
+{
+	char yaml[256], path[128];
+	int fd;
+
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	snprintf(tokdir, sizeof(tokdir), "/tmp/gprofd-tok-XXXXXX");
+	if (mkdtemp(tokdir) == NULL)
+		return -1;
+	snprintf(path, sizeof(path), "%s/token", tokdir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, "0123456789abcdef-attack\n", 24) != 24)
+		return -1;
+	close(fd);
+	snprintf(yaml, sizeof(yaml), "auth_token_file: %s\nloopback_identity: false\n"
+	         "limits:\n  connections: 16\n", path);
+	return td_start(&D, yaml, NULL);
+}
+
+static int teardown_token(void **state)
+{
+	char path[128];
+	int rc = teardown(state);
+
+	snprintf(path, sizeof(path), "%s/token", tokdir);
+	unlink(path);
+	rmdir(tokdir);
+	return rc;
+}
+
+/* TCP clients the daemon cannot identify (no token proof yet) share one
+ * user's share: they cannot take the slots of identified users. */
+static void test_unauthenticated_share(void **state)
+{
+	struct tc c[3], u;
+	struct rframe *f;
+	struct msg m, r;
+	int i;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(tc_connect_tcp(&c[i], D.port), 0);
+		assert_int_equal(tc_hello(&c[i], MSG_ROLE_CTL), 0); /* asked for the token */
+	}
+	assert_int_equal(tc_connect_tcp(&c[2], D.port), 0);
+	f = tc_recv_frame(&c[2], TD_TIMEOUT_MS);
+	assert_non_null(f);
+	assert_non_null(strstr((char *)f->data, "2 unauthenticated connections are open"));
+	free(f);
+	/* a local user on the Unix socket is served meanwhile */
+	tc_ctl(&u, D.sock);
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	tc_call(&u, &m, &r);
+	assert_int_equal(r.type, MSG_DAEMON_STATUS_REPLY);
+	msg_deinit(&r);
+	tc_close(&u);
+	for (i = 0; i < 3; i++)
+		tc_close(&c[i]);
+}
+
 static int setup_idle(void **state)
 {
 	(void)state;
@@ -862,6 +928,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_one_user_cannot_hold_every_slot, setup_32,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_idle_client_is_closed, setup_idle, teardown),
+		cmocka_unit_test_setup_teardown(test_unauthenticated_share, setup_token,
+		                                teardown_token),
 		cmocka_unit_test_setup_teardown(test_unread_replies_bound_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kineto_ancestors_from_the_kernel, setup_kineto,
 		                                teardown),
