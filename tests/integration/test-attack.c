@@ -587,6 +587,7 @@ static void test_idle_client_is_closed(void **state)
 	free(f);
 	assert_true(tc_closed(&idle));
 	tc_close(&idle);
+	assert_true(td_wait_log(&D, "idle for", NULL)); /* the log is read by another thread */
 	assert_int_equal(td_log_count(&D, "idle for"), 1);
 	/* the agent, idle as long, is still registered */
 	tc_ctl(&idle, D.sock);
@@ -671,7 +672,9 @@ static void pipeline(struct tc *c, const void *frame, size_t flen, size_t budget
 	fprintf(stderr, "sent %zu bytes of requests unread; the daemon grew by %ld kB\n", sent,
 	        rss1 - rss0);
 	assert_true(told);
-	assert_true(rss1 - rss0 < 16 * 1024);
+	/* 1.5 MB here, up to 17 MB under AddressSanitizer (its quarantine);
+	 * before the fix, 85-106 MB for these 8 MB */
+	assert_true(rss1 - rss0 < 48 * 1024);
 	/* the rest of a partial frame, then every reply: nothing was dropped */
 	want = (sent + flen - 1) / flen;
 	if (sent % flen) {
