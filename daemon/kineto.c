@@ -172,7 +172,7 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 {
 	static uint8_t out[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
 	const char *config = NULL;
-	struct proc *p = registry_find_live(d, cred->pid);
+	struct proc *p = registry_find_live(d, cred->pid, cred->uid);
 	bool one_shot = true, fell_back = false;
 	int32_t anc[PROC_PPIDS_MAX];
 	struct kwatch *w = NULL;

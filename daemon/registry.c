@@ -50,7 +50,7 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	struct proc *p;
 	size_t i;
 
-	if (registry_find_live(d, pid) != NULL)
+	if (registry_find_live(d, pid, uid) != NULL)
 		return -EEXIST;
 	if (d->nprocs >= d->cfg.max_processes) {
 		d->cnt.processes_refused++;
@@ -206,11 +206,13 @@ static bool proc_gone(const struct proc *p)
 	return p->start_time != 0 && peer_start_time(p->pid) != p->start_time;
 }
 
-struct proc *registry_find_live(struct daemon *d, pid_t pid)
+struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid)
 {
 	struct proc *p = registry_find(d, pid);
 
-	if (p == NULL || !proc_gone(p))
+	/* a process of another user with this pid: the registered one is
+	 * gone, whatever a clock tick says */
+	if (p == NULL || (p->uid == uid && !proc_gone(p)))
 		return p;
 	log_info("pid %d: the process that registered it has exited and the pid is now "
 	         "another's; its registration is dropped", (int)pid);

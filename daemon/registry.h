@@ -64,11 +64,12 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
                  const struct msg_register *r, struct proc **out);
 
 /* The process registered as pid, if it is still the process that
- * registered: a registration whose process has exited (its connection
- * handed to a child that lives on, a Kineto client gone silent) while a
- * new process took the pid is dropped here (its connection stays open,
- * unregistered), and NULL returned. */
-struct proc *registry_find_live(struct daemon *d, pid_t pid);
+ * registered, as the kernel says the process with that pid now is of uid:
+ * a registration whose process has exited (its connection handed to a
+ * child that lives on, a Kineto client gone silent) while a new process
+ * took the pid is dropped here (its connection stays open, unregistered),
+ * and NULL returned. */
+struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid);
 
 /* Removes and frees p, telling the trace module first. */
 void registry_remove(struct daemon *d, struct proc *p);

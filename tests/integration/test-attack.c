@@ -17,7 +17,9 @@
  *   12 a Kineto datagram's ancestor list declared another user's process a
  *      launcher, skipped from that user's traces;
  *   13 a registration outlived its process (the connection handed to a
- *      child), so a new process given the same pid was refused.
+ *      child), so a new process given the same pid was refused; and a
+ *      Kineto client's pid, reused by another user's process, made that
+ *      process taken for the old client.
  * They run as root (CI does): acting as two users needs it.
  */
 #include <errno.h>
@@ -754,20 +756,18 @@ static int setup_kineto(void **state)
 	return td_start(&D, yaml, NULL);
 }
 
-/* Kineto's poll, with a forged ancestor list: the victim's process as this
- * process's parent, in the victim's job. Waits for the daemon's answer. */
-static int kineto_liar_main(int out, int ctl, void *arg)
+/* Kineto's poll in job 4242, naming parent as this process's parent;
+ * waits for the daemon's answer. 0 or the failed step. */
+static int kineto_poll(int32_t parent)
 {
-	struct kipc_req r = { KIPC_REQ_ACTIVITIES, 2, 4242, { (int32_t)getpid(), (int32_t)(intptr_t)arg } };
+	struct kipc_req r = { KIPC_REQ_ACTIVITIES, 2, 4242, { (int32_t)getpid(), parent } };
 	uint8_t buf[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
 	struct sockaddr_un me, daemon;
 	socklen_t mlen, dlen;
 	char cname[64];
 	int fd, len;
 
-	(void)out;
-	(void)ctl;
-	snprintf(cname, sizeof(cname), "dynoconfigclient-liar-%d", (int)getpid());
+	snprintf(cname, sizeof(cname), "dynoconfigclient-attack-%d", (int)getpid());
 	kipc_addr_abstract(&me, &mlen, cname);
 	kipc_addr_abstract(&daemon, &dlen, kname);
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -780,6 +780,25 @@ static int kineto_liar_main(int out, int ctl, void *arg)
 	    recv(fd, buf, sizeof(buf), 0) <= 0)
 		return 3;
 	close(fd);
+	return 0;
+}
+
+/* The liar: the victim's process as its parent, in the victim's job. */
+static int kineto_liar_main(int out, int ctl, void *arg)
+{
+	(void)out;
+	(void)ctl;
+	return kineto_poll((int32_t)(intptr_t)arg);
+}
+
+/* An honest Kineto client that polls once, reports its pid and exits. */
+static int kineto_once_main(int out, int ctl, void *arg)
+{
+	(void)ctl;
+	(void)arg;
+	if (kineto_poll((int32_t)getppid()) != 0)
+		return 1;
+	dprintf(out, "%d\n", (int)getpid());
 	return 0;
 }
 
@@ -820,6 +839,65 @@ static void test_kineto_ancestors_from_the_kernel(void **state)
 	msg_deinit(&r);
 	tc_close(&c);
 	assert_int_equal(child_end(&victim), 0);
+}
+
+/* A Kineto client of the victim polls and exits; a process of the attacker
+ * is given its pid and polls: it is registered as itself, not taken for
+ * the victim's client (whose configs, naming where to write a trace, it
+ * would receive). */
+static void test_kineto_pid_reuse_is_another_process(void **state)
+{
+	struct child victim;
+	char line[32], *argv[5];
+	int status, tries, users = 0;
+	pid_t old = -1, again = -1;
+	struct tc c;
+	struct msg m, r;
+	size_t i;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	for (tries = 0; tries < 10 && again < 0; tries++) {
+		struct clone_args ca;
+
+		assert_int_equal(spawn_as(&victim, VICTIM, kineto_once_main, NULL), 0);
+		assert_int_equal(child_line(&victim, line, sizeof(line)), 0);
+		assert_int_equal(child_end(&victim), 0);
+		old = atoi(line);
+		memset(&ca, 0, sizeof(ca));
+		ca.exit_signal = SIGCHLD;
+		ca.set_tid = (uint64_t)(uintptr_t)&old;
+		ca.set_tid_size = 1;
+		again = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+		if (again == 0) {
+			/* a fresh program, which becomes the attacker and polls */
+			argv[0] = (char *)self_exe;
+			argv[1] = "--kineto-poll";
+			argv[2] = kname;
+			argv[3] = ATTACKER;
+			argv[4] = NULL;
+			execv("/proc/self/exe", argv);
+			_exit(127);
+		}
+		if (again < 0)
+			assert_int_equal(errno, EEXIST);
+	}
+	assert_int_equal(again, old);
+	assert_int_equal(waitpid(again, &status, 0), again);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	tc_call(&c, &m, &r);
+	for (i = 0; i < r.u.process_list_reply.procs.n; i++)
+		if (r.u.process_list_reply.procs.v[i].pid == old) {
+			users++;
+			assert_int_equal(r.u.process_list_reply.procs.v[i].uid,
+			                 getpwnam(ATTACKER)->pw_uid);
+		}
+	assert_int_equal(users, 1);
+	msg_deinit(&r);
+	tc_close(&c);
 }
 
 /* ---- case 13: a registration that outlives its process ---- */
@@ -936,12 +1014,24 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_unread_replies_bound_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kineto_ancestors_from_the_kernel, setup_kineto,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(test_kineto_pid_reuse_is_another_process,
+		                                setup_kineto, teardown),
 		cmocka_unit_test_setup_teardown(test_registration_dies_with_its_process, setup,
 		                                teardown),
 	};
 
 	if (argc == 3 && strcmp(argv[1], "--register-self") == 0)
 		return register_self(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "--kineto-poll") == 0) {
+		uid_t uid;
+		gid_t gid;
+
+		snprintf(kname, sizeof(kname), "%s", argv[2]);
+		if (user_ids(argv[3], &uid, &gid) < 0 || setgroups(0, NULL) != 0 ||
+		    setgid(gid) != 0 || setuid(uid) != 0)
+			return 100;
+		return kineto_poll((int32_t)getppid());
+	}
 	self_exe = argv[0];
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1)
