@@ -2,9 +2,11 @@
  * registry: the processes this host can trace.
  *
  * An agent's process is registered by its `register` message and lives
- * exactly as long as its connection: conn.c calls registry_remove when the
- * connection closes. Kineto clients (issue 7) will be added with kind
- * MSG_KIND_KINETO and expire by silence instead.
+ * as long as its connection: conn.c calls registry_remove when the
+ * connection closes. Kineto clients (issue 7) are added with kind
+ * MSG_KIND_KINETO and expire by silence instead. Either is dropped sooner
+ * when its pid is claimed by another process (registry_find_live): a pid
+ * names a process only while that process lives.
  *
  * Ownership: the registry owns every struct proc (d->procs, a doubly
  * linked list) and its strings. A proc's `conn` is a borrowed pointer that
