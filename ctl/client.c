@@ -72,8 +72,13 @@ static void on_written(uv_write_t *req, int status)
 
 	free(w->buf.base);
 	free(w);
-	if (status < 0 && status != UV_ECANCELED)
-		host_fail(h, "sending failed: %s", uv_strerror(status));
+	if (status < 0 && status != UV_ECANCELED && h->state != HS_CLOSED) {
+		/* A daemon that refused us (a limit, an identity it could not
+		 * take) said why before it closed: read that first; the end of
+		 * the stream reports this error if nothing came. */
+		if (h->send_error[0] == 0)
+			snprintf(h->send_error, sizeof(h->send_error), "%s", uv_strerror(status));
+	}
 }
 
 /* Writes the bytes of b as they are (ciphertext under TLS), taking them. */
@@ -306,7 +311,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 			          "(--tls-cert)? its log says why)", h->name, h->port);
 			return;
 		}
-		if (h->state == HS_HELLO) {
+		if (h->state == HS_HELLO && !h->send_error[0]) {
 			char at[300];
 
 			where(h, at, sizeof(at));
@@ -315,8 +320,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 			          CTL_PORT_DEFAULT);
 			return;
 		}
-		host_fail(h, n == UV_EOF ? "the daemon closed the connection" :
-		          "connection lost: %s", uv_strerror((int)n));
+		if (h->send_error[0])
+			host_fail(h, "sending failed: %s (the daemon closed the connection)",
+			          h->send_error);
+		else
+			host_fail(h, n == UV_EOF ? "the daemon closed the connection" :
+			          "connection lost: %s", uv_strerror((int)n));
 		return;
 	}
 	if (h->tls != NULL)

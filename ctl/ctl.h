@@ -86,6 +86,7 @@ struct host {
 	int state;               /* HS_* in client.c */
 	bool done;               /* the command is finished with this host */
 	char error[512];
+	char send_error[128];    /* a write failed; reported at the end of the stream */
 	uint64_t next_id;
 	void *ud;                /* the command's per-host state */
 	struct tlsio *tls;       /* --tls: the session every byte passes through */

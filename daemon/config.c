@@ -61,6 +61,9 @@ static const struct opt opts[] = {
 	  "how often agents report step counts" },
 	{ "limits.connections", OPT_UINT, U(max_connections), 1, 1000000,
 	  "open client connections" },
+	{ "limits.connections_per_uid", OPT_UINT, U(max_connections_per_uid), 0, 1000000,
+	  "open connections of one user (root not counted), so no user holds every slot; "
+	  "0: an eighth of limits.connections" },
 	{ "limits.frame_bytes", OPT_SIZE, U(max_frame_bytes), 4 * KiB, 64 * MiB,
 	  "largest JSON message accepted" },
 	{ "limits.chunk_bytes", OPT_SIZE, U(max_chunk_bytes), 4 * KiB, 256 * MiB,
@@ -71,6 +74,8 @@ static const struct opt opts[] = {
 	  "a connection that has not said hello by then is closed" },
 	{ "limits.frame_timeout", OPT_SECONDS, U(frame_timeout_s), 1, 3600,
 	  "a frame begun must arrive whole by then, else the connection is closed" },
+	{ "limits.idle_timeout", OPT_SECONDS, U(idle_timeout_s), 1, 86400,
+	  "a client (not an agent) that asks and awaits nothing for that long is closed" },
 	{ "limits.pending_traces", OPT_UINT, U(max_pending_traces), 1, 100000,
 	  "traces in progress at once" },
 	{ "limits.trace_bytes", OPT_SIZE, U(max_trace_bytes), 1 * MiB, 1 * TiB,
@@ -163,6 +168,8 @@ void config_defaults(struct config *c)
 	c->trace_timeout_s = 300;
 	c->heartbeat_ms = 1000; /* step metrics as fresh as the 1 s samples */
 	c->max_connections = 4096;
+	c->max_connections_per_uid = 0;
+	c->idle_timeout_s = 300;
 	c->max_frame_bytes = 1 * MiB;
 	c->max_chunk_bytes = 4 * MiB;
 	c->max_write_queue_bytes = 64 * MiB;

@@ -37,6 +37,9 @@ struct config {
 	uint64_t trace_timeout_s;
 	uint64_t heartbeat_ms;
 	uint64_t max_connections;
+	uint64_t max_connections_per_uid; /* one user's share; root is not counted;
+	                                     0: max_connections / 8 */
+	uint64_t idle_timeout_s;        /* a client (not an agent) silent and awaiting nothing */
 	uint64_t max_frame_bytes;
 	uint64_t max_chunk_bytes;
 	uint64_t max_write_queue_bytes;
