@@ -87,6 +87,7 @@ struct daemon {
 	size_t pending_traces;
 
 	/* store.c */
+	int store_lock_fd;         /* holds the flock on <state_dir>/gprofd.lock */
 	struct stored *stored;     /* newest first */
 	uint64_t stored_bytes;
 	size_t nstored;

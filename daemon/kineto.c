@@ -397,6 +397,17 @@ static void ingest_work(uv_work_t *req)
 		in->result = 1;
 		goto out;
 	}
+	/* durable before it is renamed into the store and acknowledged */
+	out = open(in->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (out < 0 || fsync(out) != 0) {
+		snprintf(in->why, sizeof(in->why), "flushing the trace to disk failed: %s",
+		         strerror(errno));
+		if (out >= 0)
+			close(out);
+		unlink(in->tmp);
+		goto out;
+	}
+	close(out);
 	if (rename(in->tmp, in->final) != 0 || stat(in->final, &st) != 0) {
 		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
 		unlink(in->tmp);
@@ -433,9 +444,31 @@ static void ingest_done(uv_work_t *req, int status)
 	 * client's directory gone. */
 	remove_dir(w->dir);
 	watch_close(w);
+	/* a part that ended meanwhile stores nothing: no byte on disk goes
+	 * uncounted */
+	if (in->result == 0 && (tp == NULL || t->finished || trace_tproc_ended(tp))) {
+		unlink(in->final);
+		in->result = -1;
+		tp = NULL;
+	}
 	if (tp != NULL && in->result == 0) {
-		tp->bytes = in->bytes;
+		int r;
+
 		snprintf(tp->file, sizeof(tp->file), "%s", in->name);
+		tp->stored_bytes = in->bytes;
+		r = store_record(w->d, t, tp);
+		if (r < 0) {
+			unlink(in->final);
+			tp->file[0] = 0;
+			tp->stored_bytes = 0;
+			snprintf(in->why, sizeof(in->why), "cannot record the trace in its "
+			         "manifest: %s%s", strerror(-r), r == -ENOSPC ?
+			         " (the daemon's disk is full)" : "");
+			trace_set_state(t, tp, MSG_TS_FAILED, in->why);
+			free(in);
+			return;
+		}
+		tp->bytes = in->bytes;
 		/* Kineto turns an iteration request it cannot count into a
 		 * time-based capture, silently: the file says so; tell the user. */
 		if (t->win.iterations > 0 && in->steps != t->win.iterations && fell_back)
@@ -452,8 +485,6 @@ static void ingest_done(uv_work_t *req, int status)
 		trace_set_state(t, tp, MSG_TS_DONE, NULL);
 	} else if (tp != NULL)
 		trace_set_state(t, tp, MSG_TS_FAILED, in->why);
-	if (in->result == 0 && tp == NULL)
-		unlink(in->final); /* the trace ended meanwhile */
 	free(in);
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "trace.h"
 
 #define MANIFEST "manifest.json"
+#define LOCKFILE "gprofd.lock"
 
 static void traces_dir(struct daemon *d, char *out, size_t size)
 {
@@ -102,9 +104,27 @@ static void insert(struct daemon *d, struct stored *s)
 	d->stored_bytes += s->bytes;
 }
 
+/* fsync of a directory, so the renames and creations in it survive a crash
+ * or a power cut. 0 or -errno. */
+static int sync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) != 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* Writes s's manifest durably: a temporary file, fsync'd, renamed over the
+ * old one, then the trace's directory and the traces directory fsync'd. On
+ * any failure the previous manifest (if any) is left as it was. 0 or
+ * -errno. */
 static int write_manifest(struct daemon *d, const struct stored *s)
 {
-	char path[PATH_MAX], tmp[PATH_MAX];
+	char path[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
 	cJSON *root, *files, *f;
 	char *text;
 	size_t i;
@@ -117,6 +137,7 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 	cJSON_AddNumberToObject(root, "owner_uid", (double)s->owner);
 	cJSON_AddNumberToObject(root, "created_us", (double)s->created_us);
 	cJSON_AddStringToObject(root, "state", msg_trace_state_name(s->state));
+	cJSON_AddNumberToObject(root, "processes", (double)s->processes);
 	files = cJSON_AddArrayToObject(root, "files");
 	for (i = 0; i < s->nfiles; i++) {
 		f = cJSON_CreateObject();
@@ -132,15 +153,21 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 	if (text == NULL)
 		return -ENOMEM;
 	store_path(d, s->id, MANIFEST, path, sizeof(path));
+	store_path(d, s->id, NULL, dir, sizeof(dir));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		r = -errno;
 	else {
 		size_t len = strlen(text);
+		ssize_t n;
 
-		if (write(fd, text, len) != (ssize_t)len)
-			r = errno ? -errno : -EIO;
+		errno = 0;
+		n = write(fd, text, len);
+		if (n != (ssize_t)len)
+			r = n < 0 && errno ? -errno : -ENOSPC;
+		if (r == 0 && fsync(fd) != 0)
+			r = -errno;
 		if (close(fd) != 0 && r == 0)
 			r = -errno;
 		if (r == 0 && rename(tmp, path) != 0)
@@ -149,10 +176,28 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 			unlink(tmp);
 	}
 	cJSON_free(text);
+	if (r == 0)
+		r = sync_dir(dir);
+	if (r == 0) {
+		traces_dir(d, dir, sizeof(dir));
+		r = sync_dir(dir);
+	}
 	return r;
 }
 
-static struct stored *read_manifest(struct daemon *d, const char *id)
+/* A manifest's number, or 0 when it is missing or not a sane count. */
+static int64_t num(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, key);
+
+	return cJSON_IsNumber(v) && v->valuedouble > -1e18 && v->valuedouble < 1e18 ?
+	       (int64_t)v->valuedouble : 0;
+}
+
+/* Reads trace id's manifest into *out. 0; -ENOENT when there is none (no
+ * file of the trace was ever acknowledged); -EINVAL when it is there but
+ * cannot be read (left alone: it may list acknowledged files). */
+static int read_manifest(struct daemon *d, const char *id, struct stored **out)
 {
 	char path[PATH_MAX], *text = NULL;
 	const cJSON *f, *files;
@@ -160,13 +205,14 @@ static struct stored *read_manifest(struct daemon *d, const char *id)
 	cJSON *root = NULL;
 	struct stat st;
 	size_t i = 0;
-	int fd, state;
+	int fd, state, r = -EINVAL;
 
+	*out = NULL;
 	store_path(d, id, MANIFEST, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) != 0 || st.st_size > (1 << 22) ||
+		return errno == ENOENT ? -ENOENT : -EINVAL;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 22) ||
 	    (text = malloc((size_t)st.st_size + 1)) == NULL ||
 	    read(fd, text, (size_t)st.st_size) != st.st_size)
 		goto out;
@@ -178,8 +224,9 @@ static struct stored *read_manifest(struct daemon *d, const char *id)
 	if (s == NULL)
 		goto out;
 	snprintf(s->id, sizeof(s->id), "%s", id);
-	s->owner = (uid_t)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "owner_uid"));
-	s->created_us = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "created_us"));
+	s->owner = (uid_t)num(root, "owner_uid");
+	s->created_us = num(root, "created_us");
+	s->processes = num(root, "processes") > 0 ? (size_t)num(root, "processes") : 0;
 	s->state = MSG_TRACE_DONE;
 	for (state = 0; state <= MSG_TRACE_CANCELLED; state++)
 		if (cJSON_GetStringValue(cJSON_GetObjectItem(root, "state")) &&
@@ -199,17 +246,88 @@ static struct stored *read_manifest(struct daemon *d, const char *id)
 
 		snprintf(sf->name, sizeof(sf->name), "%s", name ? name : "");
 		snprintf(sf->host, sizeof(sf->host), "%s", host ? host : "");
-		sf->bytes = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "bytes"));
-		sf->pid = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "pid"));
-		sf->rank = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "rank"));
+		sf->bytes = num(f, "bytes");
+		sf->pid = num(f, "pid");
+		sf->rank = num(f, "rank");
 		s->bytes += (uint64_t)sf->bytes;
 	}
 	s->nfiles = i;
+	r = 0;
 out:
 	cJSON_Delete(root);
 	free(text);
 	close(fd);
-	return s;
+	*out = s;
+	return r;
+}
+
+/* Removes from a trace's directory every entry its manifest does not list
+ * (the manifest itself excepted): a *.tmp of an upload or a manifest cut
+ * short, a file renamed in but never acknowledged. unlink never follows a
+ * link and leaves directories. */
+static void remove_unlisted(struct daemon *d, const struct stored *s)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	DIR *dh;
+
+	store_path(d, s->id, NULL, path, sizeof(path));
+	if ((dh = opendir(path)) == NULL)
+		return;
+	while ((e = readdir(dh)) != NULL) {
+		if (e->d_name[0] == '.' && (e->d_name[1] == 0 ||
+		                            (e->d_name[1] == '.' && e->d_name[2] == 0)))
+			continue;
+		if (strcmp(e->d_name, MANIFEST) == 0 || store_file(s, e->d_name) != NULL)
+			continue;
+		log_info("trace %s: removing %s, which no acknowledgement recorded", s->id,
+		         e->d_name);
+		unlinkat(dirfd(dh), e->d_name, 0);
+	}
+	closedir(dh);
+}
+
+/*
+ * One gprofd per state directory: an exclusive flock on <state_dir>/
+ * gprofd.lock, taken before anything in the store is read or changed and
+ * held (through d->store_lock_fd) until exit; the kernel drops it when the
+ * process ends, however it ends. The file holds the holder's pid, for the
+ * message a second daemon prints.
+ */
+static int lock_state(struct daemon *d, struct perr *err)
+{
+	char path[PATH_MAX], pid[32] = "";
+	ssize_t n;
+	int fd, r;
+
+	r = fsutil_mkdir_p(d->cfg.state_dir, 0755);
+	if (r < 0)
+		return perr_set(err, r, "cannot create %s: %s (set state_dir to a writable "
+		                "directory)", d->cfg.state_dir, strerror(-r));
+	snprintf(path, sizeof(path), "%s/" LOCKFILE, d->cfg.state_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return perr_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		r = -errno;
+		if (r == -EWOULDBLOCK) {
+			n = pread(fd, pid, sizeof(pid) - 1, 0);
+			pid[n > 0 ? n : 0] = 0;
+			pid[strcspn(pid, "\n")] = 0;
+			close(fd);
+			return perr_set(err, -EBUSY, "another gprofd (pid %s) is using the state "
+			                "directory %s (it holds %s): stop it first, or give this one "
+			                "another --state-dir; nothing was changed", pid[0] ? pid :
+			                "unknown", d->cfg.state_dir, path);
+		}
+		close(fd);
+		return perr_set(err, r, "cannot lock %s: %s", path, strerror(-r));
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn("cannot write the pid into %s: %s", path, strerror(errno));
+	d->store_lock_fd = fd;
+	return 0;
 }
 
 int store_init(struct daemon *d, struct perr *err)
@@ -220,6 +338,10 @@ int store_init(struct daemon *d, struct perr *err)
 	DIR *dh;
 	int r;
 
+	d->store_lock_fd = -1;
+	r = lock_state(d, err);
+	if (r < 0)
+		return r;
 	traces_dir(d, dir, sizeof(dir));
 	r = fsutil_mkdir_p(dir, 0700);
 	if (r < 0)
@@ -231,13 +353,36 @@ int store_init(struct daemon *d, struct perr *err)
 	while ((e = readdir(dh)) != NULL) {
 		if (e->d_name[0] == '.')
 			continue;
-		s = read_manifest(d, e->d_name);
-		if (s == NULL) {
-			store_path(d, e->d_name, NULL, path, sizeof(path));
-			log_info("removing unfinished trace directory %s", path);
+		store_path(d, e->d_name, NULL, path, sizeof(path));
+		r = read_manifest(d, e->d_name, &s);
+		if (r == -ENOENT) {
+			/* no manifest: no file of it was ever acknowledged */
+			log_info("removing unfinished trace directory %s (nothing in it was "
+			         "acknowledged)", path);
 			remove_dir(path);
 			continue;
 		}
+		if (r < 0) {
+			log_warn("cannot read the manifest of %s: left as it is, not listed; "
+			         "look at it, then remove it by hand", path);
+			continue;
+		}
+		if (s->state == MSG_TRACE_RUNNING) {
+			/* the daemon stopped (killed, a crash, a full disk at the last
+			 * manifest) while the trace ran: what it acknowledged stays */
+			s->state = s->processes > 0 && s->nfiles >= s->processes ?
+			           MSG_TRACE_DONE : MSG_TRACE_PARTIAL;
+			log_warn("trace %s was interrupted (the daemon stopped before it ended): "
+			         "keeping its %zu acknowledged file%s, as %s", s->id, s->nfiles,
+			         s->nfiles == 1 ? "" : "s", msg_trace_state_name(s->state));
+			r = write_manifest(d, s);
+			if (r < 0)
+				log_warn("trace %s: cannot rewrite its manifest (%s); it stays as it "
+				         "is and is tried again at the next start", s->id, strerror(-r));
+			if (r < 0)
+				s->state = MSG_TRACE_PARTIAL;
+		}
+		remove_unlisted(d, s);
 		insert(d, s);
 	}
 	closedir(dh);
@@ -258,51 +403,84 @@ void store_deinit(struct daemon *d)
 	d->stored = NULL;
 	d->nstored = 0;
 	d->stored_bytes = 0;
+	if (d->store_lock_fd >= 0)
+		close(d->store_lock_fd); /* the lock goes with it */
+	d->store_lock_fd = -1;
+}
+
+/* A record of t (state as given) listing every process whose file is
+ * acknowledged (done), plus also when not NULL: its file is on disk and
+ * about to be acknowledged. NULL when out of memory. */
+static struct stored *stored_of(const struct trace *t, const struct tproc *also, int state)
+{
+	struct stored *s;
+	size_t i, n = 0;
+
+	s = calloc(1, sizeof(*s));
+	if (s == NULL || (s->files = calloc(t->n + 1, sizeof(*s->files))) == NULL) {
+		free(s);
+		return NULL;
+	}
+	snprintf(s->id, sizeof(s->id), "%s", t->id);
+	s->owner = t->owner;
+	s->created_us = t->created_us;
+	s->state = state;
+	for (i = 0; i < t->n; i++) {
+		const struct tproc *tp = &t->tp[i];
+		struct stored_file *sf;
+
+		if (tp->state != MSG_TS_SKIPPED)
+			n++;
+		if ((tp->state != MSG_TS_DONE && tp != also) || tp->file[0] == 0)
+			continue;
+		sf = &s->files[s->nfiles++];
+		snprintf(sf->name, sizeof(sf->name), "%s", tp->file);
+		snprintf(sf->host, sizeof(sf->host), "%s", tp->host);
+		sf->bytes = tp->stored_bytes;
+		sf->pid = tp->pid;
+		sf->rank = tp->rank;
+		s->bytes += (uint64_t)tp->stored_bytes;
+	}
+	s->processes = n;
+	return s;
+}
+
+int store_record(struct daemon *d, const struct trace *t, const struct tproc *tp)
+{
+	struct stored *s = stored_of(t, tp, MSG_TRACE_RUNNING);
+	int r;
+
+	if (s == NULL)
+		return -ENOMEM;
+	r = write_manifest(d, s);
+	stored_free(s);
+	return r;
 }
 
 void store_add(struct daemon *d, const struct trace *t)
 {
 	char path[PATH_MAX];
 	struct stored *s;
-	size_t i, n = 0;
 	int r;
 
-	for (i = 0; i < t->n; i++)
-		if (t->tp[i].state == MSG_TS_DONE)
-			n++;
-	store_path(d, t->id, NULL, path, sizeof(path));
-	if (n == 0) {
-		remove_dir(path);
-		return;
-	}
-	s = calloc(1, sizeof(*s));
-	if (s == NULL || (s->files = calloc(n, sizeof(*s->files))) == NULL) {
-		free(s);
+	s = stored_of(t, NULL, t->state);
+	if (s == NULL) {
 		log_err("trace %s: out of memory recording it", t->id);
 		return;
 	}
-	snprintf(s->id, sizeof(s->id), "%s", t->id);
-	s->owner = t->owner;
-	s->created_us = t->created_us;
-	s->state = t->state;
-	for (i = 0; i < t->n; i++) {
-		const struct tproc *tp = &t->tp[i];
-		struct stored_file *sf;
-
-		if (tp->state != MSG_TS_DONE)
-			continue;
-		sf = &s->files[s->nfiles++];
-		snprintf(sf->name, sizeof(sf->name), "%s", tp->file);
-		snprintf(sf->host, sizeof(sf->host), "%s", tp->host);
-		sf->bytes = tp->bytes;
-		sf->pid = tp->pid;
-		sf->rank = tp->rank;
-		s->bytes += (uint64_t)tp->bytes;
+	store_path(d, t->id, NULL, path, sizeof(path));
+	if (s->nfiles == 0) {
+		stored_free(s);
+		remove_dir(path);
+		return;
 	}
 	r = write_manifest(d, s);
 	if (r < 0)
-		log_err("trace %s: cannot write its manifest (%s); it will be removed at the "
-		        "next start", t->id, strerror(-r));
+		log_err("trace %s: cannot write its final manifest (%s); the manifest written "
+		        "at each acknowledgement still lists its %zu file%s, which the next start "
+		        "keeps", t->id, strerror(-r), s->nfiles, s->nfiles == 1 ? "" : "s");
+	else
+		remove_unlisted(d, s);
 	insert(d, s);
 	store_retain(d);
 }

@@ -1,11 +1,24 @@
 /*
  * store: trace files on disk, under <state_dir>/traces/<trace-id>/.
  *
- * Each finished trace directory holds the uploaded files (mode 0600, named
- * by the daemon: <host>_<pid>.<unix-ns>.pt.trace.json.gz) and a
- * manifest.json written last, by rename, so a directory without a
- * manifest is an unfinished trace: at start-up such directories (and any
- * *.tmp file) are leftovers of a crash and are removed.
+ * Each trace directory holds the uploaded files (mode 0600, named by the
+ * daemon: <host>_<pid>.<unix-ns>.pt.trace.json.gz) and a manifest.json.
+ *
+ * Invariant: nothing acknowledged is ever removed but by retention or a
+ * delete request. A process's file is acknowledged (upload_end_reply, the
+ * state done) only once it is fsync'd, renamed into place, and listed in
+ * the trace's manifest, itself written durably (fsync'd, renamed, the
+ * directories fsync'd) with state "running" (store_record). When the trace
+ * ends the manifest is rewritten with its final state (store_add). So at
+ * start-up: a directory with no manifest held nothing acknowledged and is
+ * removed; a "running" manifest is a trace the daemon stopped under (kill
+ * -9, a crash, a disk full at its last manifest): its listed files stay and
+ * it becomes done or partial; anything a manifest does not list (*.tmp) is
+ * removed; a manifest that cannot be read is left alone, unlisted.
+ *
+ * One daemon per state directory: store_init first takes an exclusive
+ * flock on <state_dir>/gprofd.lock (holding the pid), before it reads or
+ * changes anything; a second daemon stops there, naming the first's pid.
  *
  * Retention: after each trace is stored, at start-up and every hour, traces
  * older than retention.max_age are deleted, then the oldest until the
@@ -24,6 +37,7 @@
 #include "msg.h"
 
 struct trace;
+struct tproc;
 
 struct stored_file {
 	char name[160];
@@ -37,13 +51,15 @@ struct stored {
 	uid_t owner;
 	int64_t created_us;
 	int state;
+	size_t processes;          /* the trace's processes, those left out excepted */
 	size_t nfiles;
 	struct stored_file *files;
 	uint64_t bytes;
 };
 
-/* Creates the trace directory and loads what is stored. 0 or -errno, with
- * err saying which path failed. */
+/* Locks the state directory, creates the trace directory and loads what
+ * is stored (recovering interrupted traces). 0 or -errno, with err saying
+ * which path failed or which pid holds the lock. */
 int store_init(struct daemon *d, struct perr *err);
 void store_deinit(struct daemon *d);
 
@@ -60,6 +76,13 @@ void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_
 
 /* Creates a trace's directory (uploads go there). 0 or -errno. */
 int store_mkdir(struct daemon *d, const char *trace_id);
+
+/* Records tp's file (tp->file, tp->stored_bytes, already fsync'd and
+ * renamed into the trace's directory) in the manifest of t, still running,
+ * with every file acknowledged before it; only then may tp be acknowledged
+ * (done). 0, or -errno (a full disk): the caller then removes the file and
+ * fails tp. */
+int store_record(struct daemon *d, const struct trace *t, const struct tproc *tp);
 
 /* Records a finished trace: writes its manifest, adds it to the list,
  * applies retention. A trace with no delivered file leaves nothing. */
