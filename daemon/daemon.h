@@ -103,6 +103,8 @@ struct daemon {
 	uv_poll_t kineto_poll;
 	uv_timer_t kineto_timer;
 	struct kwatch *kwatches;
+	char kineto_base[PATH_MAX]; /* where per-trace directories go (kineto.c base_dir) */
+	bool kineto_base_private;   /* a mkdtemp directory beside a taken kineto.trace_dir */
 
 	/* metrics.c */
 	struct metrics *metrics;

@@ -333,7 +333,11 @@ static void ingest_work(uv_work_t *req)
 	size_t i;
 
 	in->result = -1;
-	fd = open(in->src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* The path is the traced user's to shape: O_NONBLOCK so a FIFO (or a
+	 * device) put there opens at once instead of holding this pool thread
+	 * until a writer comes, O_NOFOLLOW so a link is not followed; then
+	 * nothing but a regular file of that user is read. */
+	fd = open(in->src, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		snprintf(in->why, sizeof(in->why), "cannot read the trace Kineto wrote: %s",
 		         strerror(errno));
@@ -364,6 +368,14 @@ static void ingest_work(uv_work_t *req)
 		size_t cut = (size_t)n;
 		bool insert = false;
 
+		/* a file that grows while it is read stops at the limit too */
+		if (copied + (uint64_t)n > in->limit) {
+			snprintf(in->why, sizeof(in->why), "the trace is larger than "
+			         "limits.trace_bytes");
+			gzclose(gz);
+			unlink(in->tmp);
+			goto out;
+		}
 		count_feed(&steps, buf, (size_t)n);
 		if (ks.len && ks.insert_at > copied && ks.insert_at <= copied + (uint64_t)n) {
 			cut = (size_t)(ks.insert_at - copied);
@@ -519,18 +531,55 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	}
 }
 
-/* Makes the base directory, owned by the daemon and not a link, so no user
- * can plant it. */
+/* Is path a directory of this daemon's (not a link, owned by its uid,
+ * writable by no one else)? */
+static bool ours(const char *path, struct stat *st)
+{
+	return lstat(path, st) == 0 && S_ISDIR(st->st_mode) && st->st_uid == geteuid() &&
+	       (st->st_mode & 022) == 0;
+}
+
+/*
+ * The base directory the per-trace directories go in: kineto.trace_dir,
+ * made by the daemon (mode 0711: the traced users pass through, none lists
+ * it). Where that path is taken by anything that is not the daemon's own
+ * directory (any local user may make /tmp/gprofd-kineto first), a private
+ * directory beside it, <trace_dir>.XXXXXX from mkdtemp (a name nobody can
+ * guess and take first), is used instead, with a warning naming the owner:
+ * Kineto accepts only paths under /tmp, so the base stays there. Chosen at
+ * the first capture, checked again at each.
+ */
 static int base_dir(struct daemon *d, struct perr *err)
 {
-	const char *base = d->cfg.kineto_trace_dir;
+	const char *want = d->cfg.kineto_trace_dir;
+	char *base = d->kineto_base;
 	struct stat st;
 
-	if (mkdir(base, 0755) != 0 && errno != EEXIST)
-		return perr_set(err, -errno, "kineto.trace_dir %s: %s", base, strerror(errno));
-	if (lstat(base, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-		return perr_set(err, -EPERM, "kineto.trace_dir %s is not a directory owned by "
-		                "gprofd; remove it or choose another", base);
+	if (base[0] && ours(base, &st))
+		return 0;
+	if (mkdir(want, 0711) == 0 || (errno == EEXIST && ours(want, &st))) {
+		snprintf(base, sizeof(d->kineto_base), "%s", want);
+		d->kineto_base_private = false;
+		return 0;
+	}
+	if (errno != EEXIST)
+		return perr_set(err, -errno, "kineto.trace_dir %s: %s", want, strerror(errno));
+	if (snprintf(base, sizeof(d->kineto_base), "%s.XXXXXX", want) >=
+	    (int)sizeof(d->kineto_base) || mkdtemp(base) == NULL || chmod(base, 0711) != 0) {
+		int r = -errno;
+
+		base[0] = 0;
+		return perr_set(err, r, "kineto.trace_dir %s is taken (not a directory of "
+		                "gprofd's), and a private one beside it cannot be made: %s", want,
+		                strerror(-r));
+	}
+	d->kineto_base_private = true;
+	if (lstat(want, &st) == 0)
+		log_warn("kineto.trace_dir %s is not gprofd's (a %s of uid %u, mode %03o): "
+		         "Kineto traces go to %s instead; remove it or choose another "
+		         "kineto.trace_dir", want, S_ISDIR(st.st_mode) ? "directory" :
+		         S_ISLNK(st.st_mode) ? "link" : "file", (unsigned)st.st_uid,
+		         (unsigned)(st.st_mode & 07777), base);
 	return 0;
 }
 
@@ -552,8 +601,8 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	w->uid = p->uid;
 	w->rank = p->rank;
 	snprintf(w->trace_id, sizeof(w->trace_id), "%s", t->id);
-	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->cfg.kineto_trace_dir, t->id, (int)p->pid);
 	r = base_dir(d, &err);
+	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->kineto_base, t->id, (int)p->pid);
 	if (r == 0 && mkdir(w->dir, 0700) != 0)
 		r = perr_set(&err, -errno, "cannot create %s: %s", w->dir, strerror(errno));
 	/* the traced process writes there as itself */
@@ -767,6 +816,10 @@ void kineto_stop(struct daemon *d)
 
 	while ((w = d->kwatches) != NULL)
 		watch_close(w);
+	/* the private base goes when empty (a per-trace directory a person
+	 * should look at keeps it) */
+	if (d->kineto_base_private)
+		rmdir(d->kineto_base);
 	if (!d->kineto_open)
 		return;
 	d->kineto_open = false;
