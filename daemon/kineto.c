@@ -37,6 +37,7 @@ struct kwatch {
 	int64_t rank;          /* for the stored file's name; -1 unknown */
 	char dir[PATH_MAX];
 	bool ingesting;
+	bool saw_file;         /* an fs event named a kineto* file in dir */
 	bool closing;
 	bool fell_back;        /* Kineto was handed the duration fallback */
 	int64_t wait_s;        /* how long the iteration config was offered */
@@ -105,19 +106,19 @@ static struct kwatch *watch_of(struct daemon *d, const struct proc *p)
 
 /* Has Kineto written (or begun to write) its file into w's directory?
  * Kineto renames the file into place before it reports itself free again,
- * so a free poll that finds no file means no capture has ended. */
+ * so a free poll that finds no file means no capture has ended. O(1) on
+ * the loop, whatever the user put in its directory: the file events seen
+ * (on_fs_event), else a look at the one name Kineto writes; never a scan of
+ * a directory whose entries the user controls. */
 static bool watch_has_file(const struct kwatch *w)
 {
-	struct dirent *e;
-	bool found = w->ingesting;
-	DIR *dh;
+	char path[PATH_MAX + 64];
+	struct stat st;
 
-	if (found || (dh = opendir(w->dir)) == NULL)
-		return found;
-	while (!found && (e = readdir(dh)) != NULL)
-		found = strncmp(e->d_name, "kineto", 6) == 0;
-	closedir(dh);
-	return found;
+	if (w->ingesting || w->saw_file)
+		return true;
+	snprintf(path, sizeof(path), "%s/kineto_%d.pt.trace.json", w->dir, (int)w->pid);
+	return lstat(path, &st) == 0;
 }
 
 void kineto_withdraw(struct proc *p)
@@ -300,16 +301,22 @@ static void watch_close(struct kwatch *w)
 	uv_close((uv_handle_t *)&w->ev, on_watch_closed);
 }
 
+/* Entries remove_dir looks at: it runs on the loop, and the directory's
+ * entries are the traced user's to multiply. */
+#define REMOVE_SCAN_MAX 256
+
 /* Removes what Kineto wrote in a process's directory (kineto_<pid>...,
  * its .tmp too; unlink never follows a link), then the directory if that
- * emptied it: anything else stays for a person to look at. */
+ * emptied it: anything else stays for a person to look at, as does all of
+ * a directory stuffed past REMOVE_SCAN_MAX entries (its user's disk). */
 static void remove_dir(const char *dir)
 {
 	struct dirent *e;
 	DIR *dh = opendir(dir);
+	int seen = 0;
 
 	if (dh != NULL) {
-		while ((e = readdir(dh)) != NULL)
+		while (seen++ < REMOVE_SCAN_MAX && (e = readdir(dh)) != NULL)
 			if (strncmp(e->d_name, "kineto", 6) == 0)
 				unlinkat(dirfd(dh), e->d_name, 0);
 		closedir(dh);
@@ -507,7 +514,11 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	size_t len;
 
 	(void)events;
-	if (status < 0 || filename == NULL || w->ingesting || w->closing)
+	if (status < 0 || filename == NULL || w->closing)
+		return;
+	if (strncmp(filename, "kineto", 6) == 0)
+		w->saw_file = true;
+	if (w->ingesting)
 		return;
 	len = strlen(filename);
 	/* kineto_<pid>.pt.trace.json; Kineto's own .tmp name is not it */

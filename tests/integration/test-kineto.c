@@ -792,6 +792,54 @@ static void test_squatted_trace_dir(void **state)
 	kc_close(&k);
 }
 
+/* ---- a client-controlled count: entries in its directory (issue 23) ---- */
+
+#define STUFFED 20000
+#define STUFF_POLLS 1000
+
+/* A client takes an iteration config, puts 20,000 entries in its trace
+ * directory and then polls as if it had dropped the config: each poll is
+ * answered at once. Before: each poll read the whole directory on the
+ * loop thread (looking for Kineto's file), so one user's polls held every
+ * other client and request: 1,000 polls took seconds instead of
+ * milliseconds. */
+static void test_stuffed_dir_costs_nothing(void **state)
+{
+	char cfg[4096], dir[600], path[700];
+	const char *p;
+	int64_t t0, took;
+	struct kc k;
+	struct tc c;
+	struct msg m, r;
+	int i, fd;
+
+	(void)state;
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 44, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("44", 3);
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	assert_true(kc_poll(&k, 3, 44, cfg, sizeof(cfg), 2000) > 0);
+	p = strstr(cfg, "ACTIVITIES_LOG_FILE=") + strlen("ACTIVITIES_LOG_FILE=");
+	snprintf(dir, sizeof(dir), "%.*s", (int)(strstr(p, "/kineto.pt.trace.json") - p), p);
+	for (i = 0; i < STUFFED; i++) {
+		snprintf(path, sizeof(path), "%s/junk%d", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	t0 = mono_ms();
+	for (i = 0; i < STUFF_POLLS; i++)
+		assert_true(kc_poll(&k, 3, 44, cfg, sizeof(cfg), 5000) > 0); /* offered again */
+	took = mono_ms() - t0;
+	fprintf(stderr, "%d polls with %d entries in the client's directory: %lld ms\n",
+	        STUFF_POLLS, STUFFED, (long long)took);
+	assert_true(took < 2000);
+	tc_close(&c);
+	kc_close(&k);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -805,6 +853,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fifo_does_not_wedge, setup_abstract_private,
 		                                teardown_stopped),
 		cmocka_unit_test_teardown(test_squatted_trace_dir, teardown),
+		cmocka_unit_test_setup_teardown(test_stuffed_dir_costs_nothing, setup_dir, teardown),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1)
