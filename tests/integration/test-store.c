@@ -41,14 +41,20 @@ static int teardown(void **state)
 
 /* ---- helpers ---- */
 
-/* A process registered with job that never answers: it keeps a trace of
- * two processes running after the other has delivered. */
+static void begin(struct tc *ag, const char *id, uint32_t transfer, uint64_t *req_id);
+static bool send_bytes(struct tc *ag, uint32_t transfer, size_t from, size_t to);
+static int end(struct tc *ag, uint32_t transfer, size_t bytes, int *refused);
+
+/* A process registered with job, in a child (tc_agent sends no parent pids,
+ * so this process is no launcher of it). With bytes 0 it never answers: it
+ * keeps a trace of several processes running after the others ended; else
+ * it uploads bytes of content at its capture_start. */
 struct idle {
 	pid_t pid;
 	int ctl;
 };
 
-static void idle_spawn(struct idle *a, const char *job)
+static void idle_spawn_uploading(struct idle *a, const char *job, size_t bytes)
 {
 	int ready[2], ctl[2];
 	char b;
@@ -59,12 +65,22 @@ static void idle_spawn(struct idle *a, const char *job)
 	assert_true(a->pid >= 0);
 	if (a->pid == 0) {
 		struct tc c;
+		struct msg r;
 
 		close(ready[0]);
 		close(ctl[1]);
 		tc_agent(&c, D.sock, job);
 		if (write(ready[1], "r", 1) != 1)
 			_exit(1);
+		if (bytes > 0) {
+			if (tc_recv_type(&c, MSG_CAPTURE_START, &r) != 0)
+				_exit(2);
+			begin(&c, r.u.capture_start.trace_id, 1, NULL);
+			msg_deinit(&r);
+			if (!send_bytes(&c, 1, 0, bytes) || end(&c, 1, bytes, NULL) !=
+			    MSG_UPLOAD_END_REPLY)
+				_exit(3);
+		}
 		while (read(ctl[0], &b, 1) > 0)
 			;
 		_exit(0);
@@ -74,6 +90,11 @@ static void idle_spawn(struct idle *a, const char *job)
 	assert_int_equal(read(ready[0], &b, 1), 1);
 	close(ready[0]);
 	a->ctl = ctl[1];
+}
+
+static void idle_spawn(struct idle *a, const char *job)
+{
+	idle_spawn_uploading(a, job, 0);
 }
 
 static void idle_stop(struct idle *a)
@@ -397,6 +418,64 @@ static void test_one_upload_per_process(void **state)
 	assert_int_equal(refused, 4); /* each said why */
 }
 
+/* An agent reports its own part failed while its upload is in flight, then
+ * completes the upload; the trace runs on (a second process delivered, a
+ * third never does). The file is not stored. Before: it was renamed into
+ * the store although its process had failed, so its bytes sat on disk,
+ * listed nowhere and counted by nothing. */
+static void test_ended_part_stores_nothing(void **state)
+{
+	char id[64];
+	struct tc c, ag;
+	struct msg m, r;
+	struct idle other, fake;
+	uint64_t bytes;
+	const struct msg_trace_summary *s;
+	int files, done = 0, reply;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "kineto:\n  enabled: false\n", NULL), 0);
+	tc_agent(&ag, D.sock, "ended");
+	idle_spawn(&other, "ended");
+	idle_spawn_uploading(&fake, "ended", 5000);
+	start_trace(&c, &ag, "ended", id, sizeof(id));
+	/* the fake agent has delivered */
+	while (!done) {
+		assert_int_equal(tc_recv_type(&c, MSG_TRACE_PROGRESS, &r), 0);
+		for (i = 0; i < r.u.trace_info.procs.n; i++)
+			if (r.u.trace_info.procs.v[i].pid == fake.pid &&
+			    r.u.trace_info.procs.v[i].state == MSG_TS_DONE)
+				done = 1;
+		msg_deinit(&r);
+	}
+	begin(&ag, id, 1, NULL);
+	assert_true(send_bytes(&ag, 1, 0, 300000));
+	msg_init(&m, MSG_CAPTURE_STATUS, 0);
+	m.u.capture_status.trace_id = id;
+	m.u.capture_status.state = MSG_TS_FAILED;
+	m.u.capture_status.reason = "the agent gave up";
+	assert_int_equal(tc_send(&ag, &m), 0);
+	reply = end(&ag, 1, 300000, NULL);
+	tc_close(&ag);
+	msg_init(&m, MSG_TRACE_CANCEL, 0);
+	m.u.trace_ref.trace_id = id;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	tc_close(&c);
+	idle_stop(&fake); /* first: forked last, it holds a copy of other's pipe */
+	idle_stop(&other);
+	files = files_on_disk(id, &bytes);
+	s = listed(&r, id);
+	fprintf(stderr, "on disk: %d files, %llu bytes; listed: %zu files\n", files,
+	        (unsigned long long)bytes, s->files.n);
+	assert_int_equal(s->files.n, 1);
+	assert_int_equal(files, 1);
+	assert_int_equal(bytes, (uint64_t)s->files.v[0].bytes);
+	msg_deinit(&r);
+	assert_int_equal(reply, MSG_ERROR); /* the agent heard it was not stored */
+}
+
 /* ---- nothing acknowledged is removed (issue 23, 4 and 5) ---- */
 
 /* Two processes; the first's file is acknowledged (its upload_end
@@ -558,6 +637,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_second_daemon_refused, teardown),
 		cmocka_unit_test_teardown(test_one_upload_per_process, teardown),
+		cmocka_unit_test_teardown(test_ended_part_stores_nothing, teardown),
 		cmocka_unit_test_teardown(test_kill9_keeps_acknowledged, teardown),
 		cmocka_unit_test_teardown(test_fetch_private, teardown),
 		/* last: it moves this process into a mount namespace of its own */
