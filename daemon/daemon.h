@@ -27,6 +27,7 @@ struct conn;
 struct proc;
 struct trace;
 struct stored;
+struct sjob;
 struct kwatch;
 struct tls_ctx;
 
@@ -88,6 +89,8 @@ struct daemon {
 
 	/* store.c */
 	int store_lock_fd;         /* holds the flock on <state_dir>/gprofd.lock */
+	struct sjob *store_jobs;   /* the writer's queue; the first runs when... */
+	bool store_job_running;    /* ...this is set */
 	struct stored *stored;     /* newest first */
 	uint64_t stored_bytes;
 	size_t nstored;

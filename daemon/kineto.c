@@ -39,6 +39,7 @@ struct kwatch {
 	bool ingesting;
 	bool saw_file;         /* an fs event named a kineto* file in dir */
 	bool closing;
+	bool closed;           /* its handle is closed; freed once no ingest is in flight */
 	bool fell_back;        /* Kineto was handed the duration fallback */
 	int64_t wait_s;        /* how long the iteration config was offered */
 };
@@ -279,11 +280,14 @@ static void on_readable(uv_poll_t *h, int status, int events)
 
 /* ---- collecting the file Kineto writes ---- */
 
+/* A watch with an ingest in flight is freed when that ends (ingest_end). */
 static void on_watch_closed(uv_handle_t *h)
 {
 	struct kwatch *w = h->data;
 
-	free(w);
+	w->closed = true;
+	if (!w->ingesting)
+		free(w);
 }
 
 static void watch_close(struct kwatch *w)
@@ -444,19 +448,74 @@ out:
 		close(fd);
 }
 
+/* The ingest's last step: w is freed here when its handle closed meanwhile
+ * (on_watch_closed leaves a watch with an ingest in flight). */
+static void ingest_end(struct ingest *in)
+{
+	struct kwatch *w = in->w;
+
+	w->ingesting = false;
+	if (w->closed)
+		free(w);
+	free(in);
+}
+
+/* Kineto's file is stored and recorded in the trace's manifest (result
+ * 0), or not: only now is the process done (store.h), or failed. */
+static void ingest_recorded(void *arg, int result)
+{
+	struct ingest *in = arg;
+	struct kwatch *w = in->w;
+	struct trace *t = trace_find(w->d, w->trace_id);
+	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
+	bool mine = tp != NULL && strcmp(tp->file, in->name) == 0;
+
+	if (mine)
+		tp->recording = false;
+	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp)) {
+		/* a part that ended meanwhile keeps nothing */
+		unlink(in->final);
+		if (mine) {
+			tp->file[0] = 0;
+			tp->stored_bytes = 0;
+			snprintf(in->why, sizeof(in->why), "cannot record the trace in its manifest: "
+			         "%s%s", strerror(-result), result == -ENOSPC ?
+			         " (the daemon's disk is full)" : "");
+			if (result < 0)
+				trace_set_state(t, tp, MSG_TS_FAILED, in->why);
+		}
+		ingest_end(in);
+		return;
+	}
+	tp->bytes = in->bytes;
+	/* Kineto turns an iteration request it cannot count into a time-based
+	 * capture, silently: the file says so; tell the user. */
+	if (t->win.iterations > 0 && in->steps != t->win.iterations && w->fell_back)
+		snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
+		         "iterations: the process reported no optimizer step to Kineto "
+		         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
+		         "Kineto's 500 ms fallback ran; the trace holds %lld optimizer steps "
+		         "(is it training yet? Kineto counts optimizer.step() calls)",
+		         (long long)w->wait_s, (long long)in->steps);
+	else if (t->win.iterations > 0 && in->steps != t->win.iterations)
+		snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
+		         "iterations: the trace holds %lld optimizer steps, %lld were asked "
+		         "for", (long long)in->steps, (long long)t->win.iterations);
+	trace_set_state(t, tp, MSG_TS_DONE, NULL);
+	ingest_end(in);
+}
+
 static void ingest_done(uv_work_t *req, int status)
 {
 	struct ingest *in = req->data;
 	struct kwatch *w = in->w;
 	struct trace *t = trace_find(w->d, w->trace_id);
 	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
-	bool fell_back = w->fell_back;
-	int64_t wait_s = w->wait_s;
+	int r;
 
 	(void)status;
 	if (in->result == 1) {
-		w->ingesting = false;
-		free(in);
+		ingest_end(in);
 		return;
 	}
 	/* Clean up first: whoever hears "done" may look, and must find the
@@ -467,44 +526,21 @@ static void ingest_done(uv_work_t *req, int status)
 	 * uncounted */
 	if (in->result == 0 && (tp == NULL || t->finished || trace_tproc_ended(tp))) {
 		unlink(in->final);
-		in->result = -1;
-		tp = NULL;
+		ingest_end(in);
+		return;
 	}
-	if (tp != NULL && in->result == 0) {
-		int r;
-
-		snprintf(tp->file, sizeof(tp->file), "%s", in->name);
-		tp->stored_bytes = in->bytes;
-		r = store_record(w->d, t, tp);
-		if (r < 0) {
-			unlink(in->final);
-			tp->file[0] = 0;
-			tp->stored_bytes = 0;
-			snprintf(in->why, sizeof(in->why), "cannot record the trace in its "
-			         "manifest: %s%s", strerror(-r), r == -ENOSPC ?
-			         " (the daemon's disk is full)" : "");
+	if (in->result < 0) {
+		if (tp != NULL)
 			trace_set_state(t, tp, MSG_TS_FAILED, in->why);
-			free(in);
-			return;
-		}
-		tp->bytes = in->bytes;
-		/* Kineto turns an iteration request it cannot count into a
-		 * time-based capture, silently: the file says so; tell the user. */
-		if (t->win.iterations > 0 && in->steps != t->win.iterations && fell_back)
-			snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
-			         "iterations: the process reported no optimizer step to Kineto "
-			         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
-			         "Kineto's 500 ms fallback ran; the trace holds %lld optimizer steps "
-			         "(is it training yet? Kineto counts optimizer.step() calls)",
-			         (long long)wait_s, (long long)in->steps);
-		else if (t->win.iterations > 0 && in->steps != t->win.iterations)
-			snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
-			         "iterations: the trace holds %lld optimizer steps, %lld were asked "
-			         "for", (long long)in->steps, (long long)t->win.iterations);
-		trace_set_state(t, tp, MSG_TS_DONE, NULL);
-	} else if (tp != NULL)
-		trace_set_state(t, tp, MSG_TS_FAILED, in->why);
-	free(in);
+		ingest_end(in);
+		return;
+	}
+	snprintf(tp->file, sizeof(tp->file), "%s", in->name);
+	tp->stored_bytes = in->bytes;
+	tp->recording = true;
+	r = store_record(w->d, t, ingest_recorded, in);
+	if (r < 0)
+		ingest_recorded(in, r);
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)

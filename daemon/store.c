@@ -118,13 +118,13 @@ static int sync_dir(const char *path)
 	return r;
 }
 
-/* Writes s's manifest durably: a temporary file, fsync'd, renamed over the
- * old one, then the trace's directory and the traces directory fsync'd. On
- * any failure the previous manifest (if any) is left as it was. 0 or
- * -errno. */
-static int write_manifest(struct daemon *d, const struct stored *s)
+/* Writes s's manifest into dir durably: a temporary file, fsync'd, renamed
+ * over the old one, then dir and traces (its parent) fsync'd. On any
+ * failure the previous manifest (if any) is left as it was. Touches nothing
+ * of the daemon's: it runs on the thread pool. 0 or -errno. */
+static int write_manifest_at(const char *dir, const char *traces, const struct stored *s)
 {
-	char path[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
 	cJSON *root, *files, *f;
 	char *text;
 	size_t i;
@@ -152,8 +152,7 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 	cJSON_Delete(root);
 	if (text == NULL)
 		return -ENOMEM;
-	store_path(d, s->id, MANIFEST, path, sizeof(path));
-	store_path(d, s->id, NULL, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/" MANIFEST, dir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -178,11 +177,20 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 	cJSON_free(text);
 	if (r == 0)
 		r = sync_dir(dir);
-	if (r == 0) {
-		traces_dir(d, dir, sizeof(dir));
-		r = sync_dir(dir);
-	}
+	if (r == 0)
+		r = sync_dir(traces);
 	return r;
+}
+
+/* write_manifest_at for s's directory under d's store (start-up only: later
+ * writes go through the writer below). */
+static int write_manifest(struct daemon *d, const struct stored *s)
+{
+	char dir[PATH_MAX], traces[PATH_MAX];
+
+	store_path(d, s->id, NULL, dir, sizeof(dir));
+	traces_dir(d, traces, sizeof(traces));
+	return write_manifest_at(dir, traces, s);
 }
 
 /* A manifest's number, or 0 when it is missing or not a sane count. */
@@ -265,13 +273,11 @@ out:
  * (the manifest itself excepted): a *.tmp of an upload or a manifest cut
  * short, a file renamed in but never acknowledged. unlink never follows a
  * link and leaves directories. */
-static void remove_unlisted(struct daemon *d, const struct stored *s)
+static void remove_unlisted(const char *path, const struct stored *s)
 {
-	char path[PATH_MAX];
 	struct dirent *e;
 	DIR *dh;
 
-	store_path(d, s->id, NULL, path, sizeof(path));
 	if ((dh = opendir(path)) == NULL)
 		return;
 	while ((e = readdir(dh)) != NULL) {
@@ -285,6 +291,30 @@ static void remove_unlisted(struct daemon *d, const struct stored *s)
 		unlinkat(dirfd(dh), e->d_name, 0);
 	}
 	closedir(dh);
+}
+
+/* Drops from s the files its manifest lists that are not in dir (a
+ * file recorded for a process that then failed, removed before the trace's
+ * last manifest was written). True when any was dropped. */
+static bool drop_missing(const char *dir, struct stored *s)
+{
+	char path[PATH_MAX + 200];
+	struct stat st;
+	size_t i, kept = 0;
+
+	for (i = 0; i < s->nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, s->files[i].name);
+		if (s->files[i].name[0] && lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+			s->files[kept++] = s->files[i];
+			continue;
+		}
+		log_warn("trace %s: %s is listed but missing; dropped from its list", s->id,
+		         s->files[i].name);
+		s->bytes -= (uint64_t)s->files[i].bytes;
+	}
+	i = s->nfiles;
+	s->nfiles = kept;
+	return kept != i;
 }
 
 /*
@@ -336,6 +366,7 @@ int store_init(struct daemon *d, struct perr *err)
 	struct dirent *e;
 	struct stored *s;
 	DIR *dh;
+	bool dropped;
 	int r;
 
 	d->store_lock_fd = -1;
@@ -367,6 +398,14 @@ int store_init(struct daemon *d, struct perr *err)
 			         "look at it, then remove it by hand", path);
 			continue;
 		}
+		dropped = drop_missing(path, s);
+		if (s->nfiles == 0) {
+			/* a manifest left by a job for a trace deleted meanwhile */
+			log_info("removing trace directory %s: none of its files is there", path);
+			stored_free(s);
+			remove_dir(path);
+			continue;
+		}
 		if (s->state == MSG_TRACE_RUNNING) {
 			/* the daemon stopped (killed, a crash, a full disk at the last
 			 * manifest) while the trace ran: what it acknowledged stays */
@@ -375,14 +414,12 @@ int store_init(struct daemon *d, struct perr *err)
 			log_warn("trace %s was interrupted (the daemon stopped before it ended): "
 			         "keeping its %zu acknowledged file%s, as %s", s->id, s->nfiles,
 			         s->nfiles == 1 ? "" : "s", msg_trace_state_name(s->state));
-			r = write_manifest(d, s);
-			if (r < 0)
-				log_warn("trace %s: cannot rewrite its manifest (%s); it stays as it "
-				         "is and is tried again at the next start", s->id, strerror(-r));
-			if (r < 0)
-				s->state = MSG_TRACE_PARTIAL;
+			dropped = true;
 		}
-		remove_unlisted(d, s);
+		if (dropped && (r = write_manifest(d, s)) < 0)
+			log_warn("trace %s: cannot rewrite its manifest (%s); it stays as it is and "
+			         "is tried again at the next start", s->id, strerror(-r));
+		remove_unlisted(path, s);
 		insert(d, s);
 	}
 	closedir(dh);
@@ -408,10 +445,10 @@ void store_deinit(struct daemon *d)
 	d->store_lock_fd = -1;
 }
 
-/* A record of t (state as given) listing every process whose file is
- * acknowledged (done), plus also when not NULL: its file is on disk and
- * about to be acknowledged. NULL when out of memory. */
-static struct stored *stored_of(const struct trace *t, const struct tproc *also, int state)
+/* A record of t in the given state listing the processes whose file is
+ * acknowledged (done), and when running also those whose file waits to be
+ * recorded (tproc.recording). NULL when out of memory. */
+static struct stored *stored_of(const struct trace *t, int state, bool running)
 {
 	struct stored *s;
 	size_t i, n = 0;
@@ -431,7 +468,8 @@ static struct stored *stored_of(const struct trace *t, const struct tproc *also,
 
 		if (tp->state != MSG_TS_SKIPPED)
 			n++;
-		if ((tp->state != MSG_TS_DONE && tp != also) || tp->file[0] == 0)
+		if (tp->file[0] == 0 || !(tp->state == MSG_TS_DONE ||
+		                          (running && tp->recording && !trace_tproc_ended(tp))))
 			continue;
 		sf = &s->files[s->nfiles++];
 		snprintf(sf->name, sizeof(sf->name), "%s", tp->file);
@@ -445,42 +483,190 @@ static struct stored *stored_of(const struct trace *t, const struct tproc *also,
 	return s;
 }
 
-int store_record(struct daemon *d, const struct trace *t, const struct tproc *tp)
-{
-	struct stored *s = stored_of(t, tp, MSG_TRACE_RUNNING);
-	int r;
+/* ---- the writer: every change to a trace's directory after start-up, one
+ * at a time, in order, on the thread pool ----
+ *
+ * A manifest write fsyncs three times (tens of milliseconds on a loaded
+ * disk): never on the loop. One job runs at a time, so the writes for one
+ * trace land in the order they were asked (a trace's last manifest after
+ * every "running" one). Removals happen on the loop at once; a job that
+ * ends for a trace no longer kept removes what it wrote. A running manifest asked
+ * while another for the same trace waits (not yet started) replaces it and
+ * joins its waiters: many ranks finishing together cost a few writes. */
 
-	if (s == NULL)
+struct swaiter {
+	struct swaiter *next;
+	store_done_fn fn;
+	void *arg;
+};
+
+struct sjob {
+	struct sjob *next;
+	struct daemon *d;
+	uv_work_t req;
+	bool final;                /* the trace has ended: prune what s does not list */
+	char dir[PATH_MAX], traces[PATH_MAX];
+	char id[64];
+	struct stored *s;          /* owned */
+	struct swaiter *waiters;
+	int result;
+};
+
+static void job_work(uv_work_t *req)
+{
+	struct sjob *j = req->data;
+
+	j->result = write_manifest_at(j->dir, j->traces, j->s);
+	if (j->result == 0 && j->final)
+		remove_unlisted(j->dir, j->s);
+}
+
+static void job_next(struct daemon *d);
+
+static void job_done(uv_work_t *req, int status)
+{
+	struct sjob *j = req->data;
+	struct daemon *d = j->d;
+	struct swaiter *w, *next;
+	struct trace *t;
+
+	(void)status;
+	d->store_jobs = j->next;
+	d->store_job_running = false;
+	if (j->final && j->result < 0)
+		log_err("trace %s: cannot write its final manifest (%s); the manifest written at "
+		        "its last acknowledgement still lists its files, which the next start "
+		        "keeps", j->id, strerror(-j->result));
+	for (w = j->waiters; w != NULL; w = next) {
+		next = w->next;
+		w->fn(w->arg, j->result);
+		free(w);
+	}
+	/* deleted (or ended with nothing) while this job wrote its manifest:
+	 * no directory of it may stay */
+	t = trace_find(d, j->id);
+	if (store_find(d, j->id) == NULL && (t == NULL || t->finished))
+		remove_dir(j->dir);
+	if (j->s != NULL)
+		stored_free(j->s);
+	free(j);
+	job_next(d);
+}
+
+static void job_next(struct daemon *d)
+{
+	struct sjob *j = d->store_jobs;
+
+	if (j == NULL || d->store_job_running)
+		return;
+	d->store_job_running = true;
+	j->req.data = j;
+	if (uv_queue_work(d->loop, &j->req, job_work, job_done) < 0) {
+		job_work(&j->req); /* the loop refuses work only while closing */
+		job_done(&j->req, 0);
+	}
+}
+
+/* A new job for trace id, taking s. */
+static struct sjob *job_new(struct daemon *d, const char *id, struct stored *s)
+{
+	struct sjob *j = calloc(1, sizeof(*j));
+
+	if (j == NULL)
+		return NULL;
+	j->d = d;
+	j->s = s;
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	store_path(d, id, NULL, j->dir, sizeof(j->dir));
+	traces_dir(d, j->traces, sizeof(j->traces));
+	return j;
+}
+
+static void job_push(struct daemon *d, struct sjob *j)
+{
+	struct sjob **pp = &d->store_jobs;
+
+	while (*pp != NULL)
+		pp = &(*pp)->next;
+	*pp = j;
+	job_next(d);
+}
+
+/* Removes trace id's directory now (a few unlinks: a delete request's
+ * reply then finds it gone). A manifest the writer was writing for it
+ * meanwhile is removed when that job ends (job_done). */
+static void remove_now(struct daemon *d, const char *id)
+{
+	char path[PATH_MAX];
+
+	store_path(d, id, NULL, path, sizeof(path));
+	remove_dir(path);
+}
+
+int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void *arg)
+{
+	struct stored *s = stored_of(t, MSG_TRACE_RUNNING, true);
+	struct swaiter *w = calloc(1, sizeof(*w));
+	struct sjob *j;
+
+	if (s == NULL || w == NULL) {
+		free(w);
+		if (s != NULL)
+			stored_free(s);
 		return -ENOMEM;
-	r = write_manifest(d, s);
-	stored_free(s);
-	return r;
+	}
+	w->fn = fn;
+	w->arg = arg;
+	/* a running manifest of this trace not yet started: this one replaces it */
+	for (j = d->store_jobs; j != NULL; j = j->next)
+		if (!(j == d->store_jobs && d->store_job_running) && !j->final &&
+		    strcmp(j->id, t->id) == 0)
+			break;
+	if (j != NULL) {
+		stored_free(j->s);
+		j->s = s;
+		w->next = j->waiters;
+		j->waiters = w;
+		return 0;
+	}
+	j = job_new(d, t->id, s);
+	if (j == NULL) {
+		free(w);
+		stored_free(s);
+		return -ENOMEM;
+	}
+	j->waiters = w;
+	job_push(d, j);
+	return 0;
 }
 
 void store_add(struct daemon *d, const struct trace *t)
 {
-	char path[PATH_MAX];
-	struct stored *s;
-	int r;
+	struct stored *s, *copy;
+	struct sjob *j;
 
-	s = stored_of(t, NULL, t->state);
+	s = stored_of(t, t->state, false);
 	if (s == NULL) {
 		log_err("trace %s: out of memory recording it", t->id);
 		return;
 	}
-	store_path(d, t->id, NULL, path, sizeof(path));
 	if (s->nfiles == 0) {
 		stored_free(s);
-		remove_dir(path);
+		remove_now(d, t->id);
 		return;
 	}
-	r = write_manifest(d, s);
-	if (r < 0)
-		log_err("trace %s: cannot write its final manifest (%s); the manifest written "
-		        "at each acknowledgement still lists its %zu file%s, which the next start "
-		        "keeps", t->id, strerror(-r), s->nfiles, s->nfiles == 1 ? "" : "s");
-	else
-		remove_unlisted(d, s);
+	/* the list has it at once; the writer gets a copy */
+	copy = stored_of(t, t->state, false);
+	j = copy ? job_new(d, t->id, copy) : NULL;
+	if (j == NULL) {
+		if (copy != NULL)
+			stored_free(copy);
+		log_err("trace %s: out of memory writing its final manifest; the manifest of its "
+		        "last acknowledgement stays", t->id);
+	} else {
+		j->final = true;
+		job_push(d, j);
+	}
 	insert(d, s);
 	store_retain(d);
 }
@@ -508,7 +694,6 @@ const struct stored_file *store_file(const struct stored *s, const char *name)
 void store_delete(struct daemon *d, struct stored *s)
 {
 	struct stored **pp;
-	char path[PATH_MAX];
 
 	for (pp = &d->stored; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == s) {
@@ -517,8 +702,7 @@ void store_delete(struct daemon *d, struct stored *s)
 		}
 	d->nstored--;
 	d->stored_bytes -= s->bytes;
-	store_path(d, s->id, NULL, path, sizeof(path));
-	remove_dir(path);
+	remove_now(d, s->id);
 	stored_free(s);
 }
 

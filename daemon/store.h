@@ -24,8 +24,15 @@
  * older than retention.max_age are deleted, then the oldest until the
  * total is within retention.max_bytes.
  *
+ * Manifests after start-up are written by one queue worked on the thread
+ * pool, one job at a time (they are fsync'd: never on the loop), so a
+ * trace's manifests land in the order asked. Removals (retention, delete,
+ * a trace with nothing delivered) happen on the loop at once; a job that
+ * ends for a trace no longer kept removes what it wrote.
+ *
  * Ownership: the daemon owns the list of stored traces (d->stored, newest
- * first); each struct stored owns its file array.
+ * first); each struct stored owns its file array. The writer's jobs
+ * (d->store_jobs) own copies, never a trace or a stored entry.
  */
 #ifndef GPROFD_STORE_H
 #define GPROFD_STORE_H
@@ -77,12 +84,18 @@ void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_
 /* Creates a trace's directory (uploads go there). 0 or -errno. */
 int store_mkdir(struct daemon *d, const char *trace_id);
 
-/* Records tp's file (tp->file, tp->stored_bytes, already fsync'd and
- * renamed into the trace's directory) in the manifest of t, still running,
- * with every file acknowledged before it; only then may tp be acknowledged
- * (done). 0, or -errno (a full disk): the caller then removes the file and
- * fails tp. */
-int store_record(struct daemon *d, const struct trace *t, const struct tproc *tp);
+/* Called on the loop when a manifest asked for is on disk (result 0) or
+ * could not be written (-errno). */
+typedef void (*store_done_fn)(void *arg, int result);
+
+/* Records in t's manifest (state running), written durably on the thread
+ * pool, every file acknowledged so far and every file waiting to be
+ * (tproc.recording set, tproc.file and stored_bytes filled: the file is
+ * fsync'd and renamed into the trace's directory). fn(arg, result) follows
+ * on the loop; only on 0 may those processes be acknowledged (done). On an
+ * error (a full disk) the caller removes its file and fails its process.
+ * Returns 0 (fn will be called) or -ENOMEM (it will not). */
+int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void *arg);
 
 /* Records a finished trace: writes its manifest, adds it to the list,
  * applies retention. A trace with no delivered file leaves nothing. */

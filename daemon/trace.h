@@ -44,6 +44,7 @@ struct tproc {
 	int64_t stored_bytes;      /* the size of file on disk: the one count the store
 	                            * and retention use (never the agent's word) */
 	bool upload_begun;         /* one upload per process and trace, ever */
+	bool recording;            /* file is on disk, its manifest being written */
 	char host[64];
 	char job_id[MSG_JOB_ID_MAX + 1];
 	int64_t rank;

@@ -143,14 +143,65 @@ static void fail(struct upload *u, enum msg_errcode code, const char *why)
 		release(u);
 }
 
-/* The file is written whole and fsync'd: rename it into the store, record it
- * in the trace's manifest, and only then acknowledge it (store.h). */
+/* The file is stored and recorded (result 0), or its manifest could not
+ * be written: only now is it acknowledged (store.h), or removed. */
+static void on_recorded(void *arg, int result)
+{
+	struct upload *u = arg;
+	char final[PATH_MAX], why[200];
+	struct trace *t;
+	struct tproc *tp = find_tproc(u, &t);
+	bool mine = tp != NULL && strcmp(tp->file, u->name) == 0;
+	struct msg m;
+
+	u->busy = false;
+	if (mine)
+		tp->recording = false;
+	/* a part that ended meanwhile keeps nothing: the next manifest does not
+	 * list it, and a start-up drops a listed file that is missing */
+	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp) || u->failed ||
+	    u->c == NULL) {
+		store_path(u->d, u->trace_id, u->name, final, sizeof(final));
+		unlink(final);
+		if (mine) {
+			tp->file[0] = 0;
+			tp->stored_bytes = 0;
+		}
+		if (u->failed) {
+			release(u);
+			return;
+		}
+		if (u->c == NULL)
+			snprintf(why, sizeof(why), "the agent disconnected during the upload");
+		else if (result < 0)
+			snprintf(why, sizeof(why), "cannot record the file in the trace's manifest: "
+			         "%s%s", strerror(-result), result == -ENOSPC ?
+			         " (the daemon's disk is full)" : "");
+		else
+			snprintf(why, sizeof(why), "the trace ended (timed out or cancelled) before "
+			         "the upload completed");
+		fail(u, u->c == NULL ? MSG_E_IO : result == -ENOSPC ? MSG_E_NO_SPACE :
+		     result < 0 ? MSG_E_IO : MSG_E_NOT_FOUND, why);
+		return;
+	}
+	tp->bytes = tp->stored_bytes;
+	msg_init(&m, MSG_UPLOAD_END_REPLY, u->end_id);
+	m.u.upload_end_reply.file = u->name;
+	m.u.upload_end_reply.bytes = (int64_t)u->received;
+	conn_send_msg(u->c, &m);
+	log_debug("trace %s: stored %s (%llu bytes)", u->trace_id, u->name,
+	          (unsigned long long)u->received);
+	trace_set_state(t, tp, MSG_TS_DONE, NULL);
+	detach(u);
+}
+
+/* The file is written whole and fsync'd: rename it into the store and ask
+ * for its record in the trace's manifest (on_recorded acknowledges it). */
 static void complete(struct upload *u)
 {
 	char final[PATH_MAX];
 	struct trace *t;
 	struct tproc *tp = find_tproc(u, &t);
-	struct msg m;
 	uv_fs_t req;
 	int r;
 
@@ -175,29 +226,13 @@ static void complete(struct upload *u)
 	u->tmp[0] = 0; /* renamed */
 	snprintf(tp->file, sizeof(tp->file), "%s", u->name);
 	tp->stored_bytes = (int64_t)u->received;
-	r = store_record(u->d, t, tp);
+	tp->recording = true;
+	r = store_record(u->d, t, on_recorded, u);
 	if (r < 0) {
-		char why[200];
-
-		unlink(final);
-		tp->file[0] = 0;
-		tp->stored_bytes = 0;
-		snprintf(why, sizeof(why), "cannot record the file in the trace's manifest: %s%s",
-		         strerror(-r), r == -ENOSPC ? " (the daemon's disk is full)" : "");
-		fail(u, r == -ENOSPC ? MSG_E_NO_SPACE : MSG_E_IO, why);
+		on_recorded(u, r);
 		return;
 	}
-	tp->bytes = tp->stored_bytes;
-	if (u->c != NULL) {
-		msg_init(&m, MSG_UPLOAD_END_REPLY, u->end_id);
-		m.u.upload_end_reply.file = u->name;
-		m.u.upload_end_reply.bytes = (int64_t)u->received;
-		conn_send_msg(u->c, &m);
-	}
-	log_debug("trace %s: stored %s (%llu bytes)", u->trace_id, u->name,
-	          (unsigned long long)u->received);
-	trace_set_state(t, tp, MSG_TS_DONE, NULL);
-	detach(u);
+	u->busy = true; /* until on_recorded */
 }
 
 static void on_fsync(uv_fs_t *req)
