@@ -662,6 +662,51 @@ static void fifo_client(int ready, int ctl)
 	_exit(0);
 }
 
+/* A second ordinary user for the victim's side: made when absent, as an
+ * ordinary system user would be. NULL when it cannot be. */
+static struct passwd *victim_user(void)
+{
+	struct passwd *pw = getpwnam("gprofd-test-b");
+
+	if (pw == NULL && system("useradd --system --no-create-home --shell /usr/sbin/nologin "
+	                         "gprofd-test-b >/dev/null 2>&1") == 0)
+		pw = getpwnam("gprofd-test-b");
+	return pw;
+}
+
+/* A Kineto client of user pw that writes a real trace when its config
+ * comes (after "go" on ctl); exits 0 once written. */
+static void victim_client(const struct passwd *pw, int ready, int ctl)
+{
+	static const char json[] = "{\"schemaVersion\": 1, \"traceEvents\": []}\n";
+	char cfg[4096], where[600], tmp[700];
+	const char *p;
+	struct kc k;
+	FILE *f;
+	char b;
+	int i, n = 0;
+
+	if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+		_exit(2);
+	if (kc_open(&k, NULL, abstract_name) != 0 || kc_poll(&k, 3, 556, cfg, sizeof(cfg), 5000))
+		_exit(3);
+	if (write(ready, "r", 1) != 1 || read(ctl, &b, 1) != 1)
+		_exit(4);
+	for (i = 0; i < 100 && n <= 0; i++)
+		n = kc_poll(&k, 3, 556, cfg, sizeof(cfg), 5000);
+	if (n <= 0 || (p = strstr(cfg, "ACTIVITIES_LOG_FILE=")) == NULL)
+		_exit(5);
+	p += strlen("ACTIVITIES_LOG_FILE=");
+	snprintf(where, sizeof(where), "%.*s_%d.pt.trace.json",
+	         (int)(strstr(p, ".pt.trace.json") - p), p, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.tmp", where);
+	if ((f = fopen(tmp, "w")) == NULL || fputs(json, f) < 0 || fclose(f) != 0 ||
+	    rename(tmp, where) != 0)
+		_exit(6);
+	kc_close(&k);
+	_exit(0);
+}
+
 /* Five Kineto clients of user nobody make their trace files FIFOs; each is
  * refused at once as not a regular file, root's agent trace is delivered
  * right after, and SIGTERM stops the daemon cleanly. Before: the daemon
@@ -670,8 +715,9 @@ static void fifo_client(int ready, int ctl)
  * no longer stopped the daemon. */
 static void test_fifo_does_not_wedge(void **state)
 {
-	int ready[2], ctl[2], i;
-	pid_t kids[FIFO_CLIENTS];
+	int ready[2], ctl[2], vready[2], vctl[2], i, status;
+	pid_t kids[FIFO_CLIENTS], victim;
+	struct passwd *vpw;
 	struct agent a;
 	struct tc c;
 	struct msg m, r;
@@ -679,7 +725,22 @@ static void test_fifo_does_not_wedge(void **state)
 
 	(void)state;
 	if (geteuid() != 0 || getpwnam("nobody") == NULL)
-		skip(); /* needs a second user; CI runs as root */
+		skip(); /* needs other users; CI runs as root */
+	vpw = victim_user();
+	assert_non_null(vpw);
+	/* the victim, user gprofd-test-b, registered first */
+	assert_int_equal(pipe(vready), 0);
+	assert_int_equal(pipe(vctl), 0);
+	victim = fork();
+	assert_true(victim >= 0);
+	if (victim == 0) {
+		close(vready[0]);
+		close(vctl[1]);
+		victim_client(vpw, vready[1], vctl[0]);
+	}
+	close(vready[1]);
+	close(vctl[0]);
+	assert_int_equal(read(vready[0], &b, 1), 1);
 	assert_int_equal(pipe(ready), 0);
 	assert_int_equal(pipe(ctl), 0);
 	for (i = 0; i < FIFO_CLIENTS; i++) {
@@ -716,7 +777,26 @@ static void test_fifo_does_not_wedge(void **state)
 		assert_non_null(strstr(r.u.trace_info.procs.v[i].reason, "not a regular file"));
 	}
 	msg_deinit(&r);
-	/* another user's trace goes through the same thread pool */
+	/* another user's Kineto trace, and root's agent upload, go through the
+	 * same thread pool */
+	m = tc_trace_req("556", 0);
+	m.u.trace_start.win.duration_ms = 100;
+	m.u.trace_start.timeout_ms = 8000;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
+	assert_int_equal(r.u.trace_start_reply.procs.v[0].pid, victim);
+	msg_deinit(&r);
+	assert_int_equal(write(vctl[1], "g", 1), 1);
+	tc_follow_end(&c, &r);
+	if (r.u.trace_info.procs.v[0].reason)
+		fprintf(stderr, "user gprofd-test-b: %s\n", r.u.trace_info.procs.v[0].reason);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	assert_int_equal(waitpid(victim, &status, 0), victim);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(vctl[1]);
+	close(vready[0]);
 	assert_int_equal(agent_spawn(&a, D.sock, "victim", 0, 256 << 10), 0);
 	m = tc_trace_req("victim", 1);
 	m.u.trace_start.timeout_ms = 8000;
