@@ -119,12 +119,13 @@ static int sync_dir(const char *path)
 }
 
 /* Writes s's manifest into dir durably: a temporary file, fsync'd, renamed
- * over the old one, then dir and traces (its parent) fsync'd. On any
+ * over the old one, then dir and (for its first) traces, its parent, fsync'd. On any
  * failure the previous manifest (if any) is left as it was. Touches nothing
  * of the daemon's: it runs on the thread pool. 0 or -errno. */
 static int write_manifest_at(const char *dir, const char *traces, const struct stored *s)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	bool first;
 	cJSON *root, *files, *f;
 	char *text;
 	size_t i;
@@ -154,6 +155,7 @@ static int write_manifest_at(const char *dir, const char *traces, const struct s
 		return -ENOMEM;
 	snprintf(path, sizeof(path), "%s/" MANIFEST, dir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	first = access(path, F_OK) != 0;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		r = -errno;
@@ -177,7 +179,9 @@ static int write_manifest_at(const char *dir, const char *traces, const struct s
 	cJSON_free(text);
 	if (r == 0)
 		r = sync_dir(dir);
-	if (r == 0)
+	/* the trace's directory entry in traces/ is new only with its first
+	 * manifest */
+	if (r == 0 && first)
 		r = sync_dir(traces);
 	return r;
 }

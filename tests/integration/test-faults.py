@@ -191,7 +191,13 @@ def test_agent_killed(d):
             alive(dm)
         print("  seed %d: around the window's end: %s" % (SEED, outcomes))
         assert not partials(store, out), partials(store, out)
-        # every connection of the dead programs closed: back to the baseline
+        # every connection of the dead programs closed: back to the baseline.
+        # A leak stays; what settles is no leak: the last gprofctl's
+        # connection closing, a manifest the store's writer is still
+        # fsyncing on the thread pool (tens of ms). So: back within 5 s.
+        deadline = time.monotonic() + 5
+        while len(fds(dm)) > len(base) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert len(fds(dm)) <= len(base), (fds(dm), base, dm.log()[-3000:])
         delivered = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))
         assert len(delivered) == outcomes.get("delivered", 0), (delivered, outcomes)
