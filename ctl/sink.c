@@ -35,12 +35,17 @@ int sink_open(struct sink *s, const char *dir, const char *name, uint32_t transf
 	}
 	snprintf(s->path, sizeof(s->path), "%s/%s", dir, name);
 	snprintf(s->tmp, sizeof(s->tmp), "%s/.%s.part", dir, name);
-	fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+	/* 0600 whatever the umask, as the daemon keeps them: a trace shows the
+	 * program's code and data, and is its owner's to share */
+	fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 	if (fd >= 0 && (s->f = fdopen(fd, "wb")) == NULL)
 		close(fd);
 	s->unnamed = s->f != NULL;
-	if (s->f == NULL)
-		s->f = fopen(s->tmp, "wb");
+	if (s->f == NULL) {
+		fd = open(s->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 && (fchmod(fd, 0600) != 0 || (s->f = fdopen(fd, "wb")) == NULL))
+			close(fd);
+	}
 	if (s->f == NULL) {
 		snprintf(err, errlen, "cannot write %s: %s", s->tmp, strerror(errno));
 		return -1;

@@ -27,6 +27,7 @@ struct conn;
 struct proc;
 struct trace;
 struct stored;
+struct sjob;
 struct kwatch;
 struct tls_ctx;
 
@@ -87,6 +88,9 @@ struct daemon {
 	size_t pending_traces;
 
 	/* store.c */
+	int store_lock_fd;         /* holds the flock on <state_dir>/gprofd.lock */
+	struct sjob *store_jobs;   /* the writer's queue; the first runs when... */
+	bool store_job_running;    /* ...this is set */
 	struct stored *stored;     /* newest first */
 	uint64_t stored_bytes;
 	size_t nstored;
@@ -102,6 +106,8 @@ struct daemon {
 	uv_poll_t kineto_poll;
 	uv_timer_t kineto_timer;
 	struct kwatch *kwatches;
+	char kineto_base[PATH_MAX]; /* where per-trace directories go (kineto.c base_dir) */
+	bool kineto_base_private;   /* a mkdtemp directory beside a taken kineto.trace_dir */
 
 	/* metrics.c */
 	struct metrics *metrics;

@@ -37,7 +37,9 @@ struct kwatch {
 	int64_t rank;          /* for the stored file's name; -1 unknown */
 	char dir[PATH_MAX];
 	bool ingesting;
+	bool saw_file;         /* an fs event named a kineto* file in dir */
 	bool closing;
+	bool closed;           /* its handle is closed; freed once no ingest is in flight */
 	bool fell_back;        /* Kineto was handed the duration fallback */
 	int64_t wait_s;        /* how long the iteration config was offered */
 };
@@ -105,19 +107,19 @@ static struct kwatch *watch_of(struct daemon *d, const struct proc *p)
 
 /* Has Kineto written (or begun to write) its file into w's directory?
  * Kineto renames the file into place before it reports itself free again,
- * so a free poll that finds no file means no capture has ended. */
+ * so a free poll that finds no file means no capture has ended. O(1) on
+ * the loop, whatever the user put in its directory: the file events seen
+ * (on_fs_event), else a look at the one name Kineto writes; never a scan of
+ * a directory whose entries the user controls. */
 static bool watch_has_file(const struct kwatch *w)
 {
-	struct dirent *e;
-	bool found = w->ingesting;
-	DIR *dh;
+	char path[PATH_MAX + 64];
+	struct stat st;
 
-	if (found || (dh = opendir(w->dir)) == NULL)
-		return found;
-	while (!found && (e = readdir(dh)) != NULL)
-		found = strncmp(e->d_name, "kineto", 6) == 0;
-	closedir(dh);
-	return found;
+	if (w->ingesting || w->saw_file)
+		return true;
+	snprintf(path, sizeof(path), "%s/kineto_%d.pt.trace.json", w->dir, (int)w->pid);
+	return lstat(path, &st) == 0;
 }
 
 void kineto_withdraw(struct proc *p)
@@ -282,11 +284,14 @@ static void on_readable(uv_poll_t *h, int status, int events)
 
 /* ---- collecting the file Kineto writes ---- */
 
+/* A watch with an ingest in flight is freed when that ends (ingest_end). */
 static void on_watch_closed(uv_handle_t *h)
 {
 	struct kwatch *w = h->data;
 
-	free(w);
+	w->closed = true;
+	if (!w->ingesting)
+		free(w);
 }
 
 static void watch_close(struct kwatch *w)
@@ -304,16 +309,22 @@ static void watch_close(struct kwatch *w)
 	uv_close((uv_handle_t *)&w->ev, on_watch_closed);
 }
 
+/* Entries remove_dir looks at: it runs on the loop, and the directory's
+ * entries are the traced user's to multiply. */
+#define REMOVE_SCAN_MAX 256
+
 /* Removes what Kineto wrote in a process's directory (kineto_<pid>...,
  * its .tmp too; unlink never follows a link), then the directory if that
- * emptied it: anything else stays for a person to look at. */
+ * emptied it: anything else stays for a person to look at, as does all of
+ * a directory stuffed past REMOVE_SCAN_MAX entries (its user's disk). */
 static void remove_dir(const char *dir)
 {
 	struct dirent *e;
 	DIR *dh = opendir(dir);
+	int seen = 0;
 
 	if (dh != NULL) {
-		while ((e = readdir(dh)) != NULL)
+		while (seen++ < REMOVE_SCAN_MAX && (e = readdir(dh)) != NULL)
 			if (strncmp(e->d_name, "kineto", 6) == 0)
 				unlinkat(dirfd(dh), e->d_name, 0);
 		closedir(dh);
@@ -337,7 +348,11 @@ static void ingest_work(uv_work_t *req)
 	size_t i;
 
 	in->result = -1;
-	fd = open(in->src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* The path is the traced user's to shape: O_NONBLOCK so a FIFO (or a
+	 * device) put there opens at once instead of holding this pool thread
+	 * until a writer comes, O_NOFOLLOW so a link is not followed; then
+	 * nothing but a regular file of that user is read. */
+	fd = open(in->src, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		snprintf(in->why, sizeof(in->why), "cannot read the trace Kineto wrote: %s",
 		         strerror(errno));
@@ -368,6 +383,14 @@ static void ingest_work(uv_work_t *req)
 		size_t cut = (size_t)n;
 		bool insert = false;
 
+		/* a file that grows while it is read stops at the limit too */
+		if (copied + (uint64_t)n > in->limit) {
+			snprintf(in->why, sizeof(in->why), "the trace is larger than "
+			         "limits.trace_bytes");
+			gzclose(gz);
+			unlink(in->tmp);
+			goto out;
+		}
 		count_feed(&steps, buf, (size_t)n);
 		if (ks.len && ks.insert_at > copied && ks.insert_at <= copied + (uint64_t)n) {
 			cut = (size_t)(ks.insert_at - copied);
@@ -401,6 +424,17 @@ static void ingest_work(uv_work_t *req)
 		in->result = 1;
 		goto out;
 	}
+	/* durable before it is renamed into the store and acknowledged */
+	out = open(in->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (out < 0 || fsync(out) != 0) {
+		snprintf(in->why, sizeof(in->why), "flushing the trace to disk failed: %s",
+		         strerror(errno));
+		if (out >= 0)
+			close(out);
+		unlink(in->tmp);
+		goto out;
+	}
+	close(out);
 	if (rename(in->tmp, in->final) != 0 || stat(in->final, &st) != 0) {
 		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
 		unlink(in->tmp);
@@ -418,47 +452,99 @@ out:
 		close(fd);
 }
 
+/* The ingest's last step: w is freed here when its handle closed meanwhile
+ * (on_watch_closed leaves a watch with an ingest in flight). */
+static void ingest_end(struct ingest *in)
+{
+	struct kwatch *w = in->w;
+
+	w->ingesting = false;
+	if (w->closed)
+		free(w);
+	free(in);
+}
+
+/* Kineto's file is stored and recorded in the trace's manifest (result
+ * 0), or not: only now is the process done (store.h), or failed. */
+static void ingest_recorded(void *arg, int result)
+{
+	struct ingest *in = arg;
+	struct kwatch *w = in->w;
+	struct trace *t = trace_find(w->d, w->trace_id);
+	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
+	bool mine = tp != NULL && strcmp(tp->file, in->name) == 0;
+
+	if (mine)
+		tp->recording = false;
+	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp)) {
+		/* a part that ended meanwhile keeps nothing */
+		unlink(in->final);
+		if (mine) {
+			tp->file[0] = 0;
+			tp->stored_bytes = 0;
+			snprintf(in->why, sizeof(in->why), "cannot record the trace in its manifest: "
+			         "%s%s", strerror(-result), result == -ENOSPC ?
+			         " (the daemon's disk is full)" : "");
+			if (result < 0)
+				trace_set_state(t, tp, MSG_TS_FAILED, in->why);
+		}
+		ingest_end(in);
+		return;
+	}
+	tp->bytes = in->bytes;
+	/* Kineto turns an iteration request it cannot count into a time-based
+	 * capture, silently: the file says so; tell the user. */
+	if (t->win.iterations > 0 && in->steps != t->win.iterations && w->fell_back)
+		snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
+		         "iterations: the process reported no optimizer step to Kineto "
+		         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
+		         "Kineto's 500 ms fallback ran; the trace holds %lld optimizer steps "
+		         "(is it training yet? Kineto counts optimizer.step() calls)",
+		         (long long)w->wait_s, (long long)in->steps);
+	else if (t->win.iterations > 0 && in->steps != t->win.iterations)
+		snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
+		         "iterations: the trace holds %lld optimizer steps, %lld were asked "
+		         "for", (long long)in->steps, (long long)t->win.iterations);
+	trace_set_state(t, tp, MSG_TS_DONE, NULL);
+	ingest_end(in);
+}
+
 static void ingest_done(uv_work_t *req, int status)
 {
 	struct ingest *in = req->data;
 	struct kwatch *w = in->w;
 	struct trace *t = trace_find(w->d, w->trace_id);
 	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
-	bool fell_back = w->fell_back;
-	int64_t wait_s = w->wait_s;
+	int r;
 
 	(void)status;
 	if (in->result == 1) {
-		w->ingesting = false;
-		free(in);
+		ingest_end(in);
 		return;
 	}
 	/* Clean up first: whoever hears "done" may look, and must find the
 	 * client's directory gone. */
 	remove_dir(w->dir);
 	watch_close(w);
-	if (tp != NULL && in->result == 0) {
-		tp->bytes = in->bytes;
-		snprintf(tp->file, sizeof(tp->file), "%s", in->name);
-		/* Kineto turns an iteration request it cannot count into a
-		 * time-based capture, silently: the file says so; tell the user. */
-		if (t->win.iterations > 0 && in->steps != t->win.iterations && fell_back)
-			snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
-			         "iterations: the process reported no optimizer step to Kineto "
-			         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
-			         "Kineto's 500 ms fallback ran; the trace holds %lld optimizer steps "
-			         "(is it training yet? Kineto counts optimizer.step() calls)",
-			         (long long)wait_s, (long long)in->steps);
-		else if (t->win.iterations > 0 && in->steps != t->win.iterations)
-			snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
-			         "iterations: the trace holds %lld optimizer steps, %lld were asked "
-			         "for", (long long)in->steps, (long long)t->win.iterations);
-		trace_set_state(t, tp, MSG_TS_DONE, NULL);
-	} else if (tp != NULL)
-		trace_set_state(t, tp, MSG_TS_FAILED, in->why);
-	if (in->result == 0 && tp == NULL)
-		unlink(in->final); /* the trace ended meanwhile */
-	free(in);
+	/* a part that ended meanwhile stores nothing: no byte on disk goes
+	 * uncounted */
+	if (in->result == 0 && (tp == NULL || t->finished || trace_tproc_ended(tp))) {
+		unlink(in->final);
+		ingest_end(in);
+		return;
+	}
+	if (in->result < 0) {
+		if (tp != NULL)
+			trace_set_state(t, tp, MSG_TS_FAILED, in->why);
+		ingest_end(in);
+		return;
+	}
+	snprintf(tp->file, sizeof(tp->file), "%s", in->name);
+	tp->stored_bytes = in->bytes;
+	tp->recording = true;
+	r = store_record(w->d, t, ingest_recorded, in);
+	if (r < 0)
+		ingest_recorded(in, r);
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -468,7 +554,11 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	size_t len;
 
 	(void)events;
-	if (status < 0 || filename == NULL || w->ingesting || w->closing)
+	if (status < 0 || filename == NULL || w->closing)
+		return;
+	if (strncmp(filename, "kineto", 6) == 0)
+		w->saw_file = true;
+	if (w->ingesting)
 		return;
 	len = strlen(filename);
 	/* kineto_<pid>.pt.trace.json; Kineto's own .tmp name is not it */
@@ -492,18 +582,55 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	}
 }
 
-/* Makes the base directory, owned by the daemon and not a link, so no user
- * can plant it. */
+/* Is path a directory of this daemon's (not a link, owned by its uid,
+ * writable by no one else)? */
+static bool ours(const char *path, struct stat *st)
+{
+	return lstat(path, st) == 0 && S_ISDIR(st->st_mode) && st->st_uid == geteuid() &&
+	       (st->st_mode & 022) == 0;
+}
+
+/*
+ * The base directory the per-trace directories go in: kineto.trace_dir,
+ * made by the daemon (mode 0711: the traced users pass through, none lists
+ * it). Where that path is taken by anything that is not the daemon's own
+ * directory (any local user may make /tmp/gprofd-kineto first), a private
+ * directory beside it, <trace_dir>.XXXXXX from mkdtemp (a name nobody can
+ * guess and take first), is used instead, with a warning naming the owner:
+ * Kineto accepts only paths under /tmp, so the base stays there. Chosen at
+ * the first capture, checked again at each.
+ */
 static int base_dir(struct daemon *d, struct perr *err)
 {
-	const char *base = d->cfg.kineto_trace_dir;
+	const char *want = d->cfg.kineto_trace_dir;
+	char *base = d->kineto_base;
 	struct stat st;
 
-	if (mkdir(base, 0755) != 0 && errno != EEXIST)
-		return perr_set(err, -errno, "kineto.trace_dir %s: %s", base, strerror(errno));
-	if (lstat(base, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-		return perr_set(err, -EPERM, "kineto.trace_dir %s is not a directory owned by "
-		                "gprofd; remove it or choose another", base);
+	if (base[0] && ours(base, &st))
+		return 0;
+	if (mkdir(want, 0711) == 0 || (errno == EEXIST && ours(want, &st))) {
+		snprintf(base, sizeof(d->kineto_base), "%s", want);
+		d->kineto_base_private = false;
+		return 0;
+	}
+	if (errno != EEXIST)
+		return perr_set(err, -errno, "kineto.trace_dir %s: %s", want, strerror(errno));
+	if (snprintf(base, sizeof(d->kineto_base), "%s.XXXXXX", want) >=
+	    (int)sizeof(d->kineto_base) || mkdtemp(base) == NULL || chmod(base, 0711) != 0) {
+		int r = -errno;
+
+		base[0] = 0;
+		return perr_set(err, r, "kineto.trace_dir %s is taken (not a directory of "
+		                "gprofd's), and a private one beside it cannot be made: %s", want,
+		                strerror(-r));
+	}
+	d->kineto_base_private = true;
+	if (lstat(want, &st) == 0)
+		log_warn("kineto.trace_dir %s is not gprofd's (a %s of uid %u, mode %03o): "
+		         "Kineto traces go to %s instead; remove it or choose another "
+		         "kineto.trace_dir", want, S_ISDIR(st.st_mode) ? "directory" :
+		         S_ISLNK(st.st_mode) ? "link" : "file", (unsigned)st.st_uid,
+		         (unsigned)(st.st_mode & 07777), base);
 	return 0;
 }
 
@@ -525,8 +652,8 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	w->uid = p->uid;
 	w->rank = p->rank;
 	snprintf(w->trace_id, sizeof(w->trace_id), "%s", t->id);
-	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->cfg.kineto_trace_dir, t->id, (int)p->pid);
 	r = base_dir(d, &err);
+	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->kineto_base, t->id, (int)p->pid);
 	if (r == 0 && mkdir(w->dir, 0700) != 0)
 		r = perr_set(&err, -errno, "cannot create %s: %s", w->dir, strerror(errno));
 	/* the traced process writes there as itself */
@@ -740,6 +867,10 @@ void kineto_stop(struct daemon *d)
 
 	while ((w = d->kwatches) != NULL)
 		watch_close(w);
+	/* the private base goes when empty (a per-trace directory a person
+	 * should look at keeps it) */
+	if (d->kineto_base_private)
+		rmdir(d->kineto_base);
 	if (!d->kineto_open)
 		return;
 	d->kineto_open = false;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "trace.h"
 
 #define MANIFEST "manifest.json"
+#define LOCKFILE "gprofd.lock"
 
 static void traces_dir(struct daemon *d, char *out, size_t size)
 {
@@ -102,9 +104,28 @@ static void insert(struct daemon *d, struct stored *s)
 	d->stored_bytes += s->bytes;
 }
 
-static int write_manifest(struct daemon *d, const struct stored *s)
+/* fsync of a directory, so the renames and creations in it survive a crash
+ * or a power cut. 0 or -errno. */
+static int sync_dir(const char *path)
 {
-	char path[PATH_MAX], tmp[PATH_MAX];
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) != 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/* Writes s's manifest into dir durably: a temporary file, fsync'd, renamed
+ * over the old one, then dir and (for its first) traces, its parent, fsync'd. On any
+ * failure the previous manifest (if any) is left as it was. Touches nothing
+ * of the daemon's: it runs on the thread pool. 0 or -errno. */
+static int write_manifest_at(const char *dir, const char *traces, const struct stored *s)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
+	bool first;
 	cJSON *root, *files, *f;
 	char *text;
 	size_t i;
@@ -117,6 +138,7 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 	cJSON_AddNumberToObject(root, "owner_uid", (double)s->owner);
 	cJSON_AddNumberToObject(root, "created_us", (double)s->created_us);
 	cJSON_AddStringToObject(root, "state", msg_trace_state_name(s->state));
+	cJSON_AddNumberToObject(root, "processes", (double)s->processes);
 	files = cJSON_AddArrayToObject(root, "files");
 	for (i = 0; i < s->nfiles; i++) {
 		f = cJSON_CreateObject();
@@ -132,16 +154,22 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 	cJSON_Delete(root);
 	if (text == NULL)
 		return -ENOMEM;
-	store_path(d, s->id, MANIFEST, path, sizeof(path));
+	snprintf(path, sizeof(path), "%s/" MANIFEST, dir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	first = access(path, F_OK) != 0;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		r = -errno;
 	else {
 		size_t len = strlen(text);
+		ssize_t n;
 
-		if (write(fd, text, len) != (ssize_t)len)
-			r = errno ? -errno : -EIO;
+		errno = 0;
+		n = write(fd, text, len);
+		if (n != (ssize_t)len)
+			r = n < 0 && errno ? -errno : -ENOSPC;
+		if (r == 0 && fsync(fd) != 0)
+			r = -errno;
 		if (close(fd) != 0 && r == 0)
 			r = -errno;
 		if (r == 0 && rename(tmp, path) != 0)
@@ -150,10 +178,39 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 			unlink(tmp);
 	}
 	cJSON_free(text);
+	if (r == 0)
+		r = sync_dir(dir);
+	/* the trace's directory entry in traces/ is new only with its first
+	 * manifest */
+	if (r == 0 && first)
+		r = sync_dir(traces);
 	return r;
 }
 
-static struct stored *read_manifest(struct daemon *d, const char *id)
+/* write_manifest_at for s's directory under d's store (start-up only: later
+ * writes go through the writer below). */
+static int write_manifest(struct daemon *d, const struct stored *s)
+{
+	char dir[PATH_MAX], traces[PATH_MAX];
+
+	store_path(d, s->id, NULL, dir, sizeof(dir));
+	traces_dir(d, traces, sizeof(traces));
+	return write_manifest_at(dir, traces, s);
+}
+
+/* A manifest's number, or 0 when it is missing or not a sane count. */
+static int64_t num(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, key);
+
+	return cJSON_IsNumber(v) && v->valuedouble > -1e18 && v->valuedouble < 1e18 ?
+	       (int64_t)v->valuedouble : 0;
+}
+
+/* Reads trace id's manifest into *out. 0; -ENOENT when there is none (no
+ * file of the trace was ever acknowledged); -EINVAL when it is there but
+ * cannot be read (left alone: it may list acknowledged files). */
+static int read_manifest(struct daemon *d, const char *id, struct stored **out)
 {
 	char path[PATH_MAX], *text = NULL;
 	const cJSON *f, *files;
@@ -161,13 +218,14 @@ static struct stored *read_manifest(struct daemon *d, const char *id)
 	cJSON *root = NULL;
 	struct stat st;
 	size_t i = 0;
-	int fd, state;
+	int fd, state, r = -EINVAL;
 
+	*out = NULL;
 	store_path(d, id, MANIFEST, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return NULL;
-	if (fstat(fd, &st) != 0 || st.st_size > (1 << 22) ||
+		return errno == ENOENT ? -ENOENT : -EINVAL;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 22) ||
 	    (text = malloc((size_t)st.st_size + 1)) == NULL ||
 	    read(fd, text, (size_t)st.st_size) != st.st_size)
 		goto out;
@@ -179,8 +237,9 @@ static struct stored *read_manifest(struct daemon *d, const char *id)
 	if (s == NULL)
 		goto out;
 	snprintf(s->id, sizeof(s->id), "%s", id);
-	s->owner = (uid_t)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "owner_uid"));
-	s->created_us = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "created_us"));
+	s->owner = (uid_t)num(root, "owner_uid");
+	s->created_us = num(root, "created_us");
+	s->processes = num(root, "processes") > 0 ? (size_t)num(root, "processes") : 0;
 	s->state = MSG_TRACE_DONE;
 	for (state = 0; state <= MSG_TRACE_CANCELLED; state++)
 		if (cJSON_GetStringValue(cJSON_GetObjectItem(root, "state")) &&
@@ -202,17 +261,110 @@ static struct stored *read_manifest(struct daemon *d, const char *id)
 		snprintf(sf->name, sizeof(sf->name), "%s", name ? name : "");
 		snprintf(sf->host, sizeof(sf->host), "%s", host ? host : "");
 		snprintf(sf->job_id, sizeof(sf->job_id), "%s", job ? job : "");
-		sf->bytes = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "bytes"));
-		sf->pid = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "pid"));
-		sf->rank = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "rank"));
+		sf->bytes = num(f, "bytes");
+		sf->pid = num(f, "pid");
+		sf->rank = num(f, "rank");
 		s->bytes += (uint64_t)sf->bytes;
 	}
 	s->nfiles = i;
+	r = 0;
 out:
 	cJSON_Delete(root);
 	free(text);
 	close(fd);
-	return s;
+	*out = s;
+	return r;
+}
+
+/* Removes from a trace's directory every entry its manifest does not list
+ * (the manifest itself excepted): a *.tmp of an upload or a manifest cut
+ * short, a file renamed in but never acknowledged. unlink never follows a
+ * link and leaves directories. */
+static void remove_unlisted(const char *path, const struct stored *s)
+{
+	struct dirent *e;
+	DIR *dh;
+
+	if ((dh = opendir(path)) == NULL)
+		return;
+	while ((e = readdir(dh)) != NULL) {
+		if (e->d_name[0] == '.' && (e->d_name[1] == 0 ||
+		                            (e->d_name[1] == '.' && e->d_name[2] == 0)))
+			continue;
+		if (strcmp(e->d_name, MANIFEST) == 0 || store_file(s, e->d_name) != NULL)
+			continue;
+		log_info("trace %s: removing %s, which no acknowledgement recorded", s->id,
+		         e->d_name);
+		unlinkat(dirfd(dh), e->d_name, 0);
+	}
+	closedir(dh);
+}
+
+/* Drops from s the files its manifest lists that are not in dir (a
+ * file recorded for a process that then failed, removed before the trace's
+ * last manifest was written). True when any was dropped. */
+static bool drop_missing(const char *dir, struct stored *s)
+{
+	char path[PATH_MAX + 200];
+	struct stat st;
+	size_t i, kept = 0;
+
+	for (i = 0; i < s->nfiles; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, s->files[i].name);
+		if (s->files[i].name[0] && lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+			s->files[kept++] = s->files[i];
+			continue;
+		}
+		log_warn("trace %s: %s is listed but missing; dropped from its list", s->id,
+		         s->files[i].name);
+		s->bytes -= (uint64_t)s->files[i].bytes;
+	}
+	i = s->nfiles;
+	s->nfiles = kept;
+	return kept != i;
+}
+
+/*
+ * One gprofd per state directory: an exclusive flock on <state_dir>/
+ * gprofd.lock, taken before anything in the store is read or changed and
+ * held (through d->store_lock_fd) until exit; the kernel drops it when the
+ * process ends, however it ends. The file holds the holder's pid, for the
+ * message a second daemon prints.
+ */
+static int lock_state(struct daemon *d, struct perr *err)
+{
+	char path[PATH_MAX], pid[32] = "";
+	ssize_t n;
+	int fd, r;
+
+	r = fsutil_mkdir_p(d->cfg.state_dir, 0755);
+	if (r < 0)
+		return perr_set(err, r, "cannot create %s: %s (set state_dir to a writable "
+		                "directory)", d->cfg.state_dir, strerror(-r));
+	snprintf(path, sizeof(path), "%s/" LOCKFILE, d->cfg.state_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return perr_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		r = -errno;
+		if (r == -EWOULDBLOCK) {
+			n = pread(fd, pid, sizeof(pid) - 1, 0);
+			pid[n > 0 ? n : 0] = 0;
+			pid[strcspn(pid, "\n")] = 0;
+			close(fd);
+			return perr_set(err, -EBUSY, "another gprofd (pid %s) is using the state "
+			                "directory %s (it holds %s): stop it first, or give this one "
+			                "another --state-dir; nothing was changed", pid[0] ? pid :
+			                "unknown", d->cfg.state_dir, path);
+		}
+		close(fd);
+		return perr_set(err, r, "cannot lock %s: %s", path, strerror(-r));
+	}
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn("cannot write the pid into %s: %s", path, strerror(errno));
+	d->store_lock_fd = fd;
+	return 0;
 }
 
 int store_init(struct daemon *d, struct perr *err)
@@ -221,8 +373,13 @@ int store_init(struct daemon *d, struct perr *err)
 	struct dirent *e;
 	struct stored *s;
 	DIR *dh;
+	bool dropped;
 	int r;
 
+	d->store_lock_fd = -1;
+	r = lock_state(d, err);
+	if (r < 0)
+		return r;
 	traces_dir(d, dir, sizeof(dir));
 	r = fsutil_mkdir_p(dir, 0700);
 	if (r < 0)
@@ -234,13 +391,42 @@ int store_init(struct daemon *d, struct perr *err)
 	while ((e = readdir(dh)) != NULL) {
 		if (e->d_name[0] == '.')
 			continue;
-		s = read_manifest(d, e->d_name);
-		if (s == NULL) {
-			store_path(d, e->d_name, NULL, path, sizeof(path));
-			log_info("removing unfinished trace directory %s", path);
+		store_path(d, e->d_name, NULL, path, sizeof(path));
+		r = read_manifest(d, e->d_name, &s);
+		if (r == -ENOENT) {
+			/* no manifest: no file of it was ever acknowledged */
+			log_info("removing unfinished trace directory %s (nothing in it was "
+			         "acknowledged)", path);
 			remove_dir(path);
 			continue;
 		}
+		if (r < 0) {
+			log_warn("cannot read the manifest of %s: left as it is, not listed; "
+			         "look at it, then remove it by hand", path);
+			continue;
+		}
+		dropped = drop_missing(path, s);
+		if (s->nfiles == 0) {
+			/* a manifest left by a job for a trace deleted meanwhile */
+			log_info("removing trace directory %s: none of its files is there", path);
+			stored_free(s);
+			remove_dir(path);
+			continue;
+		}
+		if (s->state == MSG_TRACE_RUNNING) {
+			/* the daemon stopped (killed, a crash, a full disk at the last
+			 * manifest) while the trace ran: what it acknowledged stays */
+			s->state = s->processes > 0 && s->nfiles >= s->processes ?
+			           MSG_TRACE_DONE : MSG_TRACE_PARTIAL;
+			log_warn("trace %s was interrupted (the daemon stopped before it ended): "
+			         "keeping its %zu acknowledged file%s, as %s", s->id, s->nfiles,
+			         s->nfiles == 1 ? "" : "s", msg_trace_state_name(s->state));
+			dropped = true;
+		}
+		if (dropped && (r = write_manifest(d, s)) < 0)
+			log_warn("trace %s: cannot rewrite its manifest (%s); it stays as it is and "
+			         "is tried again at the next start", s->id, strerror(-r));
+		remove_unlisted(path, s);
 		insert(d, s);
 	}
 	closedir(dh);
@@ -261,52 +447,234 @@ void store_deinit(struct daemon *d)
 	d->stored = NULL;
 	d->nstored = 0;
 	d->stored_bytes = 0;
+	if (d->store_lock_fd >= 0)
+		close(d->store_lock_fd); /* the lock goes with it */
+	d->store_lock_fd = -1;
 }
 
-void store_add(struct daemon *d, const struct trace *t)
+/* A record of t in the given state listing the processes whose file is
+ * acknowledged (done), and when running also those whose file waits to be
+ * recorded (tproc.recording). NULL when out of memory. */
+static struct stored *stored_of(const struct trace *t, int state, bool running)
 {
-	char path[PATH_MAX];
 	struct stored *s;
 	size_t i, n = 0;
-	int r;
 
-	for (i = 0; i < t->n; i++)
-		if (t->tp[i].state == MSG_TS_DONE)
-			n++;
-	store_path(d, t->id, NULL, path, sizeof(path));
-	if (n == 0) {
-		remove_dir(path);
-		return;
-	}
 	s = calloc(1, sizeof(*s));
-	if (s == NULL || (s->files = calloc(n, sizeof(*s->files))) == NULL) {
+	if (s == NULL || (s->files = calloc(t->n + 1, sizeof(*s->files))) == NULL) {
 		free(s);
-		log_err("trace %s: out of memory recording it", t->id);
-		return;
+		return NULL;
 	}
 	snprintf(s->id, sizeof(s->id), "%s", t->id);
 	s->owner = t->owner;
 	s->created_us = t->created_us;
-	s->state = t->state;
+	s->state = state;
 	for (i = 0; i < t->n; i++) {
 		const struct tproc *tp = &t->tp[i];
 		struct stored_file *sf;
 
-		if (tp->state != MSG_TS_DONE)
+		if (tp->state != MSG_TS_SKIPPED)
+			n++;
+		if (tp->file[0] == 0 || !(tp->state == MSG_TS_DONE ||
+		                          (running && tp->recording && !trace_tproc_ended(tp))))
 			continue;
 		sf = &s->files[s->nfiles++];
 		snprintf(sf->name, sizeof(sf->name), "%s", tp->file);
 		snprintf(sf->host, sizeof(sf->host), "%s", tp->host);
 		snprintf(sf->job_id, sizeof(sf->job_id), "%s", tp->job_id);
-		sf->bytes = tp->bytes;
+		sf->bytes = tp->stored_bytes;
 		sf->pid = tp->pid;
 		sf->rank = tp->rank;
-		s->bytes += (uint64_t)tp->bytes;
+		s->bytes += (uint64_t)tp->stored_bytes;
 	}
-	r = write_manifest(d, s);
-	if (r < 0)
-		log_err("trace %s: cannot write its manifest (%s); it will be removed at the "
-		        "next start", t->id, strerror(-r));
+	s->processes = n;
+	return s;
+}
+
+/* ---- the writer: every change to a trace's directory after start-up, one
+ * at a time, in order, on the thread pool ----
+ *
+ * A manifest write fsyncs three times (tens of milliseconds on a loaded
+ * disk): never on the loop. One job runs at a time, so the writes for one
+ * trace land in the order they were asked (a trace's last manifest after
+ * every "running" one). Removals happen on the loop at once; a job that
+ * ends for a trace no longer kept removes what it wrote. A running manifest asked
+ * while another for the same trace waits (not yet started) replaces it and
+ * joins its waiters: many ranks finishing together cost a few writes. */
+
+struct swaiter {
+	struct swaiter *next;
+	store_done_fn fn;
+	void *arg;
+};
+
+struct sjob {
+	struct sjob *next;
+	struct daemon *d;
+	uv_work_t req;
+	bool final;                /* the trace has ended: prune what s does not list */
+	char dir[PATH_MAX], traces[PATH_MAX];
+	char id[64];
+	struct stored *s;          /* owned */
+	struct swaiter *waiters;
+	int result;
+};
+
+static void job_work(uv_work_t *req)
+{
+	struct sjob *j = req->data;
+
+	j->result = write_manifest_at(j->dir, j->traces, j->s);
+	if (j->result == 0 && j->final)
+		remove_unlisted(j->dir, j->s);
+}
+
+static void job_next(struct daemon *d);
+
+static void job_done(uv_work_t *req, int status)
+{
+	struct sjob *j = req->data;
+	struct daemon *d = j->d;
+	struct swaiter *w, *next;
+	struct trace *t;
+
+	(void)status;
+	d->store_jobs = j->next;
+	d->store_job_running = false;
+	if (j->final && j->result < 0)
+		log_err("trace %s: cannot write its final manifest (%s); the manifest written at "
+		        "its last acknowledgement still lists its files, which the next start "
+		        "keeps", j->id, strerror(-j->result));
+	for (w = j->waiters; w != NULL; w = next) {
+		next = w->next;
+		w->fn(w->arg, j->result);
+		free(w);
+	}
+	/* deleted (or ended with nothing) while this job wrote its manifest:
+	 * no directory of it may stay */
+	t = trace_find(d, j->id);
+	if (store_find(d, j->id) == NULL && (t == NULL || t->finished))
+		remove_dir(j->dir);
+	if (j->s != NULL)
+		stored_free(j->s);
+	free(j);
+	job_next(d);
+}
+
+static void job_next(struct daemon *d)
+{
+	struct sjob *j = d->store_jobs;
+
+	if (j == NULL || d->store_job_running)
+		return;
+	d->store_job_running = true;
+	j->req.data = j;
+	if (uv_queue_work(d->loop, &j->req, job_work, job_done) < 0) {
+		job_work(&j->req); /* the loop refuses work only while closing */
+		job_done(&j->req, 0);
+	}
+}
+
+/* A new job for trace id, taking s. */
+static struct sjob *job_new(struct daemon *d, const char *id, struct stored *s)
+{
+	struct sjob *j = calloc(1, sizeof(*j));
+
+	if (j == NULL)
+		return NULL;
+	j->d = d;
+	j->s = s;
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	store_path(d, id, NULL, j->dir, sizeof(j->dir));
+	traces_dir(d, j->traces, sizeof(j->traces));
+	return j;
+}
+
+static void job_push(struct daemon *d, struct sjob *j)
+{
+	struct sjob **pp = &d->store_jobs;
+
+	while (*pp != NULL)
+		pp = &(*pp)->next;
+	*pp = j;
+	job_next(d);
+}
+
+/* Removes trace id's directory now (a few unlinks: a delete request's
+ * reply then finds it gone). A manifest the writer was writing for it
+ * meanwhile is removed when that job ends (job_done). */
+static void remove_now(struct daemon *d, const char *id)
+{
+	char path[PATH_MAX];
+
+	store_path(d, id, NULL, path, sizeof(path));
+	remove_dir(path);
+}
+
+int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void *arg)
+{
+	struct stored *s = stored_of(t, MSG_TRACE_RUNNING, true);
+	struct swaiter *w = calloc(1, sizeof(*w));
+	struct sjob *j;
+
+	if (s == NULL || w == NULL) {
+		free(w);
+		if (s != NULL)
+			stored_free(s);
+		return -ENOMEM;
+	}
+	w->fn = fn;
+	w->arg = arg;
+	/* a running manifest of this trace not yet started: this one replaces it */
+	for (j = d->store_jobs; j != NULL; j = j->next)
+		if (!(j == d->store_jobs && d->store_job_running) && !j->final &&
+		    strcmp(j->id, t->id) == 0)
+			break;
+	if (j != NULL) {
+		stored_free(j->s);
+		j->s = s;
+		w->next = j->waiters;
+		j->waiters = w;
+		return 0;
+	}
+	j = job_new(d, t->id, s);
+	if (j == NULL) {
+		free(w);
+		stored_free(s);
+		return -ENOMEM;
+	}
+	j->waiters = w;
+	job_push(d, j);
+	return 0;
+}
+
+void store_add(struct daemon *d, const struct trace *t)
+{
+	struct stored *s, *copy;
+	struct sjob *j;
+
+	s = stored_of(t, t->state, false);
+	if (s == NULL) {
+		log_err("trace %s: out of memory recording it", t->id);
+		return;
+	}
+	if (s->nfiles == 0) {
+		stored_free(s);
+		remove_now(d, t->id);
+		return;
+	}
+	/* the list has it at once; the writer gets a copy */
+	copy = stored_of(t, t->state, false);
+	j = copy ? job_new(d, t->id, copy) : NULL;
+	if (j == NULL) {
+		if (copy != NULL)
+			stored_free(copy);
+		log_err("trace %s: out of memory writing its final manifest; the manifest of its "
+		        "last acknowledgement stays", t->id);
+	} else {
+		j->final = true;
+		job_push(d, j);
+	}
 	insert(d, s);
 	store_retain(d);
 }
@@ -334,7 +702,6 @@ const struct stored_file *store_file(const struct stored *s, const char *name)
 void store_delete(struct daemon *d, struct stored *s)
 {
 	struct stored **pp;
-	char path[PATH_MAX];
 
 	for (pp = &d->stored; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == s) {
@@ -343,8 +710,7 @@ void store_delete(struct daemon *d, struct stored *s)
 		}
 	d->nstored--;
 	d->stored_bytes -= s->bytes;
-	store_path(d, s->id, NULL, path, sizeof(path));
-	remove_dir(path);
+	remove_now(d, s->id);
 	stored_free(s);
 }
 

@@ -1,18 +1,38 @@
 /*
  * store: trace files on disk, under <state_dir>/traces/<trace-id>/.
  *
- * Each finished trace directory holds the uploaded files (mode 0600, named
- * by the daemon: <host>_<pid>.<unix-ns>.pt.trace.json.gz) and a
- * manifest.json written last, by rename, so a directory without a
- * manifest is an unfinished trace: at start-up such directories (and any
- * *.tmp file) are leftovers of a crash and are removed.
+ * Each trace directory holds the uploaded files (mode 0600, named by the
+ * daemon: <host>_<pid>.<unix-ns>.pt.trace.json.gz) and a manifest.json.
+ *
+ * Invariant: nothing acknowledged is ever removed but by retention or a
+ * delete request. A process's file is acknowledged (upload_end_reply, the
+ * state done) only once it is fsync'd, renamed into place, and listed in
+ * the trace's manifest, itself written durably (fsync'd, renamed, the
+ * directories fsync'd) with state "running" (store_record). When the trace
+ * ends the manifest is rewritten with its final state (store_add). So at
+ * start-up: a directory with no manifest held nothing acknowledged and is
+ * removed; a "running" manifest is a trace the daemon stopped under (kill
+ * -9, a crash, a disk full at its last manifest): its listed files stay and
+ * it becomes done or partial; anything a manifest does not list (*.tmp) is
+ * removed; a manifest that cannot be read is left alone, unlisted.
+ *
+ * One daemon per state directory: store_init first takes an exclusive
+ * flock on <state_dir>/gprofd.lock (holding the pid), before it reads or
+ * changes anything; a second daemon stops there, naming the first's pid.
  *
  * Retention: after each trace is stored, at start-up and every hour, traces
  * older than retention.max_age are deleted, then the oldest until the
  * total is within retention.max_bytes.
  *
+ * Manifests after start-up are written by one queue worked on the thread
+ * pool, one job at a time (they are fsync'd: never on the loop), so a
+ * trace's manifests land in the order asked. Removals (retention, delete,
+ * a trace with nothing delivered) happen on the loop at once; a job that
+ * ends for a trace no longer kept removes what it wrote.
+ *
  * Ownership: the daemon owns the list of stored traces (d->stored, newest
- * first); each struct stored owns its file array.
+ * first); each struct stored owns its file array. The writer's jobs
+ * (d->store_jobs) own copies, never a trace or a stored entry.
  */
 #ifndef GPROFD_STORE_H
 #define GPROFD_STORE_H
@@ -24,6 +44,7 @@
 #include "msg.h"
 
 struct trace;
+struct tproc;
 
 struct stored_file {
 	char name[160];
@@ -38,13 +59,15 @@ struct stored {
 	uid_t owner;
 	int64_t created_us;
 	int state;
+	size_t processes;          /* the trace's processes, those left out excepted */
 	size_t nfiles;
 	struct stored_file *files;
 	uint64_t bytes;
 };
 
-/* Creates the trace directory and loads what is stored. 0 or -errno, with
- * err saying which path failed. */
+/* Locks the state directory, creates the trace directory and loads what
+ * is stored (recovering interrupted traces). 0 or -errno, with err saying
+ * which path failed or which pid holds the lock. */
 int store_init(struct daemon *d, struct perr *err);
 void store_deinit(struct daemon *d);
 
@@ -61,6 +84,19 @@ void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_
 
 /* Creates a trace's directory (uploads go there). 0 or -errno. */
 int store_mkdir(struct daemon *d, const char *trace_id);
+
+/* Called on the loop when a manifest asked for is on disk (result 0) or
+ * could not be written (-errno). */
+typedef void (*store_done_fn)(void *arg, int result);
+
+/* Records in t's manifest (state running), written durably on the thread
+ * pool, every file acknowledged so far and every file waiting to be
+ * (tproc.recording set, tproc.file and stored_bytes filled: the file is
+ * fsync'd and renamed into the trace's directory). fn(arg, result) follows
+ * on the loop; only on 0 may those processes be acknowledged (done). On an
+ * error (a full disk) the caller removes its file and fails its process.
+ * Returns 0 (fn will be called) or -ENOMEM (it will not). */
+int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void *arg);
 
 /* Records a finished trace: writes its manifest, adds it to the list,
  * applies retention. A trace with no delivered file leaves nothing. */

@@ -22,6 +22,11 @@ static bool final_state(int s)
 	       s == MSG_TS_SKIPPED;
 }
 
+bool trace_tproc_ended(const struct tproc *tp)
+{
+	return final_state(tp->state);
+}
+
 struct trace *trace_find(struct daemon *d, const char *id)
 {
 	struct trace *t;
@@ -511,7 +516,10 @@ void trace_capture_status(struct daemon *d, struct proc *p, const struct msg_cap
 	}
 	tp->events = s->events;
 	tp->dropped = s->dropped;
-	tp->bytes = s->bytes;
+	/* once a file is stored, its size is the daemon's count, not the
+	 * agent's word */
+	if (tp->file[0] == 0)
+		tp->bytes = s->bytes;
 	/* done comes from the daemon (the upload is stored), not from the agent */
 	if (s->state == MSG_TS_DONE)
 		return;

@@ -39,8 +39,12 @@ struct tproc {
 	int kind;
 	int state;                 /* MSG_TS_* */
 	char reason[512];
-	int64_t bytes, events, dropped;
+	int64_t bytes, events, dropped;   /* progress, as the agent reports it */
 	char file[160];            /* stored file name once done */
+	int64_t stored_bytes;      /* the size of file on disk: the one count the store
+	                            * and retention use (never the agent's word) */
+	bool upload_begun;         /* one upload per process and trace, ever */
+	bool recording;            /* file is on disk, its manifest being written */
 	char host[64];
 	char job_id[MSG_JOB_ID_MAX + 1];
 	int64_t rank;
@@ -93,6 +97,9 @@ void trace_capture_status(struct daemon *d, struct proc *p, const struct msg_cap
 /* The agent of p started uploading to trace t / finished / failed. */
 struct tproc *trace_tproc(struct trace *t, pid_t pid);
 void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *reason);
+/* True when tp's part has ended (done, failed, cancelled, skipped): no
+ * file may be stored for it any more. */
+bool trace_tproc_ended(const struct tproc *tp);
 
 /* Cancels t: agents are told, unfinished processes end cancelled.
  * Returns how many processes were cancelled. */

@@ -143,19 +143,75 @@ static void fail(struct upload *u, enum msg_errcode code, const char *why)
 		release(u);
 }
 
+/* The file is stored and recorded (result 0), or its manifest could not
+ * be written: only now is it acknowledged (store.h), or removed. */
+static void on_recorded(void *arg, int result)
+{
+	struct upload *u = arg;
+	char final[PATH_MAX], why[200];
+	struct trace *t;
+	struct tproc *tp = find_tproc(u, &t);
+	bool mine = tp != NULL && strcmp(tp->file, u->name) == 0;
+	struct msg m;
+
+	u->busy = false;
+	if (mine)
+		tp->recording = false;
+	/* a part that ended meanwhile keeps nothing: the next manifest does not
+	 * list it, and a start-up drops a listed file that is missing */
+	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp) || u->failed ||
+	    u->c == NULL) {
+		store_path(u->d, u->trace_id, u->name, final, sizeof(final));
+		unlink(final);
+		if (mine) {
+			tp->file[0] = 0;
+			tp->stored_bytes = 0;
+		}
+		if (u->failed) {
+			release(u);
+			return;
+		}
+		if (u->c == NULL)
+			snprintf(why, sizeof(why), "the agent disconnected during the upload");
+		else if (result < 0)
+			snprintf(why, sizeof(why), "cannot record the file in the trace's manifest: "
+			         "%s%s", strerror(-result), result == -ENOSPC ?
+			         " (the daemon's disk is full)" : "");
+		else
+			snprintf(why, sizeof(why), "the trace ended (timed out or cancelled) before "
+			         "the upload completed");
+		fail(u, u->c == NULL ? MSG_E_IO : result == -ENOSPC ? MSG_E_NO_SPACE :
+		     result < 0 ? MSG_E_IO : MSG_E_NOT_FOUND, why);
+		return;
+	}
+	tp->bytes = tp->stored_bytes;
+	msg_init(&m, MSG_UPLOAD_END_REPLY, u->end_id);
+	m.u.upload_end_reply.file = u->name;
+	m.u.upload_end_reply.bytes = (int64_t)u->received;
+	conn_send_msg(u->c, &m);
+	log_debug("trace %s: stored %s (%llu bytes)", u->trace_id, u->name,
+	          (unsigned long long)u->received);
+	trace_set_state(t, tp, MSG_TS_DONE, NULL);
+	detach(u);
+}
+
+/* The file is written whole and fsync'd: rename it into the store and ask
+ * for its record in the trace's manifest (on_recorded acknowledges it). */
 static void complete(struct upload *u)
 {
 	char final[PATH_MAX];
 	struct trace *t;
 	struct tproc *tp = find_tproc(u, &t);
-	struct msg m;
 	uv_fs_t req;
+	int r;
 
 	uv_fs_close(NULL, &req, u->fd, NULL);
 	uv_fs_req_cleanup(&req);
 	u->fd = -1;
 	store_path(u->d, u->trace_id, u->name, final, sizeof(final));
-	if (tp == NULL || t->finished) {
+	/* a part that ended meanwhile (timed out, cancelled, failed by the
+	 * agent's own report) stores nothing: no byte on disk goes uncounted */
+	if (tp == NULL || t->finished || trace_tproc_ended(tp)) {
 		fail(u, MSG_E_NOT_FOUND, "the trace ended (timed out or cancelled) before the "
 		     "upload completed");
 		return;
@@ -167,19 +223,56 @@ static void complete(struct upload *u)
 		fail(u, MSG_E_IO, why);
 		return;
 	}
-	tp->bytes = (int64_t)u->received;
+	u->tmp[0] = 0; /* renamed */
 	snprintf(tp->file, sizeof(tp->file), "%s", u->name);
-	if (u->c != NULL) {
-		msg_init(&m, MSG_UPLOAD_END_REPLY, u->end_id);
-		m.u.upload_end_reply.file = u->name;
-		m.u.upload_end_reply.bytes = (int64_t)u->received;
-		conn_send_msg(u->c, &m);
+	tp->stored_bytes = (int64_t)u->received;
+	tp->recording = true;
+	r = store_record(u->d, t, on_recorded, u);
+	if (r < 0) {
+		on_recorded(u, r);
+		return;
 	}
-	log_debug("trace %s: stored %s (%llu bytes)", u->trace_id, u->name,
-	          (unsigned long long)u->received);
-	u->tmp[0] = 0; /* renamed: nothing to remove */
-	trace_set_state(t, tp, MSG_TS_DONE, NULL);
-	detach(u);
+	u->busy = true; /* until on_recorded */
+}
+
+static void on_fsync(uv_fs_t *req)
+{
+	struct upload *u = req->data;
+	ssize_t r = req->result;
+
+	uv_fs_req_cleanup(req);
+	u->busy = false;
+	if (u->failed) {
+		release(u);
+		return;
+	}
+	if (u->c == NULL) {
+		fail(u, MSG_E_IO, "the agent disconnected during the upload");
+		return;
+	}
+	if (r < 0) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "flushing the trace to disk failed: %s%s",
+		         uv_strerror((int)r), r == UV_ENOSPC ? " (the daemon's disk is full)" : "");
+		fail(u, r == UV_ENOSPC ? MSG_E_NO_SPACE : MSG_E_IO, why);
+		return;
+	}
+	complete(u);
+}
+
+/* Every byte is written: fsync on the thread pool, then complete. */
+static void sync_file(struct upload *u)
+{
+	int r;
+
+	u->req.data = u;
+	r = uv_fs_fsync(u->d->loop, &u->req, u->fd, on_fsync);
+	if (r < 0) {
+		fail(u, MSG_E_IO, uv_strerror(r));
+		return;
+	}
+	u->busy = true;
 }
 
 static void pump(struct upload *u);
@@ -227,7 +320,7 @@ static void pump(struct upload *u)
 		return;
 	if (u->head == NULL) {
 		if (u->ending)
-			complete(u);
+			sync_file(u);
 		return;
 	}
 	buf = uv_buf_init((char *)u->head->data, (unsigned)u->head->len);
@@ -271,6 +364,15 @@ void upload_begin(struct conn *c, const struct msg *m)
 		                "trace from pid %d", b->trace_id, (int)c->proc->pid);
 		return;
 	}
+	/* One upload per process and trace: a second (another transfer, on this
+	 * connection or another) would store bytes the trace's books never
+	 * count, past limits.trace_bytes and retention.max_bytes. */
+	if (tp->upload_begun) {
+		conn_send_error(c, m->id, MSG_E_BUSY, "pid %d has already begun its upload for "
+		                "trace %s; a process sends one file per trace", (int)c->proc->pid,
+		                b->trace_id);
+		return;
+	}
 	if (find(c, (uint32_t)b->transfer) != NULL) {
 		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "transfer %lld is already open",
 		                (long long)b->transfer);
@@ -301,6 +403,7 @@ void upload_begin(struct conn *c, const struct msg *m)
 	}
 	u->next = c->uploads;
 	c->uploads = u;
+	tp->upload_begun = true;
 	trace_set_state(t, tp, MSG_TS_UPLOADING, NULL);
 	if (r < 0) {
 		char why[160];

@@ -5,8 +5,15 @@
  * Data flow: chunk frame -> checked (contiguous offset, size limit) ->
  * CRC-32 updated -> copied into a queue -> written by uv_fs_write on
  * libuv's thread pool, one write in flight, into <trace>/<name>.tmp ->
- * on upload_end, once the queue is empty and size and CRC match, renamed
- * to its final name and the process is done. When more than
+ * on upload_end, once the queue is empty and size and CRC match, fsync'd
+ * (on the pool), renamed to its final name, recorded in the trace's
+ * manifest (store_record) and only then acknowledged: the reply, and the
+ * process done.
+ *
+ * One upload per process and trace, ever (tproc.upload_begun): a second
+ * upload_begin is refused, so every byte a process stores is its one file,
+ * counted once (tproc.stored_bytes) within limits.trace_bytes. A file that
+ * completes after its process's part ended is removed, not stored. When more than
  * UPLOAD_QUEUE_MAX bytes wait for the disk, the connection stops being
  * read (backpressure) until the queue drains.
  *

@@ -64,6 +64,18 @@ def fds(dm):
     return [x for x in fd_list(dm.p.pid) if x.startswith("socket:") or x.startswith(store)]
 
 
+def settled(dm, base):
+    """True once gprofd holds no more of fds() than base. A leak stays; what
+    settles is no leak: the last gprofctl's connection, whose close the
+    daemon reads a moment after gprofctl exits, and a manifest the store's
+    writer is still fsyncing on the thread pool (tens of ms). So: within
+    5 s, looked at every 50 ms."""
+    deadline = time.monotonic() + 5
+    while len(fds(dm)) > len(base) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return len(fds(dm)) <= len(base)
+
+
 def partials(*dirs):
     """Files that are not finished traces: temporaries of the store or of
     gprofctl (hidden .part files, .tmp files)."""
@@ -192,7 +204,7 @@ def test_agent_killed(d):
         print("  seed %d: around the window's end: %s" % (SEED, outcomes))
         assert not partials(store, out), partials(store, out)
         # every connection of the dead programs closed: back to the baseline
-        assert len(fds(dm)) <= len(base), (fds(dm), base, dm.log()[-3000:])
+        assert settled(dm, base), (fds(dm), base, dm.log()[-3000:])
         delivered = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))
         assert len(delivered) == outcomes.get("delivered", 0), (delivered, outcomes)
     finally:
@@ -238,7 +250,7 @@ def test_gprofctl_killed_downloading(d):
         assert f.returncode == 0, (res, err)
         whole = glob.glob(os.path.join(out, "whole", "**", "*.pt.trace.json.gz"), recursive=True)
         assert len(whole) == 1 and os.path.getsize(whole[0]) > 0, whole
-        assert len(fds(dm)) <= len(base), (fds(dm), base)
+        assert settled(dm, base), (fds(dm), base)
     finally:
         dm.stop()
 

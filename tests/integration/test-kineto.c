@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -582,6 +584,342 @@ static void test_abstract_namespace(void **state)
 	kc_close(&k);
 }
 
+/* ---- a client-controlled file type: FIFOs (issue 23, 2) ---- */
+
+#define FIFO_CLIENTS 5  /* one more than libuv's four pool threads */
+
+/* A daemon on an abstract socket (other users' clients need no file
+ * access) with its trace directory under the test's directory. */
+static int setup_abstract_private(void **state)
+{
+	char yaml[700];
+
+	(void)state;
+	if (td_start(&D, "kineto:\n  enabled: false\n", NULL) < 0)
+		return -1;
+	td_stop(&D);
+	snprintf(abstract_name, sizeof(abstract_name), "gprofd-test-%d", (int)getpid());
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_name: %s\n  trace_dir: %s/ktrace\n",
+	         abstract_name, D.dir);
+	return td_restart(&D, yaml, NULL);
+}
+
+/* Waits (10 s at most: a safety net) for the daemon to exit; true if it
+ * did. */
+static bool exits_within(pid_t pid, int ms)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	bool gone;
+
+	if (fd < 0)
+		return false;
+	gone = poll(&p, 1, ms) == 1;
+	close(fd);
+	return gone;
+}
+
+static int teardown_stopped(void **state)
+{
+	(void)state;
+	if (D.pid > 0) {
+		kill(D.pid, SIGKILL);
+		td_reap(&D, false);
+	}
+	td_cleanup(&D);
+	return 0;
+}
+
+/* A Kineto client of user nobody that, given its config, puts a FIFO
+ * where its trace should be, and keeps it (never opens it). */
+static void fifo_client(int ready, int ctl)
+{
+	struct passwd *pw = getpwnam("nobody");
+	char cfg[4096], where[600];
+	const char *p;
+	struct kc k;
+	char b;
+	int i, n = 0;
+
+	if (pw == NULL || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+		_exit(2);
+	if (kc_open(&k, NULL, abstract_name) != 0 || kc_poll(&k, 3, 555, cfg, sizeof(cfg), 5000))
+		_exit(3);
+	if (write(ready, "r", 1) != 1 || read(ctl, &b, 1) != 1) /* the trace started */
+		_exit(4);
+	for (i = 0; i < 100 && n <= 0; i++)
+		n = kc_poll(&k, 3, 555, cfg, sizeof(cfg), 5000);
+	if (n <= 0 || (p = strstr(cfg, "ACTIVITIES_LOG_FILE=")) == NULL)
+		_exit(5);
+	p += strlen("ACTIVITIES_LOG_FILE=");
+	snprintf(where, sizeof(where), "%.*s_%d.pt.trace.json",
+	         (int)(strstr(p, ".pt.trace.json") - p), p, (int)getpid());
+	if (mkfifo(where, 0600) != 0 || write(ready, "f", 1) != 1)
+		_exit(6);
+	while (read(ctl, &b, 1) > 0)
+		;
+	kc_close(&k);
+	_exit(0);
+}
+
+/* A second ordinary user for the victim's side: made when absent, as an
+ * ordinary system user would be. NULL when it cannot be. */
+static struct passwd *victim_user(void)
+{
+	struct passwd *pw = getpwnam("gprofd-test-b");
+
+	if (pw == NULL && system("useradd --system --no-create-home --shell /usr/sbin/nologin "
+	                         "gprofd-test-b >/dev/null 2>&1") == 0)
+		pw = getpwnam("gprofd-test-b");
+	return pw;
+}
+
+/* A Kineto client of user pw that writes a real trace when its config
+ * comes (after "go" on ctl); exits 0 once written. */
+static void victim_client(const struct passwd *pw, int ready, int ctl)
+{
+	static const char json[] = "{\"schemaVersion\": 1, \"traceEvents\": []}\n";
+	char cfg[4096], where[600], tmp[700];
+	const char *p;
+	struct kc k;
+	FILE *f;
+	char b;
+	int i, n = 0;
+
+	if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+		_exit(2);
+	if (kc_open(&k, NULL, abstract_name) != 0 || kc_poll(&k, 3, 556, cfg, sizeof(cfg), 5000))
+		_exit(3);
+	if (write(ready, "r", 1) != 1 || read(ctl, &b, 1) != 1)
+		_exit(4);
+	for (i = 0; i < 100 && n <= 0; i++)
+		n = kc_poll(&k, 3, 556, cfg, sizeof(cfg), 5000);
+	if (n <= 0 || (p = strstr(cfg, "ACTIVITIES_LOG_FILE=")) == NULL)
+		_exit(5);
+	p += strlen("ACTIVITIES_LOG_FILE=");
+	snprintf(where, sizeof(where), "%.*s_%d.pt.trace.json",
+	         (int)(strstr(p, ".pt.trace.json") - p), p, (int)getpid());
+	snprintf(tmp, sizeof(tmp), "%s.tmp", where);
+	if ((f = fopen(tmp, "w")) == NULL || fputs(json, f) < 0 || fclose(f) != 0 ||
+	    rename(tmp, where) != 0)
+		_exit(6);
+	kc_close(&k);
+	_exit(0);
+}
+
+/* Five Kineto clients of user nobody make their trace files FIFOs; each is
+ * refused at once as not a regular file, root's agent trace is delivered
+ * right after, and SIGTERM stops the daemon cleanly. Before: the daemon
+ * opened each FIFO for reading on libuv's thread pool and blocked there for
+ * good; with all four pool threads held every upload timed out and SIGTERM
+ * no longer stopped the daemon. */
+static void test_fifo_does_not_wedge(void **state)
+{
+	int ready[2], ctl[2], vready[2], vctl[2], i, status;
+	pid_t kids[FIFO_CLIENTS], victim;
+	struct passwd *vpw;
+	struct agent a;
+	struct tc c;
+	struct msg m, r;
+	char b;
+
+	(void)state;
+	if (geteuid() != 0 || getpwnam("nobody") == NULL)
+		skip(); /* needs other users; CI runs as root */
+	vpw = victim_user();
+	assert_non_null(vpw);
+	/* the victim, user gprofd-test-b, registered first */
+	assert_int_equal(pipe(vready), 0);
+	assert_int_equal(pipe(vctl), 0);
+	victim = fork();
+	assert_true(victim >= 0);
+	if (victim == 0) {
+		close(vready[0]);
+		close(vctl[1]);
+		victim_client(vpw, vready[1], vctl[0]);
+	}
+	close(vready[1]);
+	close(vctl[0]);
+	assert_int_equal(read(vready[0], &b, 1), 1);
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(ctl), 0);
+	for (i = 0; i < FIFO_CLIENTS; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i] == 0) {
+			close(ready[0]);
+			close(ctl[1]);
+			fifo_client(ready[1], ctl[0]);
+		}
+	}
+	close(ready[1]);
+	close(ctl[0]);
+	for (i = 0; i < FIFO_CLIENTS; i++)
+		assert_int_equal(read(ready[0], &b, 1), 1);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("555", 0);
+	m.u.trace_start.win.duration_ms = 100;
+	m.u.trace_start.timeout_ms = 8000;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, FIFO_CLIENTS);
+	msg_deinit(&r);
+	assert_int_equal(write(ctl[1], "ggggg", FIFO_CLIENTS), FIFO_CLIENTS);
+	for (i = 0; i < FIFO_CLIENTS; i++) {
+		assert_int_equal(read(ready[0], &b, 1), 1);
+		assert_int_equal(b, 'f');
+	}
+	tc_follow_end(&c, &r);
+	for (i = 0; i < FIFO_CLIENTS; i++) {
+		fprintf(stderr, "pid %d: %s\n", (int)r.u.trace_info.procs.v[i].pid,
+		        r.u.trace_info.procs.v[i].reason);
+		assert_int_equal(r.u.trace_info.procs.v[i].state, MSG_TS_FAILED);
+		assert_non_null(strstr(r.u.trace_info.procs.v[i].reason, "not a regular file"));
+	}
+	msg_deinit(&r);
+	/* another user's Kineto trace, and root's agent upload, go through the
+	 * same thread pool */
+	m = tc_trace_req("556", 0);
+	m.u.trace_start.win.duration_ms = 100;
+	m.u.trace_start.timeout_ms = 8000;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_start_reply.procs.n, 1);
+	assert_int_equal(r.u.trace_start_reply.procs.v[0].pid, victim);
+	msg_deinit(&r);
+	assert_int_equal(write(vctl[1], "g", 1), 1);
+	tc_follow_end(&c, &r);
+	if (r.u.trace_info.procs.v[0].reason)
+		fprintf(stderr, "user gprofd-test-b: %s\n", r.u.trace_info.procs.v[0].reason);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	assert_int_equal(waitpid(victim, &status, 0), victim);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(vctl[1]);
+	close(vready[0]);
+	assert_int_equal(agent_spawn(&a, D.sock, "victim", 0, 256 << 10), 0);
+	m = tc_trace_req("victim", 1);
+	m.u.trace_start.timeout_ms = 8000;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	tc_follow_end(&c, &r);
+	if (r.u.trace_info.procs.v[0].reason)
+		fprintf(stderr, "victim: %s\n", r.u.trace_info.procs.v[0].reason);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	tc_close(&c);
+	agent_stop(&a);
+	/* and SIGTERM still stops it, with every handle closed */
+	td_signal(&D, SIGTERM);
+	assert_true(exits_within(D.pid, 10000));
+	assert_int_equal(td_reap(&D, false), 0);
+	close(ctl[1]);
+	for (i = 0; i < FIFO_CLIENTS; i++)
+		waitpid(kids[i], NULL, 0);
+	close(ready[0]);
+}
+
+/* ---- a squatted kineto.trace_dir (issue 23, 15) ---- */
+
+/* kineto.trace_dir already made by another user (as anyone can make
+ * /tmp/gprofd-kineto first): the daemon says so, uses a private directory
+ * beside it, and Kineto traces are delivered. Before: every Kineto trace
+ * failed ("is not a directory owned by gprofd"). */
+static void test_squatted_trace_dir(void **state)
+{
+	static const char json[] = "{\"schemaVersion\": 1, \"traceEvents\": []}\n";
+	char cfg[4096], where[600], yaml[700], squat[400];
+	struct passwd *pw = getpwnam("nobody");
+	struct stat st;
+	struct kc k;
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	if (geteuid() != 0 || pw == NULL)
+		skip(); /* needs a second user; CI runs as root */
+	assert_int_equal(td_start(&D, "kineto:\n  enabled: false\n", NULL), 0);
+	td_stop(&D);
+	snprintf(squat, sizeof(squat), "%s/squat", D.dir);
+	assert_int_equal(mkdir(squat, 0777), 0);
+	assert_int_equal(chown(squat, pw->pw_uid, pw->pw_gid), 0);
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_dir: %s\n  trace_dir: %s\n", D.dir, squat);
+	assert_int_equal(td_restart(&D, yaml, NULL), 0);
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 99, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("99", 0);
+	m.u.trace_start.win.duration_ms = 100;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	assert_true(kc_poll(&k, 3, 99, cfg, sizeof(cfg), 2000) > 0);
+	/* not under the squatter's directory */
+	assert_null(strstr(cfg, "/squat/"));
+	assert_non_null(strstr(cfg, "/squat."));
+	write_like_kineto(cfg, json, where, sizeof(where));
+	tc_follow_end(&c, &r);
+	if (r.u.trace_info.procs.v[0].reason)
+		fprintf(stderr, "reason: %s\n", r.u.trace_info.procs.v[0].reason);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	assert_true(td_log_count(&D, "is not gprofd's") > 0);
+	/* the squatter's directory was left as it was, unused */
+	assert_int_equal(lstat(squat, &st), 0);
+	assert_int_equal(st.st_uid, pw->pw_uid);
+	tc_close(&c);
+	kc_close(&k);
+}
+
+/* ---- a client-controlled count: entries in its directory (issue 23) ---- */
+
+#define STUFFED 20000
+#define STUFF_POLLS 1000
+
+/* A client takes an iteration config, puts 20,000 entries in its trace
+ * directory and then polls as if it had dropped the config: each poll is
+ * answered at once. Before: each poll read the whole directory on the
+ * loop thread (looking for Kineto's file), so one user's polls held every
+ * other client and request: 1,000 polls took seconds instead of
+ * milliseconds. */
+static void test_stuffed_dir_costs_nothing(void **state)
+{
+	char cfg[4096], dir[600], path[700];
+	const char *p;
+	int64_t t0, took;
+	struct kc k;
+	struct tc c;
+	struct msg m, r;
+	int i, fd;
+
+	(void)state;
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 44, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("44", 3);
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	assert_true(kc_poll(&k, 3, 44, cfg, sizeof(cfg), 2000) > 0);
+	p = strstr(cfg, "ACTIVITIES_LOG_FILE=") + strlen("ACTIVITIES_LOG_FILE=");
+	snprintf(dir, sizeof(dir), "%.*s", (int)(strstr(p, "/kineto.pt.trace.json") - p), p);
+	for (i = 0; i < STUFFED; i++) {
+		snprintf(path, sizeof(path), "%s/junk%d", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		assert_true(fd >= 0);
+		close(fd);
+	}
+	t0 = mono_ms();
+	for (i = 0; i < STUFF_POLLS; i++)
+		assert_true(kc_poll(&k, 3, 44, cfg, sizeof(cfg), 5000) > 0); /* offered again */
+	took = mono_ms() - t0;
+	fprintf(stderr, "%d polls with %d entries in the client's directory: %lld ms\n",
+	        STUFF_POLLS, STUFFED, (long long)took);
+	assert_true(took < 2000);
+	tc_close(&c);
+	kc_close(&k);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -592,6 +930,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_malformed_dropped, setup_dir, teardown),
 		cmocka_unit_test_setup_teardown(test_64_clients_at_once, setup_dir, teardown),
 		cmocka_unit_test_setup_teardown(test_abstract_namespace, setup_abstract, teardown),
+		cmocka_unit_test_setup_teardown(test_fifo_does_not_wedge, setup_abstract_private,
+		                                teardown_stopped),
+		cmocka_unit_test_teardown(test_squatted_trace_dir, teardown),
+		cmocka_unit_test_setup_teardown(test_stuffed_dir_costs_nothing, setup_dir, teardown),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1)
