@@ -350,6 +350,15 @@ static void test_traces_paged(void **state)
 			        i % 2 ? "odd" : "even");
 		fprintf(f, "]}");
 		fclose(f);
+		/* the files it lists, as the daemon keeps them (a start-up
+		 * drops a manifest's entry whose file is gone) */
+		for (k = 0; k < FILES; k++) {
+			snprintf(path, sizeof(path), "%s/traces/p-%05d/%s%02d.gz", d.state, i, name, k);
+			f = fopen(path, "w");
+			assert_non_null(f);
+			fputc('x', f);
+			fclose(f);
+		}
 	}
 	assert_int_equal(td_restart(&d, NULL, NULL), 0);
 	{
