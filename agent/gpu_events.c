@@ -19,8 +19,17 @@
 #include "gpu_int.h"
 #include "writer.h"
 
-/* API calls by correlation id: open addressing, sized once per write. */
-struct corr { uint32_t id; int32_t range; int tid; uint64_t start, end; uint8_t kept, gpu; };
+/* API calls by correlation id: open addressing, sized once per write.
+ * An id names one call: a runtime call, and the driver calls made inside
+ * it on the same thread. One given to calls that do not nest so (CUPTI
+ * numbering no launch, below gpu_ids_broken's threshold) is `shared`: its
+ * GPU work cannot be tied to a call, so it gets no flow, no External id
+ * and no GPU projection, and is kept by time; each of its calls is written
+ * on its own. kept: the first call is in the window; any_kept: one is. */
+struct corr {
+	uint32_t id; int32_t range; int tid; uint64_t start, end;
+	uint8_t kept, gpu, shared, any_kept;
+};
 struct cmap { struct corr *v; size_t mask; };
 
 static struct corr *cmap_get(struct cmap *m, uint32_t id, bool add)
@@ -44,7 +53,7 @@ static struct corr *cmap_get(struct cmap *m, uint32_t id, bool add)
 
 struct pass {
 	struct cmap m;
-	uint64_t t0, t1, napi, kept_api, kept_gpu, dup_api;
+	uint64_t t0, t1, napi, kept_api, kept_gpu, dup_api, shared_gpu;
 	size_t nbuf;
 	/* correlation ids are one sequence across runtime and driver calls:
 	 * the last call before the window and the first after it bound what
@@ -72,16 +81,25 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
 	struct pass *p = ud;
 	CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
 	struct corr *c;
+	bool kept;
 
 	if (r->kind != CUPTI_ACTIVITY_KIND_RUNTIME && r->kind != CUPTI_ACTIVITY_KIND_DRIVER)
 		return;
 	if ((c = cmap_get(&p->m, a->correlationId, true)) == NULL)
 		return;
+	kept = a->start >= p->t0 && a->start <= p->t1 && a->start != 0 && a->end >= a->start;
 	if (c->kept || c->start != 0) {
-		p->dup_api++; /* correlation ids are unique: keep the first */
+		/* the first stays the id's call; a repeat that is not a call
+		 * inside it (or around it) on its thread makes the id shared */
+		p->dup_api++;
+		if ((int)a->threadId != c->tid || !((a->start >= c->start && a->end <= c->end) ||
+		                                    (a->start <= c->start && a->end >= c->end)))
+			c->shared = 1;
+		c->any_kept |= kept;
 		return;
 	}
-	c->kept = a->start >= p->t0 && a->start <= p->t1 && a->start != 0 && a->end >= a->start;
+	c->kept = kept;
+	c->any_kept = kept;
 	if (a->start != 0 && a->start < p->t0 && a->correlationId > p->pre_max)
 		p->pre_max = a->correlationId;
 	if (a->start > p->t1 && a->correlationId < p->post_min)
@@ -117,11 +135,17 @@ static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint
 		 * from its start on is the window's, however far the GPU lags */
 		c = NULL;
 		*keep = start >= p->t0;
+	} else if (c != NULL && c->shared) {
+		/* one of its calls was in the window, and work runs after its
+		 * launch: by time, tied to none of them */
+		*keep = c->any_kept && start >= p->t0;
+		if (*keep)
+			p->shared_gpu++;
 	} else {
 		*keep = c ? c->kept : p->napi > 0 ? corr > p->pre_max && corr < p->post_min :
 		        start >= p->t0 && start <= p->t1;
 	}
-	if (c && *keep && flow)
+	if (c && *keep && flow && !c->shared)
 		c->gpu = 1; /* the launch gets a flow arrow to this GPU event */
 	if (*keep)
 		p->kept_gpu++;
@@ -151,7 +175,7 @@ static void gpu_common(struct tw *w, struct corr *c, uint32_t dev, uint32_t ctx,
 	tw_int(w, stream);
 	tw_lit(w, ",\"correlation\":");
 	tw_int(w, corr_out(corr));
-	if (c && c->range >= 0) {
+	if (c && c->range >= 0 && !c->shared) {
 		tw_lit(w, ",\"External id\":");
 		tw_int(w, (int64_t)tw_range_id(w, c->range));
 		tw_range_gpu(w, c->range, (int)dev, stream, start, end);
@@ -162,7 +186,7 @@ static void gpu_common(struct tw *w, struct corr *c, uint32_t dev, uint32_t ctx,
 static void write_flow_end(struct tw *w, struct corr *c, uint32_t dev, uint32_t stream,
                            uint32_t corr, uint64_t start)
 {
-	if (c != NULL)
+	if (c != NULL && !c->shared)
 		tw_flow(w, 'f', corr, dev, stream, start);
 }
 
@@ -342,7 +366,8 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		c = gpu_keep(p, s->correlationId, s->start, s->end, &keep, false);
 		if (!keep)
 			return;
-		if (c != NULL && s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) {
+		if (c != NULL && !c->shared &&
+		    s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) {
 			/* A host-side wait: on the thread that waited, inside its API
 			 * call (on the stream's row it would overlap the GPU work it
 			 * waits for, which breaks nesting). */
@@ -423,6 +448,7 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 	struct corr *c;
 	const char *nm;
 	size_t len;
+	int range;
 
 	if (r->kind != CUPTI_ACTIVITY_KIND_RUNTIME && r->kind != CUPTI_ACTIVITY_KIND_DRIVER)
 		return;
@@ -441,8 +467,17 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 		return;
 	}
 	c = cmap_get(&p->m, a->correlationId, false);
-	if (c == NULL || !c->kept)
+	if (c != NULL && c->shared) {
+		/* each call of a shared id on its own: in the window by its time,
+		 * in the range around it, with no flow */
+		if (a->start < p->t0 || a->start > p->t1 || a->start == 0 || a->end < a->start)
+			return;
+		range = tw_range_at(w, (int)a->threadId, a->start);
+	} else if (c == NULL || !c->kept) {
 		return;
+	} else {
+		range = c->range;
+	}
 	nm = gpu_api_name(r->kind, a->cbid, &len);
 	tw_x(w, r->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "cuda_driver" : "cuda_runtime", nm, len,
 	     A.pid, a->threadId, a->start, a->end);
@@ -450,13 +485,13 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 	tw_int(w, a->cbid);
 	tw_lit(w, ",\"correlation\":");
 	tw_int(w, a->correlationId);
-	if (c->range >= 0) {
+	if (range >= 0) {
 		tw_lit(w, ",\"External id\":");
-		tw_int(w, (int64_t)tw_range_id(w, c->range));
+		tw_int(w, (int64_t)tw_range_id(w, range));
 	}
 	tw_lit(w, "}}");
 	tw_thread(w, (int)a->threadId);
-	if (c->gpu)
+	if (c->gpu && !c->shared)
 		tw_flow(w, 's', a->correlationId, A.pid, a->threadId, a->start);
 }
 
@@ -485,6 +520,18 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 			          (unsigned long long)p.napi);
 		gpu_each_record(w, write_gpu, &p);
 		gpu_each_record(w, write_api, &p);
+		if (p.shared_gpu > 0) {
+			char note[400];
+
+			snprintf(note, sizeof(note), "%llu GPU records not tied to a launch or an NVTX "
+			         "range (no flow, External id or GPU projection): CUPTI gave their "
+			         "correlation id to calls that are not one call (%llu of %llu API records "
+			         "repeat an id), so which range launched them is unknown",
+			         (unsigned long long)p.shared_gpu, (unsigned long long)p.dup_api,
+			         (unsigned long long)p.napi);
+			tw_note(w, note);
+			agent_log("trace %s: %s", A.win.trace_id, note);
+		}
 	}
 	gpu_records_unlock();
 	ids_own = false;

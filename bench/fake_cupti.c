@@ -8,6 +8,10 @@
  *    agent for buffers, fills them with CUDA 13-shaped records (a runtime
  *    API call and the kernel, copy or set it launched, with matching
  *    correlation ids) and hands them back (bench-writer, agent-writer.sh).
+ *  - fake_cupti_record() writes one record of a sequence a test builds
+ *    (a runtime call or a kernel, with the correlation id, thread, stream
+ *    and times it chooses; tests/integration/projection-app.c), handed
+ *    back at the agent's next flush.
  *  - fake_cuda_call() is one CUDA runtime call made by an application
  *    thread (tests/integration/stress-app.c): it runs the subscriber's API
  *    callbacks when their domain is enabled, and writes the API record and
@@ -528,6 +532,59 @@ static void write_kernel(uint32_t corr, int k, uint64_t start)
 	r->name = names[k & 3];
 	cur_off += ALIGN8(sizeof(*r));
 	atomic_fetch_add(&n_records, 1);
+}
+
+/*
+ * One record of a sequence the caller builds: a cudaLaunchKernel runtime
+ * record (kernel 0) on thread tid, or (kernel 1) a kernel record on
+ * stream, each with correlation id corr and times [start, end]. Written
+ * into the buffer being filled, handed back at the next flush. 0, or -1
+ * when the agent gave no buffer.
+ */
+int fake_cupti_record(int kernel, uint32_t corr, int tid, uint32_t stream, uint64_t start,
+                      uint64_t end);
+int fake_cupti_record(int kernel, uint32_t corr, int tid, uint32_t stream, uint64_t start,
+                      uint64_t end)
+{
+	int r = -1;
+
+	pthread_mutex_lock(&lock);
+	if (!kernel) {
+		CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)room(ALIGN8(sizeof(*a)));
+
+		if (a != NULL) {
+			memset(a, 0, sizeof(*a));
+			a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+			a->cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+			a->start = start;
+			a->end = end;
+			a->processId = (uint32_t)getpid();
+			a->threadId = (uint32_t)tid;
+			a->correlationId = corr;
+			cur_off += ALIGN8(sizeof(*a));
+			r = 0;
+		}
+	} else {
+		CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*k)));
+
+		if (k != NULL) {
+			if (names[0] == NULL)
+				names[0] = strdup("_Z5scalePff");
+			memset(k, 0, sizeof(*k));
+			k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+			k->start = start;
+			k->end = end;
+			k->streamId = stream;
+			k->correlationId = corr;
+			k->gridX = k->gridY = k->gridZ = 1;
+			k->blockX = 256; k->blockY = k->blockZ = 1;
+			k->name = names[0];
+			cur_off += ALIGN8(sizeof(*k));
+			r = 0;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
 }
 
 /* Sessions begun, finalizes done, records written by fake_cuda_call. */
