@@ -1,6 +1,7 @@
 /*
- * projection-app: the GPU projection of NVTX ranges fed record sequences
- * built to break it (issue 29), through the agent's real gpu.c,
+ * projection-app: the GPU projection of NVTX ranges, and what a burst
+ * keeps at its edges, fed record sequences built to break them (issue
+ * 29), through the agent's real gpu.c,
  * gpu_events.c and writer.c, with CUPTI replaced by the stand-in
  * (bench/fake_cupti.c, fake_cupti_record). Ranges are real: pushed and
  * popped through rec.c on this thread and a second one; each launch's API
@@ -20,6 +21,17 @@
  *               on the GPU (ids sound, spans crossing); then "outer"
  *               holding "inner" launching 5 and 6 onto another stream,
  *               which must keep its (nested) spans.
+ *  window-edge  four launches in the window (ids 11-14), then two kernels
+ *               (15, 16) launched while the kinds went off, whose calls
+ *               were not recorded, and no call recorded after the window
+ *               (a loaded machine: the program did not run in the 20 ms
+ *               the end waits for one): they were kept as the window's.
+ *  stuck-tail   twenty launches all numbered N (gpu_ids_broken: counted,
+ *               not matched), five kernels of the previous burst's (also
+ *               N, started before the window) in the buffers, and the
+ *               window's last five kernels still running until the 3rd
+ *               flush: the end stopped at once, as many GPU records as
+ *               launches, and lost them.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -33,7 +45,7 @@
 
 int InitializeInjection(void);
 
-static int (*record)(int, uint32_t, int, uint32_t, uint64_t, uint64_t);
+static int (*record)(int, uint32_t, int, uint32_t, uint64_t, uint64_t, int);
 
 /* A launch: made inside the range open now, on this thread. */
 struct launch { uint32_t corr; int tid; uint64_t start, end; uint32_t stream; };
@@ -71,18 +83,19 @@ static void *side_thread(void *arg)
 
 /* Writes the API records, then the kernels in the order of `order` (the
  * GPU's), 5 us each, 10 us apart, 20 ms after the window. */
-static int emit(const struct launch *l, const int *order, int n, uint64_t gpu0)
+static int emit(const struct launch *l, const int *order, int n, uint64_t gpu0, bool late)
 {
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (record(0, l[i].corr, l[i].tid, 0, l[i].start, l[i].end) < 0)
+		if (record(0, l[i].corr, l[i].tid, 0, l[i].start, l[i].end, 0) < 0)
 			return -1;
 	for (i = 0; i < n; i++) {
 		const struct launch *k = &l[order[i]];
 		uint64_t s = gpu0 + (uint64_t)i * 10000;
 
-		if (record(1, k->corr, 0, k->stream, s, s + 5000) < 0)
+		/* in stuck-tail, the last 5 only at the 3rd flush from now */
+		if (record(1, k->corr, 0, k->stream, s, s + 5000, late && i >= n - 5 ? 3 : 0) < 0)
 			return -1;
 	}
 	return 0;
@@ -90,8 +103,8 @@ static int emit(const struct launch *l, const int *order, int n, uint64_t gpu0)
 
 static int scenario(const char *dir, const char *name)
 {
-	struct launch l[8];
-	int order[8], n = 0, i;
+	struct launch l[24];
+	int order[24], n = 0, i;
 	char why[300], path[512];
 	struct trace_result res = { 0 };
 	uint64_t t1;
@@ -124,6 +137,27 @@ static int scenario(const char *dir, const char *name)
 		n = 6;
 		/* on stream 7: a's 1, b's 2, a's 3, b's 4; then 5 and 6 */
 		order[0] = 0; order[1] = 2; order[2] = 1; order[3] = 3; order[4] = 4; order[5] = 5;
+	} else if (strcmp(name, "stuck-tail") == 0) {
+		uint64_t t0 = atomic_load(&A.t_start);
+
+		/* the previous burst's work, completed into this one's buffers */
+		for (i = 0; i < 5; i++)
+			if (record(1, 2000, 0, 7, t0 - 1000000 + (uint64_t)i * 10000,
+			           t0 - 995000 + (uint64_t)i * 10000, 0) < 0)
+				return -1;
+		for (n = 0; n < 20; n++) {
+			uint32_t id = 2000;
+
+			range("it", &l[n], &id, 1, 7);
+			order[n] = n;
+		}
+	} else if (strcmp(name, "window-edge") == 0) {
+		for (n = 0; n < 4; n++) {
+			uint32_t id = 11 + (uint32_t)n;
+
+			range("step", &l[n], &id, 1, 7);
+			order[n] = n;
+		}
 	} else {
 		bool stuck = strcmp(name, "stuck-id") == 0;
 
@@ -138,7 +172,10 @@ static int scenario(const char *dir, const char *name)
 	atomic_store(&A.t_end, t1);
 	atomic_store(&A.rec_on, 0);
 	atomic_store(&A.end_reason, END_DONE);
-	if (emit(l, order, n, t1 + 20000000ull) < 0) {
+	if (emit(l, order, n, t1 + 20000000ull, strcmp(name, "stuck-tail") == 0) < 0 ||
+	    (strcmp(name, "window-edge") == 0 &&
+	     (record(1, 15, 0, 7, t1 + 30000000ull, t1 + 30005000ull, 0) < 0 ||
+	      record(1, 16, 0, 7, t1 + 30010000ull, t1 + 30015000ull, 0) < 0))) {
 		fprintf(stderr, "projection-app: the agent gave the stand-in no buffer\n");
 		return -1;
 	}
@@ -157,7 +194,8 @@ static int scenario(const char *dir, const char *name)
 
 int main(int argc, char **argv)
 {
-	static const char *const names[] = { "shared-ids", "stuck-id", "two-threads" };
+	static const char *const names[] = { "shared-ids", "stuck-id", "two-threads",
+	                                     "window-edge", "stuck-tail" };
 	void *fake;
 	size_t i;
 
@@ -168,7 +206,7 @@ int main(int argc, char **argv)
 	setenv("GPROF_CUPTI_PATH", FAKE_CUPTI_PATH, 1);
 	InitializeInjection();
 	fake = dlopen(FAKE_CUPTI_PATH, RTLD_NOW | RTLD_LOCAL);
-	record = fake ? (int (*)(int, uint32_t, int, uint32_t, uint64_t, uint64_t))
+	record = fake ? (int (*)(int, uint32_t, int, uint32_t, uint64_t, uint64_t, int))
 	                dlsym(fake, "fake_cupti_record") : NULL;
 	if (record == NULL) {
 		fprintf(stderr, "projection-app: cannot load %s: %s\n", FAKE_CUPTI_PATH, dlerror());

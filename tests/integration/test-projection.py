@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The GPU projection of NVTX ranges (gpu_user_annotation) under record
-sequences built to break it (issue 29), deterministic: projection-app
+"""The GPU projection of NVTX ranges (gpu_user_annotation), and what a burst
+keeps at its edges, under record sequences built to break them (issue 29),
+deterministic: projection-app
 drives the agent's real gpu.c, gpu_events.c and writer.c with the stand-in
 libcupti and writes one trace per scenario (see projection-app.c).
 
@@ -15,7 +16,11 @@ span's nesting mirrors its ranges'), and
     carries its own range's External id, and the trace (a gprof_note) and
     the agent log say why;
   two-threads: the spans of "a" and "b" (two threads, one stream,
-    interleaved) are left out, saying so; "outer" and "inner" keep theirs.
+    interleaved) are left out, saying so; "outer" and "inner" keep theirs;
+  window-edge: GPU work with no traced launch and no traced call after the
+    window to bound it is left out, saying so: every kernel has its launch;
+  stuck-tail: where CUPTI numbered nothing, the end of the burst waits for
+    the window's own GPU work, not the previous burst's, to count it.
 """
 import gzip
 import json
@@ -94,8 +99,35 @@ def test_two_threads(d):
     assert "trace two-threads: GPU spans of 2 NVTX ranges left out" in log, log[-2000:]
 
 
+def test_window_edge(d):
+    """Two kernels launched while the kinds went off, no call recorded after
+    the window to bound them: left out (they were kept as the window's,
+    kernels 6 for 4 launches), saying so."""
+    log = burst(d)
+    ev = load(d, "window-edge")
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    calls = [e for e in ev if e.get("cat") == "cuda_runtime"]
+    flows = [e for e in ev if e.get("ph") == "f"]
+    assert len(kernels) == len(calls) == len(flows) == 4, (len(kernels), len(calls), len(flows))
+    assert "trace window-edge: 2 GPU records without a traced launch left out" in log, log[-2000:]
+
+
+def test_stuck_tail(d):
+    """CUPTI numbering nothing (records counted, not matched), the previous
+    burst's kernels in the buffers and the window's last still running: the
+    end waits for the window's own (it stopped at once, as many GPU records
+    as launches, and the trace held 15 kernels for 20 launches)."""
+    log = burst(d)
+    ev = load(d, "stuck-tail")
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    calls = [e for e in ev if e.get("cat") == "cuda_runtime"]
+    assert len(calls) == 20 and len(kernels) == 20, (len(calls), len(kernels))
+    assert "trace stuck-tail: 19 of 20 API records repeat a correlation id" in log, log[-2000:]
+
+
 def main():
-    return runner.run([test_shared_ids, test_stuck_id, test_two_threads], "gprof-projection-")
+    return runner.run([test_shared_ids, test_stuck_id, test_two_threads, test_window_edge,
+                       test_stuck_tail], "gprof-projection-")
 
 
 if __name__ == "__main__":
