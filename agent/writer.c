@@ -8,8 +8,10 @@
  * baseTimeNanoseconds, then traceEvents: the CPU events of every thread
  * buffer (ranges, marks, ProfilerStep#<n>), CUPTI's events (gpu.c: API
  * calls, kernels, copies, sets, syncs, flows), the GPU projection of each
- * NVTX range (gpu_user_annotation), the process/thread/stream rows, and
- * "Record Window End"; last traceName.
+ * NVTX range (gpu_user_annotation: only spans that nest on their stream as
+ * their ranges do, see write_projections), notes on what was left out
+ * (gprof_note), the process/thread/stream rows, and "Record Window End";
+ * last traceName.
  *
  * Ownership: the thread buffers' event arrays are taken from them under
  * their locks (so application threads never wait on this file's I/O) and
