@@ -59,12 +59,15 @@ struct pass {
 	 * the last call before the window and the first after it bound what
 	 * was launched inside it */
 	uint32_t pre_max, post_min;
-	/* the last traced call inside the window: the upper bound instead of
-	 * post_min when no call after the window was recorded (the end waits
-	 * 20 ms for one; on a loaded machine the program may not run in that
-	 * time, and work launched while the kinds went off would be kept) */
-	uint32_t in_max;
-	uint64_t unbounded; /* GPU records left out for want of post_min */
+	/* the first and last traced calls inside the window: the bounds
+	 * instead of pre_max when no call before the window was recorded (it
+	 * opened at once: the previous burst's work, completing into this
+	 * one's buffers, would be kept), and of post_min when none after it
+	 * was (the end waits 20 ms for one; on a loaded machine the program
+	 * may not run in that time, and work launched while the kinds went off
+	 * would be kept) */
+	uint32_t in_min, in_max;
+	uint64_t unbounded; /* GPU records left out for want of pre_max, post_min */
 	/* Most API records share a correlation id: CUPTI did not number this
 	 * burst (the toolkit's libcupti 13.0 after an unsubscribe, seen on an
 	 * H100). Records are then kept by time (API calls made in the window,
@@ -115,6 +118,8 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
 	c->end = a->end;
 	if (c->kept && a->correlationId > p->in_max)
 		p->in_max = a->correlationId;
+	if (c->kept && a->correlationId < p->in_min)
+		p->in_min = a->correlationId;
 	if (c->kept) {
 		c->range = tw_range_at(w, (int)a->threadId, a->start);
 		p->kept_api++;
@@ -125,9 +130,9 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
  * an API not traced (cuBLAS's and NCCL's cuLaunchKernel when the driver
  * API is off), when its correlation id falls between the last traced call
  * before the window and the first after it (it may run long after the
- * window, on a GPU that lags), or, with no call after it recorded, the
- * last traced call inside it; with no traced call at all, when it started
- * in the window. */
+ * window, on a GPU that lags), or, with no call before (after) it
+ * recorded, the first (last) traced call inside it; with no traced call
+ * at all, when it started in the window. */
 static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint64_t end,
                              bool *keep, bool flow)
 {
@@ -153,9 +158,11 @@ static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint
 	} else if (c != NULL) {
 		*keep = c->kept;
 	} else if (p->napi > 0) {
-		*keep = corr > p->pre_max && (p->post_min != UINT32_MAX ? corr < p->post_min :
-		                              corr <= p->in_max);
-		p->unbounded += p->post_min == UINT32_MAX && corr > p->in_max && corr > p->pre_max;
+		bool lo = p->pre_max != 0 ? corr > p->pre_max : corr >= p->in_min;
+		bool hi = p->post_min != UINT32_MAX ? corr < p->post_min : corr <= p->in_max;
+
+		*keep = lo && hi;
+		p->unbounded += (p->pre_max == 0 && !lo) || (p->post_min == UINT32_MAX && !hi);
 	} else {
 		*keep = start >= p->t0 && start <= p->t1;
 	}
@@ -511,7 +518,7 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 
 void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 {
-	struct pass p = { .t0 = t0, .t1 = t1, .post_min = UINT32_MAX };
+	struct pass p = { .t0 = t0, .t1 = t1, .post_min = UINT32_MAX, .in_min = UINT32_MAX };
 	size_t size = 16;
 
 	if (!gpu_loaded())
@@ -552,8 +559,9 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 	free(p.m.v);
 	if (p.unbounded > 0)
 		agent_log("trace %s: %llu GPU records without a traced launch left out: no traced call "
-		          "was recorded after the window to bound what was launched inside it, so "
-		          "only those up to its last traced call are kept", A.win.trace_id,
+		          "was recorded before or after the window to bound what was launched inside "
+		          "it, so only those between its first and last traced calls are kept",
+		          A.win.trace_id,
 		          (unsigned long long)p.unbounded);
 	agent_log("trace %s: %zu CUPTI buffers, %llu API records (%llu in the window, %llu with a "
 	          "repeated id), %llu GPU records kept, %llu records dropped or incomplete",

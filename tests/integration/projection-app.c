@@ -26,6 +26,11 @@
  *               were not recorded, and no call recorded after the window
  *               (a loaded machine: the program did not run in the 20 ms
  *               the end waits for one): they were kept as the window's.
+ *  window-start four launches in the window (ids 21-24), none recorded
+ *               before it (it opened at once), and two kernels of the
+ *               previous burst's (ids 1, 2, launched while its kinds went
+ *               off, completing into this burst's buffers on a GPU that
+ *               lags): they were kept as the window's.
  *  stuck-tail   twenty launches all numbered N (gpu_ids_broken: counted,
  *               not matched), five kernels of the previous burst's (also
  *               N, started before the window) in the buffers, and the
@@ -151,9 +156,16 @@ static int scenario(const char *dir, const char *name)
 			range("it", &l[n], &id, 1, 7);
 			order[n] = n;
 		}
-	} else if (strcmp(name, "window-edge") == 0) {
+	} else if (strcmp(name, "window-edge") == 0 || strcmp(name, "window-start") == 0) {
+		bool start = strcmp(name, "window-start") == 0;
+		uint64_t t0 = atomic_load(&A.t_start);
+
+		for (i = 0; start && i < 2; i++)
+			if (record(1, 1 + (uint32_t)i, 0, 7, t0 + 1000 + (uint64_t)i * 10000,
+			           t0 + 6000 + (uint64_t)i * 10000, 0) < 0)
+				return -1;
 		for (n = 0; n < 4; n++) {
-			uint32_t id = 11 + (uint32_t)n;
+			uint32_t id = (start ? 21 : 11) + (uint32_t)n;
 
 			range("step", &l[n], &id, 1, 7);
 			order[n] = n;
@@ -195,7 +207,7 @@ static int scenario(const char *dir, const char *name)
 int main(int argc, char **argv)
 {
 	static const char *const names[] = { "shared-ids", "stuck-id", "two-threads",
-	                                     "window-edge", "stuck-tail" };
+	                                     "window-edge", "window-start", "stuck-tail" };
 	void *fake;
 	size_t i;
 

@@ -19,6 +19,8 @@ span's nesting mirrors its ranges'), and
     interleaved) are left out, saying so; "outer" and "inner" keep theirs;
   window-edge: GPU work with no traced launch and no traced call after the
     window to bound it is left out, saying so: every kernel has its launch;
+  window-start: so is the previous burst's, with no call recorded before
+    the window;
   stuck-tail: where CUPTI numbered nothing, the end of the burst waits for
     the window's own GPU work, not the previous burst's, to count it.
 """
@@ -112,6 +114,19 @@ def test_window_edge(d):
     assert "trace window-edge: 2 GPU records without a traced launch left out" in log, log[-2000:]
 
 
+def test_window_start(d):
+    """No call recorded before the window (it opened at once), two kernels
+    of the previous burst's in the buffers: left out (they were kept as the
+    window's, 6 kernels for 4 launches), saying so."""
+    log = burst(d)
+    ev = load(d, "window-start")
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    calls = [e for e in ev if e.get("cat") == "cuda_runtime"]
+    assert len(kernels) == len(calls) == 4, (len(kernels), len(calls))
+    assert "trace window-start: 2 GPU records without a traced launch left out" in log, \
+        log[-2000:]
+
+
 def test_stuck_tail(d):
     """CUPTI numbering nothing (records counted, not matched), the previous
     burst's kernels in the buffers and the window's last still running: the
@@ -127,7 +142,7 @@ def test_stuck_tail(d):
 
 def main():
     return runner.run([test_shared_ids, test_stuck_id, test_two_threads, test_window_edge,
-                       test_stuck_tail], "gprof-projection-")
+                       test_window_start, test_stuck_tail], "gprof-projection-")
 
 
 if __name__ == "__main__":
