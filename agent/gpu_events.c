@@ -19,8 +19,17 @@
 #include "gpu_int.h"
 #include "writer.h"
 
-/* API calls by correlation id: open addressing, sized once per write. */
-struct corr { uint32_t id; int32_t range; int tid; uint64_t start, end; uint8_t kept, gpu; };
+/* API calls by correlation id: open addressing, sized once per write.
+ * An id names one call: a runtime call, and the driver calls made inside
+ * it on the same thread. One given to calls that do not nest so (CUPTI
+ * numbering no launch, below gpu_ids_broken's threshold) is `shared`: its
+ * GPU work cannot be tied to a call, so it gets no flow, no External id
+ * and no GPU projection, and is kept by time; each of its calls is written
+ * on its own. kept: the first call is in the window; any_kept: one is. */
+struct corr {
+	uint32_t id; int32_t range; int tid; uint64_t start, end;
+	uint8_t kept, gpu, shared, any_kept;
+};
 struct cmap { struct corr *v; size_t mask; };
 
 static struct corr *cmap_get(struct cmap *m, uint32_t id, bool add)
@@ -44,12 +53,21 @@ static struct corr *cmap_get(struct cmap *m, uint32_t id, bool add)
 
 struct pass {
 	struct cmap m;
-	uint64_t t0, t1, napi, kept_api, kept_gpu, dup_api;
+	uint64_t t0, t1, napi, kept_api, kept_gpu, dup_api, shared_gpu;
 	size_t nbuf;
 	/* correlation ids are one sequence across runtime and driver calls:
 	 * the last call before the window and the first after it bound what
 	 * was launched inside it */
 	uint32_t pre_max, post_min;
+	/* the first and last traced calls inside the window: the bounds
+	 * instead of pre_max when no call before the window was recorded (it
+	 * opened at once: the previous burst's work, completing into this
+	 * one's buffers, would be kept), and of post_min when none after it
+	 * was (the end waits 20 ms for one; on a loaded machine the program
+	 * may not run in that time, and work launched while the kinds went off
+	 * would be kept) */
+	uint32_t in_min, in_max;
+	uint64_t unbounded; /* GPU records left out for want of pre_max, post_min */
 	/* Most API records share a correlation id: CUPTI did not number this
 	 * burst (the toolkit's libcupti 13.0 after an unsubscribe, seen on an
 	 * H100). Records are then kept by time (API calls made in the window,
@@ -72,16 +90,25 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
 	struct pass *p = ud;
 	CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)r;
 	struct corr *c;
+	bool kept;
 
 	if (r->kind != CUPTI_ACTIVITY_KIND_RUNTIME && r->kind != CUPTI_ACTIVITY_KIND_DRIVER)
 		return;
 	if ((c = cmap_get(&p->m, a->correlationId, true)) == NULL)
 		return;
+	kept = a->start >= p->t0 && a->start <= p->t1 && a->start != 0 && a->end >= a->start;
 	if (c->kept || c->start != 0) {
-		p->dup_api++; /* correlation ids are unique: keep the first */
+		/* the first stays the id's call; a repeat that is not a call
+		 * inside it (or around it) on its thread makes the id shared */
+		p->dup_api++;
+		if ((int)a->threadId != c->tid || !((a->start >= c->start && a->end <= c->end) ||
+		                                    (a->start <= c->start && a->end >= c->end)))
+			c->shared = 1;
+		c->any_kept |= kept;
 		return;
 	}
-	c->kept = a->start >= p->t0 && a->start <= p->t1 && a->start != 0 && a->end >= a->start;
+	c->kept = kept;
+	c->any_kept = kept;
 	if (a->start != 0 && a->start < p->t0 && a->correlationId > p->pre_max)
 		p->pre_max = a->correlationId;
 	if (a->start > p->t1 && a->correlationId < p->post_min)
@@ -89,6 +116,10 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
 	c->tid = (int)a->threadId;
 	c->start = a->start;
 	c->end = a->end;
+	if (c->kept && a->correlationId > p->in_max)
+		p->in_max = a->correlationId;
+	if (c->kept && a->correlationId < p->in_min)
+		p->in_min = a->correlationId;
 	if (c->kept) {
 		c->range = tw_range_at(w, (int)a->threadId, a->start);
 		p->kept_api++;
@@ -99,8 +130,9 @@ static void index_api(struct tw *w, CUpti_Activity *r, void *ud)
  * an API not traced (cuBLAS's and NCCL's cuLaunchKernel when the driver
  * API is off), when its correlation id falls between the last traced call
  * before the window and the first after it (it may run long after the
- * window, on a GPU that lags); with no traced call at all, when it started
- * in the window. */
+ * window, on a GPU that lags), or, with no call before (after) it
+ * recorded, the first (last) traced call inside it; with no traced call
+ * at all, when it started in the window. */
 static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint64_t end,
                              bool *keep, bool flow)
 {
@@ -117,11 +149,24 @@ static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint
 		 * from its start on is the window's, however far the GPU lags */
 		c = NULL;
 		*keep = start >= p->t0;
+	} else if (c != NULL && c->shared) {
+		/* one of its calls was in the window, and work runs after its
+		 * launch: by time, tied to none of them */
+		*keep = c->any_kept && start >= p->t0;
+		if (*keep)
+			p->shared_gpu++;
+	} else if (c != NULL) {
+		*keep = c->kept;
+	} else if (p->napi > 0) {
+		bool lo = p->pre_max != 0 ? corr > p->pre_max : corr >= p->in_min;
+		bool hi = p->post_min != UINT32_MAX ? corr < p->post_min : corr <= p->in_max;
+
+		*keep = lo && hi;
+		p->unbounded += (p->pre_max == 0 && !lo) || (p->post_min == UINT32_MAX && !hi);
 	} else {
-		*keep = c ? c->kept : p->napi > 0 ? corr > p->pre_max && corr < p->post_min :
-		        start >= p->t0 && start <= p->t1;
+		*keep = start >= p->t0 && start <= p->t1;
 	}
-	if (c && *keep && flow)
+	if (c && *keep && flow && !c->shared)
 		c->gpu = 1; /* the launch gets a flow arrow to this GPU event */
 	if (*keep)
 		p->kept_gpu++;
@@ -151,7 +196,7 @@ static void gpu_common(struct tw *w, struct corr *c, uint32_t dev, uint32_t ctx,
 	tw_int(w, stream);
 	tw_lit(w, ",\"correlation\":");
 	tw_int(w, corr_out(corr));
-	if (c && c->range >= 0) {
+	if (c && c->range >= 0 && !c->shared) {
 		tw_lit(w, ",\"External id\":");
 		tw_int(w, (int64_t)tw_range_id(w, c->range));
 		tw_range_gpu(w, c->range, (int)dev, stream, start, end);
@@ -162,7 +207,7 @@ static void gpu_common(struct tw *w, struct corr *c, uint32_t dev, uint32_t ctx,
 static void write_flow_end(struct tw *w, struct corr *c, uint32_t dev, uint32_t stream,
                            uint32_t corr, uint64_t start)
 {
-	if (c != NULL)
+	if (c != NULL && !c->shared)
 		tw_flow(w, 'f', corr, dev, stream, start);
 }
 
@@ -342,7 +387,8 @@ static void write_gpu(struct tw *w, CUpti_Activity *r, void *ud)
 		c = gpu_keep(p, s->correlationId, s->start, s->end, &keep, false);
 		if (!keep)
 			return;
-		if (c != NULL && s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) {
+		if (c != NULL && !c->shared &&
+		    s->type != CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT) {
 			/* A host-side wait: on the thread that waited, inside its API
 			 * call (on the stream's row it would overlap the GPU work it
 			 * waits for, which breaks nesting). */
@@ -423,6 +469,7 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 	struct corr *c;
 	const char *nm;
 	size_t len;
+	int range;
 
 	if (r->kind != CUPTI_ACTIVITY_KIND_RUNTIME && r->kind != CUPTI_ACTIVITY_KIND_DRIVER)
 		return;
@@ -441,8 +488,17 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 		return;
 	}
 	c = cmap_get(&p->m, a->correlationId, false);
-	if (c == NULL || !c->kept)
+	if (c != NULL && c->shared) {
+		/* each call of a shared id on its own: in the window by its time,
+		 * in the range around it, with no flow */
+		if (a->start < p->t0 || a->start > p->t1 || a->start == 0 || a->end < a->start)
+			return;
+		range = tw_range_at(w, (int)a->threadId, a->start);
+	} else if (c == NULL || !c->kept) {
 		return;
+	} else {
+		range = c->range;
+	}
 	nm = gpu_api_name(r->kind, a->cbid, &len);
 	tw_x(w, r->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "cuda_driver" : "cuda_runtime", nm, len,
 	     A.pid, a->threadId, a->start, a->end);
@@ -450,19 +506,19 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 	tw_int(w, a->cbid);
 	tw_lit(w, ",\"correlation\":");
 	tw_int(w, a->correlationId);
-	if (c->range >= 0) {
+	if (range >= 0) {
 		tw_lit(w, ",\"External id\":");
-		tw_int(w, (int64_t)tw_range_id(w, c->range));
+		tw_int(w, (int64_t)tw_range_id(w, range));
 	}
 	tw_lit(w, "}}");
 	tw_thread(w, (int)a->threadId);
-	if (c->gpu)
+	if (c->gpu && !c->shared)
 		tw_flow(w, 's', a->correlationId, A.pid, a->threadId, a->start);
 }
 
 void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 {
-	struct pass p = { .t0 = t0, .t1 = t1, .post_min = UINT32_MAX };
+	struct pass p = { .t0 = t0, .t1 = t1, .post_min = UINT32_MAX, .in_min = UINT32_MAX };
 	size_t size = 16;
 
 	if (!gpu_loaded())
@@ -485,10 +541,28 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 			          (unsigned long long)p.napi);
 		gpu_each_record(w, write_gpu, &p);
 		gpu_each_record(w, write_api, &p);
+		if (p.shared_gpu > 0) {
+			char note[400];
+
+			snprintf(note, sizeof(note), "%llu GPU records not tied to a launch or an NVTX "
+			         "range (no flow, External id or GPU projection): CUPTI gave their "
+			         "correlation id to calls that are not one call (%llu of %llu API records "
+			         "repeat an id), so which range launched them is unknown",
+			         (unsigned long long)p.shared_gpu, (unsigned long long)p.dup_api,
+			         (unsigned long long)p.napi);
+			tw_note(w, note);
+			agent_log("trace %s: %s", A.win.trace_id, note);
+		}
 	}
 	gpu_records_unlock();
 	ids_own = false;
 	free(p.m.v);
+	if (p.unbounded > 0)
+		agent_log("trace %s: %llu GPU records without a traced launch left out: no traced call "
+		          "was recorded before or after the window to bound what was launched inside "
+		          "it, so only those between its first and last traced calls are kept",
+		          A.win.trace_id,
+		          (unsigned long long)p.unbounded);
 	agent_log("trace %s: %zu CUPTI buffers, %llu API records (%llu in the window, %llu with a "
 	          "repeated id), %llu GPU records kept, %llu records dropped or incomplete",
 	          A.win.trace_id, p.nbuf, (unsigned long long)p.napi, (unsigned long long)p.kept_api,

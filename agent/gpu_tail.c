@@ -37,7 +37,11 @@
  * burst without API records ends when nothing came for 20 ms. Where CUPTI
  * numbered no launch (most launches share an id, gpu_ids_broken), an id
  * proves nothing: the burst ends when there are as many GPU records as
- * launches, or after 100 ms without a new one. Then it forces out the rest.
+ * launches, both counted as the writer keeps them then (launches made in
+ * the window, GPU work started from its start on: work of the previous
+ * burst's that completes in this one's buffers, or launched before the
+ * window, must not stand in for the window's own; issue 29), or after
+ * 100 ms without a new one. Then it forces out the rest.
  */
 /* A set of correlation ids: open addressing, at most half full. */
 struct idset { uint32_t *v; size_t mask, n; };
@@ -49,8 +53,13 @@ struct tail {
 	struct idset have;   /* GPU records' correlation ids */
 	struct idset seen;   /* launches' correlation ids: repeats mean CUPTI numbered nothing */
 	size_t nlaunch, repeats, ngpu; /* launches, repeated ids, complete GPU records */
+	/* what the writer keeps by time where CUPTI numbered nothing
+	 * (gpu_events.c): launches made in the window, GPU records that
+	 * started from its start on */
+	size_t nlaunch_win, ngpu_win;
 	bool kernels, copies, sets; /* GPU kinds of the burst */
 	bool after_end;      /* an API call recorded that began after the window */
+	uint64_t t_start;    /* the window's start (0: not known) */
 	uint64_t t_end;      /* the window's end: later launches are not waited for */
 };
 
@@ -140,9 +149,10 @@ static void want_add(struct tail *t, uint32_t id, const char *what)
 	t->want[t->nwant++] = id;
 }
 
-static void gpu_have(struct tail *t, uint32_t id)
+static void gpu_have(struct tail *t, uint32_t id, uint64_t start)
 {
 	t->ngpu++;
+	t->ngpu_win += start >= t->t_start;
 	idset_add(&t->have, id);
 }
 
@@ -159,21 +169,21 @@ static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
 		CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
 
 		if (k->start != 0 && k->end >= k->start)
-			gpu_have(t, k->correlationId);
+			gpu_have(t, k->correlationId, k->start);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		CUpti_ActivityMemcpy6 *m = (CUpti_ActivityMemcpy6 *)rec;
 
 		if (m->start != 0 && m->end >= m->start)
-			gpu_have(t, m->correlationId);
+			gpu_have(t, m->correlationId, m->start);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		CUpti_ActivityMemset4 *m = (CUpti_ActivityMemset4 *)rec;
 
 		if (m->start != 0 && m->end >= m->start)
-			gpu_have(t, m->correlationId);
+			gpu_have(t, m->correlationId, m->start);
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -186,6 +196,7 @@ static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
 		if (a->returnValue == 0 && (t->t_end == 0 || a->start <= t->t_end) &&
 		    (name = launches(t, rec->kind, a->cbid)) != NULL) {
 			t->nlaunch++;
+			t->nlaunch_win += a->start >= t->t_start;
 			if (!idset_add(&t->seen, a->correlationId))
 				t->repeats++;
 			want_add(t, a->correlationId, name);
@@ -269,6 +280,7 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 	bool api = false, broken = false;
 	int64_t out;
 
+	t.t_start = atomic_load(&A.t_start);
 	t.t_end = atomic_load(&A.t_end);
 	for (i = 0; i < nkinds; i++) {
 		int64_t k = kinds[i];
@@ -295,7 +307,8 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 		/* CUPTI numbered nothing (one id for every launch, gpu_events.c):
 		 * an id tells nothing, so the GPU records are counted instead */
 		broken = gpu_ids_broken(t.nlaunch, t.repeats);
-		missing = !broken ? tail_missing(&t) : t.nlaunch > t.ngpu ? t.nlaunch - t.ngpu : 0;
+		missing = !broken ? tail_missing(&t) :
+		          t.nlaunch_win > t.ngpu_win ? t.nlaunch_win - t.ngpu_win : 0;
 		now = agent_now_ns();
 		if (missing < last_missing || scanned != last_scanned)
 			progress = now;

@@ -8,8 +8,10 @@
  * baseTimeNanoseconds, then traceEvents: the CPU events of every thread
  * buffer (ranges, marks, ProfilerStep#<n>), CUPTI's events (gpu.c: API
  * calls, kernels, copies, sets, syncs, flows), the GPU projection of each
- * NVTX range (gpu_user_annotation), the process/thread/stream rows, and
- * "Record Window End"; last traceName.
+ * NVTX range (gpu_user_annotation: only spans that nest on their stream as
+ * their ranges do, see write_projections), notes on what was left out
+ * (gprof_note), the process/thread/stream rows, and "Record Window End";
+ * last traceName.
  *
  * Ownership: the thread buffers' event arrays are taken from them under
  * their locks (so application threads never wait on this file's I/O) and
@@ -281,6 +283,16 @@ void tw_stream(struct tw *w, int device, int64_t stream)
 	w->streams[w->nstreams].device = device;
 	w->streams[w->nstreams].stream = stream;
 	w->nstreams++;
+}
+
+void tw_note(struct tw *w, const char *text)
+{
+	tw_event(w);
+	tw_lit(w, "\"ph\":\"M\",\"name\":\"gprof_note\",\"pid\":");
+	tw_int(w, A.pid);
+	tw_lit(w, ",\"tid\":0,\"ts\":0,\"args\":{\"note\":");
+	tw_str(w, text, (size_t)-1);
+	tw_lit(w, "}}");
 }
 
 /* ---- the range index: NVTX ranges by thread and time ---- */
@@ -558,25 +570,132 @@ static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t
 	}
 }
 
+/*
+ * The GPU projection's rule: on each (device, stream) row the spans of
+ * ranges are a proper nesting that mirrors the CPU ranges: two spans that
+ * intersect belong to a range and one of its ancestors (same thread), and
+ * the ancestor's contains the other's (which tw_range_gpu's extension of
+ * every parent guarantees). Spans that break it (two threads' ranges
+ * launching onto one stream, interleaved on the GPU; a launch attributed
+ * to the wrong range) would be drawn wrongly by Perfetto and summed twice
+ * by report, so both spans of such a pair are left out, and the trace and
+ * the agent log say so. A sweep per row, in order of start (the longer
+ * first): the open spans form one chain of ancestors, so a span is checked
+ * against the innermost open one only; a span that fails is not pushed.
+ */
+struct pspan { int device; int64_t stream; uint64_t start, end; int r; size_t j; bool drop; };
+
+static int pspan_cmp(const void *a, const void *b)
+{
+	const struct pspan *x = a, *y = b;
+
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	if (x->stream != y->stream)
+		return x->stream < y->stream ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->end != y->end)
+		return x->end > y->end ? -1 : 1;
+	/* equal spans: a parent sorts before its children (index_ranges) */
+	return x->r < y->r ? -1 : x->r > y->r;
+}
+
+static bool is_ancestor(const struct tw *w, int a, int r)
+{
+	for (r = w->r[r].parent; r >= 0; r = w->r[r].parent)
+		if (r == a)
+			return true;
+	return false;
+}
+
+/* Marks the spans that break the rule; returns how many, or -1 without
+ * memory (then nothing is written). */
+static long check_projections(struct tw *w, struct pspan *v, size_t n)
+{
+	size_t *stack = malloc((n ? n : 1) * sizeof(*stack)), depth = 0, i;
+	long bad = 0;
+
+	if (stack == NULL)
+		return -1;
+	qsort(v, n, sizeof(*v), pspan_cmp);
+	for (i = 0; i < n; i++) {
+		struct pspan *s = &v[i], *top;
+
+		if (i > 0 && (v[i - 1].device != s->device || v[i - 1].stream != s->stream))
+			depth = 0; /* a new row */
+		while (depth > 0 && v[stack[depth - 1]].end <= s->start)
+			depth--;
+		top = depth > 0 ? &v[stack[depth - 1]] : NULL;
+		if (top != NULL && (s->end > top->end || !is_ancestor(w, top->r, s->r))) {
+			bad += !s->drop + !top->drop;
+			s->drop = top->drop = true;
+			continue;
+		}
+		stack[depth++] = i;
+	}
+	free(stack);
+	return bad;
+}
+
 static void write_projections(struct tw *w)
 {
-	size_t i, j;
+	struct pspan *v;
+	size_t i, j, n = 0, rows = 0, last = 0;
+	long bad;
+	char note[400];
 
-	for (i = 0; i < w->nr; i++) {
-		const struct rng *r = &w->r[i];
-
-		for (j = 0; j < r->nspans; j++) {
-			tw_x(w, "gpu_user_annotation", r->name, r->len, r->spans[j].device,
-			     r->spans[j].stream, r->spans[j].start, r->spans[j].end);
-			tw_lit(w, ",\"args\":{\"External id\":");
-			tw_int(w, (int64_t)r->id);
-			tw_lit(w, ",\"device\":");
-			tw_int(w, r->spans[j].device);
-			tw_lit(w, ",\"stream\":");
-			tw_int(w, r->spans[j].stream);
-			tw_lit(w, "}}");
-		}
+	for (i = 0; i < w->nr; i++)
+		n += w->r[i].nspans;
+	if (n == 0)
+		return;
+	if ((v = malloc(n * sizeof(*v))) == NULL) {
+		agent_log("trace %s: out of memory checking the GPU projection of NVTX ranges: "
+		          "left out", A.win.trace_id);
+		return;
 	}
+	n = 0;
+	for (i = 0; i < w->nr; i++)
+		for (j = 0; j < w->r[i].nspans; j++) {
+			const struct span *p = &w->r[i].spans[j];
+
+			v[n++] = (struct pspan){ p->device, p->stream, p->start, p->end, (int)i, j, false };
+		}
+	if ((bad = check_projections(w, v, n)) < 0) {
+		agent_log("trace %s: out of memory checking the GPU projection of NVTX ranges: "
+		          "left out", A.win.trace_id);
+		free(v);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		const struct pspan *p = &v[i];
+		const struct rng *r = &w->r[p->r];
+
+		if (p->drop) {
+			/* v is sorted by row: count the rows that lost a span */
+			rows += rows == 0 || v[last].device != p->device || v[last].stream != p->stream;
+			last = i;
+			continue;
+		}
+		tw_x(w, "gpu_user_annotation", r->name, r->len, p->device, p->stream, p->start,
+		     p->end);
+		tw_lit(w, ",\"args\":{\"External id\":");
+		tw_int(w, (int64_t)r->id);
+		tw_lit(w, ",\"device\":");
+		tw_int(w, p->device);
+		tw_lit(w, ",\"stream\":");
+		tw_int(w, p->stream);
+		tw_lit(w, "}}");
+	}
+	if (bad > 0) {
+		snprintf(note, sizeof(note), "GPU spans of %ld NVTX ranges left out on %zu stream(s): "
+		         "each overlapped, on its stream, the span of a range that is not its own "
+		         "parent or child (ranges of two threads launching onto one stream, "
+		         "interleaved on the GPU), which one row cannot draw", bad, rows);
+		tw_note(w, note);
+		agent_log("trace %s: %s", A.win.trace_id, note);
+	}
+	free(v);
 }
 
 static void comm_of(int tid, char *out, size_t n)

@@ -40,9 +40,17 @@ void tw_thread(struct tw *w, int tid) __attribute__((visibility("hidden")));
 /* Notes a GPU stream row, so it gets a thread_name row. */
 void tw_stream(struct tw *w, int device, int64_t stream) __attribute__((visibility("hidden")));
 
+/* A note to the reader about what the trace leaves out and why: a
+ * metadata event "gprof_note" on the process's row, args.note the text
+ * (the header is written before the events that need one are known). */
+void tw_note(struct tw *w, const char *text) __attribute__((visibility("hidden")));
+
 /* The NVTX range (index) innermost around time ts on thread tid, or -1;
  * and the GPU projection: extends the span of range r and its parents on
- * (device, stream) to cover [start, end]. */
+ * (device, stream) to cover [start, end]. Call it only for GPU work whose
+ * launch is known to lie in r (its correlation id names one call); the
+ * writer leaves out spans that still overlap a range not their own
+ * (writer.c, write_projections) and notes it in the trace. */
 int tw_range_at(struct tw *w, int tid, uint64_t ts) __attribute__((visibility("hidden")));
 uint64_t tw_range_id(struct tw *w, int r) __attribute__((visibility("hidden")));
 void tw_range_gpu(struct tw *w, int r, int device, int64_t stream, uint64_t start, uint64_t end)

@@ -8,6 +8,11 @@
  *    agent for buffers, fills them with CUDA 13-shaped records (a runtime
  *    API call and the kernel, copy or set it launched, with matching
  *    correlation ids) and hands them back (bench-writer, agent-writer.sh).
+ *  - fake_cupti_record() writes one record of a sequence a test builds
+ *    (a runtime call or a kernel, with the correlation id, thread, stream
+ *    and times it chooses; tests/integration/projection-app.c), handed
+ *    back at the agent's next flush, or held back until a later one (a
+ *    GPU still running it, in flushes rather than time).
  *  - fake_cuda_call() is one CUDA runtime call made by an application
  *    thread (tests/integration/stress-app.c): it runs the subscriber's API
  *    callbacks when their domain is enabled, and writes the API record and
@@ -91,6 +96,7 @@ static struct inflight queued[4096];
 static size_t q_head, q_len;
 static long lag_ns = -1;
 static void complete_due(void);
+static void release_lates(void);
 static uint64_t now_ns(void);
 static atomic_ulong n_sessions, n_finalizes, n_records;
 
@@ -325,6 +331,7 @@ CUptiResult cuptiActivityFlushAll(uint32_t f)
 	enter("cuptiActivityFlushAll", false);
 	pthread_mutex_lock(&lock);
 	complete_due();
+	release_lates();
 	if (cur_off > 0)
 		hand_back();
 	pthread_mutex_unlock(&lock);
@@ -534,6 +541,102 @@ static void write_kernel(uint32_t corr, int k, uint64_t start)
 	r->name = names[k & 3];
 	cur_off += ALIGN8(sizeof(*r));
 	atomic_fetch_add(&n_records, 1);
+}
+
+/* Records of fake_cupti_record held back until a later flush: work the
+ * GPU has not finished, counted in flushes rather than time, so a test
+ * that uses them does not depend on the machine's pace. */
+struct late { int kernel; uint32_t corr; int tid; uint32_t stream; uint64_t start, end;
+              int flushes; };
+static struct late lates[64];
+static size_t n_late;
+
+static int put_record(int kernel, uint32_t corr, int tid, uint32_t stream, uint64_t start,
+                      uint64_t end);
+
+/* Writes the held-back records whose flush has come. Lock held. */
+static void release_lates(void)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < n_late; i++) {
+		struct late *l = &lates[i];
+
+		if (--l->flushes <= 0)
+			put_record(l->kernel, l->corr, l->tid, l->stream, l->start, l->end);
+		else
+			lates[k++] = *l;
+	}
+	n_late = k;
+}
+
+/*
+ * One record of a sequence the caller builds: a cudaLaunchKernel runtime
+ * record (kernel 0) on thread tid, or (kernel 1) a kernel record on
+ * stream, each with correlation id corr and times [start, end]. Written
+ * into the buffer being filled, handed back at the next flush; with late
+ * > 0, written only at the late-th flush from now (a forced one too: the
+ * GPU has not run it yet). 0, or -1 when the agent gave no buffer.
+ */
+int fake_cupti_record(int kernel, uint32_t corr, int tid, uint32_t stream, uint64_t start,
+                      uint64_t end, int late);
+int fake_cupti_record(int kernel, uint32_t corr, int tid, uint32_t stream, uint64_t start,
+                      uint64_t end, int late)
+{
+	int r = -1;
+
+	pthread_mutex_lock(&lock);
+	if (late > 0 && n_late < sizeof(lates) / sizeof(lates[0])) {
+		lates[n_late++] = (struct late){ kernel, corr, tid, stream, start, end, late };
+		r = 0;
+	} else if (late <= 0) {
+		r = put_record(kernel, corr, tid, stream, start, end);
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+/* Lock held. */
+static int put_record(int kernel, uint32_t corr, int tid, uint32_t stream, uint64_t start,
+                      uint64_t end)
+{
+	int r = -1;
+
+	if (!kernel) {
+		CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)room(ALIGN8(sizeof(*a)));
+
+		if (a != NULL) {
+			memset(a, 0, sizeof(*a));
+			a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+			a->cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+			a->start = start;
+			a->end = end;
+			a->processId = (uint32_t)getpid();
+			a->threadId = (uint32_t)tid;
+			a->correlationId = corr;
+			cur_off += ALIGN8(sizeof(*a));
+			r = 0;
+		}
+	} else {
+		CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*k)));
+
+		if (k != NULL) {
+			if (names[0] == NULL)
+				names[0] = strdup("_Z5scalePff");
+			memset(k, 0, sizeof(*k));
+			k->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+			k->start = start;
+			k->end = end;
+			k->streamId = stream;
+			k->correlationId = corr;
+			k->gridX = k->gridY = k->gridZ = 1;
+			k->blockX = 256; k->blockY = k->blockZ = 1;
+			k->name = names[0];
+			cur_off += ALIGN8(sizeof(*k));
+			r = 0;
+		}
+	}
+	return r;
 }
 
 /* Sessions begun, finalizes done, records written by fake_cuda_call. */

@@ -15,7 +15,7 @@
  *
  * STRESS_THREADS=N (stand-in only) adds N-1 threads making CUDA calls in
  * their own loop, as PyTorch's autograd and NCCL threads do beside the
- * training loop.
+ * training loop; "ready" comes once each has made its first call.
  *
  * Runs until stdin closes, then prints
  *   "done ITERATIONS max_stall_us US sessions S finalizes F records R"
@@ -51,12 +51,19 @@ static uint64_t mono_us(void)
 
 static void (*call)(int);
 static atomic_bool stopping;
+/* "ready" waits until every side thread has made its first CUDA call: a
+ * request that came before (on a loaded machine, before they ever ran)
+ * saw one thread calling CUDA, and the finalize test's premise, a second
+ * thread in CUDA, did not hold yet (issue 29) */
+static pthread_barrier_t started;
 
 /* another thread that calls CUDA (STRESS_THREADS) */
 static void *side_thread(void *arg)
 {
 	uint64_t x = (uint64_t)(uintptr_t)arg | 1;
 
+	call(3);
+	pthread_barrier_wait(&started);
 	while (!atomic_load(&stopping)) {
 		call(3); /* on a stream of its own */
 		x = spin(x, 12);
@@ -97,11 +104,13 @@ int main(void)
 		fprintf(stderr, "stress-app: STRESS_THREADS is 1-9, with STRESS_FAKE_CUDA\n");
 		return 2;
 	}
+	pthread_barrier_init(&started, NULL, (unsigned)nside + 1);
 	for (int i = 0; i < nside; i++)
 		if (pthread_create(&side[i], NULL, side_thread, (void *)(uintptr_t)(i + 1)) != 0) {
 			fprintf(stderr, "stress-app: cannot start a thread\n");
 			return 2;
 		}
+	pthread_barrier_wait(&started);
 	printf("ready\n");
 	for (n = 1;; n++) {
 		uint64_t t = mono_us();

@@ -4,7 +4,8 @@ kinds with random gaps, to a fast loop (stress-app), through the real
 gprofd and gprofctl, and the dyno RPC.
 
 usage: test-stress.py GPROFD GPROFCTL STRESS_APP LIBGPROF_AGENT FAKE_CUPTI VALIDATE_TRACE
-                      [--bursts N] [--max-gap-ms MS] [--seed S] [--only nvtx|fake]
+                      [--bursts N] [--max-gap-ms MS] [--op-budget-s S] [--seed S]
+                      [--only nvtx|fake]
                       [--test NAME]
                       [--program "CMD ARGS" [--kernels "NAME|NAME..."]]
 
@@ -65,6 +66,9 @@ ap.add_argument("fake_cupti")
 ap.add_argument("validator")
 ap.add_argument("--bursts", type=int, default=150)
 ap.add_argument("--max-gap-ms", type=int, default=100)
+ap.add_argument("--op-budget-s", type=float, default=None,
+                help="stop starting operations after this many seconds per operation asked "
+                "for (at least a fifth of them done); default 0.4, none with --program")
 ap.add_argument("--seed", type=int, default=None)
 ap.add_argument("--only", choices=["nvtx", "fake"])
 ap.add_argument("--test", help="run only the test of this name (test_stress_stuck_ids, ...)")
@@ -268,8 +272,21 @@ class Stress:
         ops = [(self.op_single, 50), (self.op_together, 12), (self.op_cancel, 12),
                (self.op_dyno, 8), (self.op_restart, 3)]
         fns = [f for f, w in ops for _ in range(w)]
+        # A time budget, so a machine loaded by other work makes the test
+        # shorter, not late: meson's 600 s ran out with the load average
+        # near 100 (issue 29), everything asserted still holding. On the
+        # 2-core CI machine the CUDA runs usually stop at it (about 40-60 %
+        # of their operations, 20-90 requests each, 2026-11-25); the seven
+        # together then take under 4 minutes, hog or no hog.
+        budget = ARGS.op_budget_s if ARGS.op_budget_s is not None else \
+            0 if ARGS.program else 0.4
         t0 = time.time()
+        self.stopped = ""
         for i in range(self.bursts):
+            if budget and i >= self.bursts // 5 and time.time() - t0 > budget * self.bursts:
+                self.stopped = ", stopped at the time budget (%.0f s) after %d of %d operations" % (
+                    budget * self.bursts, i, self.bursts)
+                break
             if i and i % 100 == 0:
                 print("  ... %d operations, %.0f s: %s" % (i, time.time() - t0,
                       dict(sorted(self.outcomes.items()))), flush=True)
@@ -347,9 +364,9 @@ def stress(d, mode, extra_env=None, bursts=None, finalized=None):
         s.outcomes["refused, saying why"] = len(refused)
         for k in [k for k in s.outcomes if k.endswith(" FAILED")]:
             del s.outcomes[k]
-    print("  %s: seed %d, %d requests in %.1f s, daemons %d: %s" % (
+    print("  %s: seed %d, %d requests in %.1f s%s, daemons %d: %s" % (
         {"fake": "CUDA program (stand-in CUPTI)", "nvtx": "NVTX-only program",
-         "program": ARGS.program}[mode], s.seed, s.n, s.elapsed, s.daemons,
+         "program": ARGS.program}[mode], s.seed, s.n, s.elapsed, s.stopped, s.daemons,
         dict(sorted(s.outcomes.items()))))
     print("  program: exit %s, %s; kernels traced %d" % (rc, out.strip(), sum(names.values())))
     for line in s.verdict:

@@ -41,6 +41,69 @@ def read(path):
     return raw, 1
 
 
+def check_external_ids(ev):
+    """What ties events to NVTX ranges by External id must agree with the
+    ranges themselves (a wrong tie puts GPU time in the wrong range, and
+    report sums it twice): an API call's External id, where it names a
+    user_annotation range, names one around the call's start on its thread; a
+    gpu_user_annotation names a range of the same name; where one GPU span
+    holds another on a stream, the outer's range holds the inner's on the
+    CPU (same thread); GPU work with an External id lies inside that
+    range's span on its stream, where the span is written."""
+    err = []
+    ranges = {}
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and \
+                "External id" in e.get("args", {}):
+            ranges[e["args"]["External id"]] = e
+    eps = 1e-3
+
+    def inside(a, b):  # a within b
+        return b["ts"] - eps <= a["ts"] and a["ts"] + a["dur"] <= b["ts"] + b["dur"] + eps
+
+    spans = collections.defaultdict(list)
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        x = e.get("args", {}).get("External id")
+        cat = e.get("cat")
+        if cat in ("cuda_runtime", "cuda_driver") and x in ranges:
+            r = ranges[x]
+            # by its start, as the agent ties it (the call's end may pass a
+            # start/end range ended on another thread, or CUPTI's clock)
+            if r["tid"] != e["tid"] or not r["ts"] - eps <= e["ts"] <= r["ts"] + r["dur"] + eps:
+                err.append("%s %s at %.3f: External id %s names range %r [%.3f, %.3f] on tid %s, "
+                           "not around it" % (cat, e["name"], e["ts"], x, r["name"], r["ts"],
+                                              r["ts"] + r["dur"], r["tid"]))
+        elif cat == "gpu_user_annotation":
+            if x not in ranges or ranges[x]["name"] != e["name"]:
+                err.append("gpu_user_annotation %r: External id %s names no range of that name" %
+                           (e["name"], x))
+            else:
+                spans[(e["pid"], e["tid"])].append(e)
+    for key, xs in spans.items():
+        xs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []
+        for e in xs:
+            while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"] + eps:
+                stack.pop()
+            if stack and inside(e, stack[-1]):
+                outer, inner = ranges[stack[-1]["args"]["External id"]], \
+                    ranges[e["args"]["External id"]]
+                if outer["tid"] != inner["tid"] or not inside(inner, outer):
+                    err.append("on pid %s tid %s, GPU span %r holds %r, whose range is not "
+                               "inside its own" % (key[0], key[1], stack[-1]["name"], e["name"]))
+            stack.append(e)
+    by_x = {(s["pid"], s["tid"], s["args"]["External id"]): s for v in spans.values() for s in v}
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") in GPU_CATS:
+            s = by_x.get((e["pid"], e["tid"], e.get("args", {}).get("External id")))
+            if s is not None and not inside(e, s):
+                err.append("%s %s at %.3f: outside the GPU span of its range %r" % (
+                    e["cat"], e["name"], e["ts"], s["name"]))
+    return err[:5]
+
+
 def validate(path, steps=None, rank=None, world=None, min_kernels=0, ranges=()):
     err = []
     text, members = read(path)
@@ -143,6 +206,7 @@ def validate(path, steps=None, rank=None, world=None, min_kernels=0, ranges=()):
                     key[0], key[1], n, s, t, stack[-1][2], stack[-1][0], stack[-1][1]))
                 break
             stack.append((s, t, n))
+    err += check_external_ids(ev)
     unpaired = [i for i, f in flows.items() if set(f) != {"s", "f"} or
                 f["s"].get("name") != f["f"].get("name")]
     if unpaired:
