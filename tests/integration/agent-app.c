@@ -19,9 +19,21 @@
  * and waits for a line on stdin (EOF ends it); no "step N" lines.
  * With AGENT_APP_NO_STEP set it never calls gprof_step (an evaluation
  * helper: same ranges, no iterations).
+ * With AGENT_APP_FLOOD=N it is instead N threads (the main one and N-1
+ * more, at most 64) recording as fast as they can: nested NVTX ranges
+ * with names that vary, marks, and gprof_step() on the main thread, so a
+ * long window fills the agent's byte budget in a second. Each thread
+ * notes the longest time between two of its iterations (a stall: a wait
+ * on the agent shows here). On stdin's close it prints
+ * "done 0 iterations N max_stall_us US" and exits 0.
  */
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,10 +46,79 @@
 #include <nvtx3/nvToolsExt.h>
 #define PUSH(s) nvtxRangePushA(s)
 #define POP() nvtxRangePop()
+#define MARK(s) nvtxMarkA(s)
 #else
 #define PUSH(s) gprof_range_push(s)
 #define POP() gprof_range_pop()
+#define MARK(s) ((void)(s))
 #endif
+
+/* ---- AGENT_APP_FLOOD ---- */
+
+#define FLOOD_MAX 64
+static atomic_bool flood_stop;
+static atomic_uint_fast64_t flood_iters, flood_stall_us;
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* One flooding thread; k == 0 is the main thread, which also steps and
+ * watches stdin. */
+static void *flood(void *arg)
+{
+	int k = (int)(intptr_t)arg;
+	uint64_t prev = mono_us(), now, worst = 0, n, seen;
+	char name[64];
+
+	for (n = 0; !atomic_load_explicit(&flood_stop, memory_order_relaxed); n++) {
+		snprintf(name, sizeof(name), "flood thread %d op %llu", k,
+		         (unsigned long long)(n % 997));
+		PUSH(name);
+		PUSH("inner");
+		POP();
+		POP();
+		if (n % 16 == 0)
+			MARK("tick");
+		if (k == 0 && n % 64 == 0)
+			gprof_step();
+		if (k == 0 && n % 4096 == 0 && stdin_closed())
+			atomic_store(&flood_stop, true);
+		now = mono_us();
+		if (now - prev > worst)
+			worst = now - prev;
+		prev = now;
+	}
+	atomic_fetch_add(&flood_iters, n);
+	seen = atomic_load(&flood_stall_us);
+	while (worst > seen && !atomic_compare_exchange_weak(&flood_stall_us, &seen, worst))
+		;
+	return NULL;
+}
+
+static int flood_main(int threads)
+{
+	pthread_t t[FLOOD_MAX];
+	int i, n = 0;
+
+	if (threads > FLOOD_MAX)
+		threads = FLOOD_MAX;
+	for (i = 1; i < threads; i++)
+		if (pthread_create(&t[n], NULL, flood, (void *)(intptr_t)i) == 0)
+			n++;
+	printf("ready %d\n", n + 1);
+	flood((void *)0);
+	for (i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	printf("done 0 iterations %llu max_stall_us %llu\n",
+	       (unsigned long long)atomic_load(&flood_iters),
+	       (unsigned long long)atomic_load(&flood_stall_us));
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -58,6 +139,8 @@ int main(int argc, char **argv)
 	nvtxNameOsThreadA(0, "trainer");
 #endif
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (getenv("AGENT_APP_FLOOD"))
+		return flood_main(atoi(getenv("AGENT_APP_FLOOD")));
 	if (getenv("AGENT_APP_FORK")) {
 		pid_t child = fork();
 		int st = -1;

@@ -205,6 +205,58 @@ def test_cut_at_limit(d):
         dm.kill()
 
 
+def vm(pid, key):
+    """A /proc/PID/status figure in KiB (VmRSS, VmHWM)."""
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise AssertionError("no %s for pid %d" % (key, pid))
+
+
+# AGENT_TEST_FLOOD_MB: another budget, to measure (docs/RELIABILITY.md)
+FLOOD_BUDGET_MB = int(os.environ.get("AGENT_TEST_FLOOD_MB", "16"))
+
+
+def test_memory_bound(d):
+    """Issue 23 item 6: 16 threads recording NVTX ranges as fast as they
+    can under a 60 s window. The burst's memory (recording, writing,
+    uploading) stays within its byte budget plus the writer's fixed
+    buffers, the trace arrives cut, saying how many CPU events it dropped,
+    and no application thread waits on the agent. Before the fix the
+    process grew to several times its budget (16 MB here; 6 GB under the
+    default 2 GB limit) and a thread stalled for seconds."""
+    import gzip
+    dm = Daemon(d, "limits:\n  trace_bytes: %dM\n" % FLOOD_BUDGET_MB)
+    app = App(d, dm.sock, AGENT_APP_FLOOD="16")
+    try:
+        assert app.p.stdout.readline().decode() == "ready 16\n"
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        base = vm(app.p.pid, "VmRSS")
+        path, summary = trace(d, dm.sock, "--duration-ms", "60000")
+        peak = vm(app.p.pid, "VmHWM")
+        check(path)
+        doc = json.load(gzip.open(path, "rt"))
+    finally:
+        rc, out, err = app.finish()
+        dm.kill()
+    assert rc == 0 and err == "", (rc, err)
+    stall_ms = int(out.split("max_stall_us ")[1]) / 1000
+    grew_mb = (peak - base) / 1024
+    print("  budget %d MB: RSS %.1f MB before, peak %.1f MB (+%.1f MB); longest stall %.1f ms; "
+          "%d events, %d CPU events dropped" % (
+              FLOOD_BUDGET_MB, base / 1024, peak / 1024, grew_mb, stall_ms,
+              len(doc["traceEvents"]), doc.get("gprof_dropped_cpu_events", -1)))
+    assert doc["gprof_trace_cut"] is True, doc["gprof_trace_cut"]
+    # the budget, plus what the writer and the upload hold whatever the
+    # trace's size (gzip's state, the output and upload buffers): 4 MB
+    assert grew_mb <= FLOOD_BUDGET_MB + 4, "the burst took %.1f MB for a %d MB budget" % (
+        grew_mb, FLOOD_BUDGET_MB)
+    assert doc["gprof_dropped_cpu_events"] > 0, doc["gprof_dropped_cpu_events"]
+    # 16 busy threads on 2 CPUs wait tens of ms for a CPU; a wait on the
+    # writer (a lock held while it copies or frees) is seconds
+    assert stall_ms < 1000, "an application thread stalled %.0f ms" % stall_ms
+
+
 def test_memset_with_memcpy(d):
     """memset asked for with memcpy is left out (CUPTI 13.0 crashed jobs so),
     the delivered trace saying why, unless the job allows it; the request
@@ -407,7 +459,7 @@ def agent_log(d):
 
 
 def main():
-    return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit,
+    return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit, test_memory_bound,
                        test_memset_with_memcpy,
                        test_daemon_killed, test_no_daemon,
                        test_fork, test_python_helper, test_cancel_then_trace,
