@@ -26,6 +26,10 @@
  * notes the longest time between two of its iterations (a stall: a wait
  * on the agent shows here). On stdin's close it prints
  * "done 0 iterations N max_stall_us US" and exits 0.
+ * With AGENT_APP_DEEP set each iteration nests 200 ranges "deep 0".."deep
+ * 199" (deeper than the agent tracks), then pops them one by one, putting
+ * a mark "after deep K" after the pop that closes "deep K", and steps; it
+ * runs until stdin closes.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -120,6 +124,30 @@ static int flood_main(int threads)
 	return 0;
 }
 
+/* AGENT_APP_DEEP: nesting past the agent's depth limit */
+static int deep_main(void)
+{
+	char name[32];
+	long n;
+	int k;
+
+	printf("ready deep\n");
+	for (n = 1; !(n % 16 == 0 && stdin_closed()); n++) {
+		for (k = 0; k < 200; k++) {
+			snprintf(name, sizeof(name), "deep %d", k);
+			PUSH(name);
+		}
+		for (k = 199; k >= 0; k--) {
+			POP();
+			snprintf(name, sizeof(name), "after deep %d", k);
+			MARK(name);
+		}
+		gprof_step();
+	}
+	printf("done 0\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long steps = argc > 1 ? atol(argv[1]) : 0, n;
@@ -141,6 +169,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (getenv("AGENT_APP_FLOOD"))
 		return flood_main(atoi(getenv("AGENT_APP_FLOOD")));
+	if (getenv("AGENT_APP_DEEP"))
+		return deep_main();
 	if (getenv("AGENT_APP_FORK")) {
 		pid_t child = fork();
 		int st = -1;

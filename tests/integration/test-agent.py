@@ -257,6 +257,60 @@ def test_memory_bound(d):
     assert stall_ms < 1000, "an application thread stalled %.0f ms" % stall_ms
 
 
+def test_deep_nesting(d):
+    """Ranges nested past the agent's depth limit (128): the ones too deep
+    are dropped and counted, and every pop still closes its own range.
+    Before, a pop of a range too deep to be kept closed the deepest kept
+    one instead, so from there on every range ended early."""
+    import gzip
+    if "HAVE_NVTX" not in os.environ.get("AGENT_APP_FEATURES", "HAVE_NVTX"):
+        raise AssertionError("agent-app was built without NVTX: this test needs its marks")
+    dm = Daemon(d)
+    app = App(d, dm.sock, AGENT_APP_DEEP="1")
+    try:
+        assert app.p.stdout.readline().decode() == "ready deep\n"
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, _ = trace(d, dm.sock, "--duration-ms", "300")
+        check(path)
+        doc = json.load(gzip.open(path, "rt"))
+    finally:
+        rc, out, err = app.finish()
+        dm.kill()
+    assert rc == 0 and err == "", (rc, err)
+    import bisect
+    ev = doc["traceEvents"]
+    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    starts = [s["ts"] for s in steps]
+
+    def step_of(e):  # the whole iteration holding e, or None
+        i = bisect.bisect_right(starts, e["ts"]) - 1
+        return i if i >= 0 and e["ts"] <= steps[i]["ts"] + steps[i]["dur"] else None
+    deep, marks, top = {}, [], 0
+    for e in ev:
+        if e.get("ph") == "X" and e["name"].startswith("deep "):
+            k, i = int(e["name"].split()[1]), step_of(e)
+            if i is not None:  # the first iteration may have begun before the window
+                top = max(top, k)
+            deep.setdefault((i, k), []).append(e)
+        elif e.get("ph") == "i" and e["name"].startswith("after deep "):
+            marks.append(e)
+    assert steps and marks, (len(steps), len(marks))
+    checked = 0
+    for m in marks:  # in every whole iteration, each mark lies inside the
+        k, i = int(m["name"].split()[2]), step_of(m)  # range one level up
+        if i is None or k == 0 or k > 128:
+            continue
+        outer = deep.get((i, k - 1), [])
+        assert len(outer) == 1, (k, len(outer))
+        r = outer[0]
+        assert r["ts"] <= m["ts"] <= r["ts"] + r["dur"], \
+            "deep %d ended before the pop of deep %d: %r %r" % (k - 1, k, r, m)
+        checked += 1
+    assert top == 127, top  # the ones too deep were dropped, and counted
+    assert doc["gprof_dropped_cpu_events"] >= 72 * len(steps), doc["gprof_dropped_cpu_events"]
+    assert checked >= 128, checked
+
+
 def test_memset_with_memcpy(d):
     """memset asked for with memcpy is left out (CUPTI 13.0 crashed jobs so),
     the delivered trace saying why, unless the job allows it; the request
@@ -460,6 +514,7 @@ def agent_log(d):
 
 def main():
     return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit, test_memory_bound,
+                       test_deep_nesting,
                        test_memset_with_memcpy,
                        test_daemon_killed, test_no_daemon,
                        test_fork, test_python_helper, test_cancel_then_trace,
