@@ -98,7 +98,7 @@ struct evchunk {
 struct tbuf {
 	pthread_mutex_t lock;  /* owner appends, the agent thread takes the chunks */
 	int tid;
-	bool live;             /* a thread owns it */
+	atomic_bool live;      /* a thread owns it */
 	uint64_t gen;          /* burst the chunks belong to */
 	struct evchunk *head, *tail;
 	/* open ranges, owner thread only */
@@ -109,7 +109,7 @@ struct tbuf {
 	 * their pops are matched against this count first */
 	uint64_t unstacked_gen; unsigned unstacked;
 	char thread_name[64];  /* from nvtxNameOsThread, else empty */
-	struct tbuf *next;
+	struct tbuf *next;     /* set before the buffer is published, then fixed */
 };
 
 /* A thread buffer's chunks taken for writing (rec_take). */
@@ -148,9 +148,10 @@ struct agent {
 	uint64_t step_durs[64]; atomic_uint step_i;
 
 	/* thread buffers */
-	pthread_mutex_t tb_lock;
-	struct tbuf *tbufs;
-	unsigned ntbufs;
+	/* thread buffers: a list only ever pushed onto (CAS), never shrunk,
+	 * so a thread finding or making its buffer waits on no other thread */
+	_Atomic(struct tbuf *) tbufs;
+	atomic_uint ntbufs;
 
 	/* identity */
 	int pid;

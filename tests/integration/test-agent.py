@@ -214,7 +214,16 @@ def vm(pid, key):
 
 
 # AGENT_TEST_FLOOD_MB: another budget, to measure (docs/RELIABILITY.md)
-FLOOD_BUDGET_MB = int(os.environ.get("AGENT_TEST_FLOOD_MB", "16"))
+FLOOD_BUDGET_MB = int(os.environ.get("AGENT_TEST_FLOOD_MB", "8"))
+
+
+def trace_header(path):
+    """The metadata keys before traceEvents (the writer puts them first),
+    read without parsing the events: a flooded trace has 150,000."""
+    import gzip
+    import re
+    head = gzip.open(path, "rt").read(1 << 16).split('"traceEvents"')[0]
+    return {k: json.loads(v) for k, v in re.findall(r'"(gprof_[a-z_]+)": (\w+)', head)}
 
 
 def test_memory_bound(d):
@@ -223,9 +232,8 @@ def test_memory_bound(d):
     uploading) stays within its byte budget plus the writer's fixed
     buffers, the trace arrives cut, saying how many CPU events it dropped,
     and no application thread waits on the agent. Before the fix the
-    process grew to several times its budget (16 MB here; 6 GB under the
-    default 2 GB limit) and a thread stalled for seconds."""
-    import gzip
+    process grew to several times its budget (6 GB under the default 2 GB
+    limit in the issue)."""
     dm = Daemon(d, "limits:\n  trace_bytes: %dM\n" % FLOOD_BUDGET_MB)
     app = App(d, dm.sock, AGENT_APP_FLOOD="16")
     try:
@@ -234,27 +242,32 @@ def test_memory_bound(d):
         base = vm(app.p.pid, "VmRSS")
         path, summary = trace(d, dm.sock, "--duration-ms", "60000")
         peak = vm(app.p.pid, "VmHWM")
-        check(path)
-        doc = json.load(gzip.open(path, "rt"))
+        meta = trace_header(path)
     finally:
         rc, out, err = app.finish()
         dm.kill()
     assert rc == 0 and err == "", (rc, err)
-    stall_ms = int(out.split("max_stall_us ")[1]) / 1000
+    stall_ms = int(out.split("max_stall_us ")[1].split()[0]) / 1000
+    blocked_ms = int(out.split("max_blocked_us ")[1]) / 1000
     grew_mb = (peak - base) / 1024
-    print("  budget %d MB: RSS %.1f MB before, peak %.1f MB (+%.1f MB); longest stall %.1f ms; "
-          "%d events, %d CPU events dropped" % (
-              FLOOD_BUDGET_MB, base / 1024, peak / 1024, grew_mb, stall_ms,
-              len(doc["traceEvents"]), doc.get("gprof_dropped_cpu_events", -1)))
-    assert doc["gprof_trace_cut"] is True, doc["gprof_trace_cut"]
+    print("  budget %d MB: RSS %.1f MB before, peak %.1f MB (+%.1f MB); longest gap %.0f ms, "
+          "longest blocked %.1f ms; %s" % (FLOOD_BUDGET_MB, base / 1024, peak / 1024, grew_mb,
+                                           stall_ms, blocked_ms, meta))
     # the budget, plus what the writer and the upload hold whatever the
-    # trace's size (gzip's state, the output and upload buffers): 4 MB
-    assert grew_mb <= FLOOD_BUDGET_MB + 4, "the burst took %.1f MB for a %d MB budget" % (
+    # trace's size (gzip's state, the output and upload buffers): 3 MB
+    assert grew_mb <= FLOOD_BUDGET_MB + 3, "the burst took %.1f MB for a %d MB budget" % (
         grew_mb, FLOOD_BUDGET_MB)
-    assert doc["gprof_dropped_cpu_events"] > 0, doc["gprof_dropped_cpu_events"]
-    # 16 busy threads on 2 CPUs wait tens of ms for a CPU; a wait on the
-    # writer (a lock held while it copies or frees) is seconds
-    assert stall_ms < 1000, "an application thread stalled %.0f ms" % stall_ms
+    assert meta.get("gprof_trace_cut") is True, meta
+    assert meta.get("gprof_dropped_cpu_events", 0) > 0, meta
+    # Time blocked (not on a CPU, not waiting for one: schedstat's
+    # run_delay) is time waiting on the agent, whatever the machine's load
+    # (44-60 us with no trace, 0.1-0.3 ms with one; 636 ms before the fix:
+    # threads finding their buffers behind a preempted lock holder); the
+    # longest gap between two iterations, which includes waiting for a
+    # CPU among 17 busy threads (400-860 ms on a loaded 2-core machine),
+    # is only printed.
+    assert blocked_ms >= 0, "the kernel gives no run_delay (/proc/thread-self/schedstat)"
+    assert blocked_ms < 100, "an application thread was blocked %.1f ms" % blocked_ms
 
 
 def test_deep_nesting(d):
