@@ -233,14 +233,28 @@ def test_memory_bound(d):
     buffers, the trace arrives cut, saying how many CPU events it dropped,
     and no application thread waits on the agent. Before the fix the
     process grew to several times its budget (6 GB under the default 2 GB
-    limit in the issue)."""
-    dm = Daemon(d, "limits:\n  trace_bytes: %dM\n" % FLOOD_BUDGET_MB)
-    app = App(d, dm.sock, AGENT_APP_FLOOD="16")
+    limit in the issue). The budget here comes with the request
+    (limits.trace_bytes)."""
+    flood(d, "limits:\n  trace_bytes: %dM\n" % FLOOD_BUDGET_MB, {}, "60000")
+
+
+def test_memory_cap_default_limits(d):
+    """The same under the daemon's default limits (a 2 GB request, the
+    issue's first case): the agent's own cap bounds the burst, set small
+    here through GPROF_AGENT_MAX_MB. Before, the request's 2 GB was the
+    only bound (a 5 s window here, so that the code before the fix fails
+    without taking gigabytes)."""
+    flood(d, None, {"GPROF_AGENT_MAX_MB": str(FLOOD_BUDGET_MB)}, "5000")
+
+
+def flood(d, yaml, env, window_ms):
+    dm = Daemon(d, yaml)
+    app = App(d, dm.sock, AGENT_APP_FLOOD="16", **env)
     try:
         assert app.p.stdout.readline().decode() == "ready 16\n"
         assert dm.wait("registered pid %d" % app.p.pid), dm.log()
         base = vm(app.p.pid, "VmRSS")
-        path, summary = trace(d, dm.sock, "--duration-ms", "60000")
+        path, summary = trace(d, dm.sock, "--duration-ms", window_ms)
         peak = vm(app.p.pid, "VmHWM")
         meta = trace_header(path)
     finally:
@@ -527,6 +541,7 @@ def agent_log(d):
 
 def main():
     return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit, test_memory_bound,
+                       test_memory_cap_default_limits,
                        test_deep_nesting,
                        test_memset_with_memcpy,
                        test_daemon_killed, test_no_daemon,
