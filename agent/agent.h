@@ -62,10 +62,9 @@
 /* Thread buffers the process may have at once (a buffer outlives its
  * thread and is reused): a thread past it records nothing, counted. */
 #define AGENT_MAX_THREADS 1024
-/* The unit a thread buffer grows by, charged whole to the burst's budget
- * when it is mapped: memory is counted as the kernel gives it, so slack in
- * a half-filled block is inside the budget too, and 16 threads cannot each
- * grow past it. */
+/* The unit a thread buffer grows by, carved whole from the burst's arena
+ * (its budget): slack in a half-filled block is inside the budget too,
+ * and 16 threads cannot each grow past it. */
 #define AGENT_CHUNK_BYTES (64u << 10)
 
 /* How a window ends. */
@@ -83,10 +82,10 @@ struct cev {
 	uint64_t id;               /* range: the External id; step: n */
 };
 
-/* A block of a thread buffer (AGENT_CHUNK_BYTES, mmap'd): events from the
- * front, the names they point to from the back. Chunks never move, so a
- * name's pointer stays good until the chunk is unmapped, which happens
- * only on the agent thread after the burst's end (rec_take/rec_free). */
+/* A block of a thread buffer (AGENT_CHUNK_BYTES, carved from the burst's
+ * arena): events from the front, the names they point to from the back.
+ * Chunks never move, so a name's pointer stays good until the arena is
+ * unmapped, on the agent thread after the burst's end (rec_arena_free). */
 struct evchunk {
 	struct evchunk *next;
 	uint32_t nev;              /* events at ev[0..nev) */
@@ -124,6 +123,7 @@ struct window {
 	char iter_range[AGENT_NAME_MAX + 1];
 	uint64_t max_bytes;     /* the burst's whole budget */
 	uint64_t cpu_bytes;     /* the CPU side's part of it (rec.c) */
+	char *arena;            /* its address space, cpu_bytes long (rec_arena_new) */
 	bool index;             /* the writer builds the range index (GPU kinds on) */
 };
 
@@ -139,6 +139,7 @@ struct agent {
 	atomic_int end_reason;
 	atomic_uint_fast64_t bytes; /* CPU-side bytes charged this burst */
 	atomic_uint_fast64_t dropped; /* CPU events not recorded this burst */
+	atomic_uint_fast64_t arena_used; /* bytes of A.win.arena given to chunks */
 	atomic_int_fast64_t win_steps; /* iterations captured so far */
 	atomic_uint_fast64_t prev_step_ns; /* last boundary inside the window */
 
@@ -194,9 +195,14 @@ AGENT_HIDDEN void rec_end(enum end_reason why);
 AGENT_HIDDEN uint64_t rec_next_id(void);
 /* Agent thread, after the window's end: takes every thread buffer's chunks
  * (an O(1) swap under each buffer's lock: no application thread waits on
- * what follows); rec_free unmaps what rec_take gave. */
+ * what follows); rec_free frees what rec_take gave. */
 AGENT_HIDDEN struct taken *rec_take(size_t *n);
 AGENT_HIDDEN void rec_free(struct taken *tk, size_t n);
+/* Agent thread: reserves the burst's arena, bytes of address space
+ * (0, or a negative errno), before the window opens; unmaps it once the
+ * chunks are taken and written. */
+AGENT_HIDDEN int rec_arena_new(uint64_t bytes);
+AGENT_HIDDEN void rec_arena_free(void);
 
 
 /* capture.c: the agent thread's side of a burst. Commands from the daemon

@@ -112,6 +112,7 @@ static void begin(struct link *l, const struct cmd *c)
 	atomic_fetch_add(&A.gen, 1);
 	atomic_store(&A.bytes, 0);
 	atomic_store(&A.dropped, 0);
+	atomic_store(&A.arena_used, 0);
 	atomic_store(&A.t_start, 0);
 	atomic_store(&A.t_end, 0);
 	atomic_store(&A.end_reason, END_NONE);
@@ -148,6 +149,13 @@ static void begin(struct link *l, const struct cmd *c)
 			         "%sCPU only (%s): NVTX ranges and iterations", note[0] ? "; " : "",
 			         why);
 		}
+	}
+	/* the CPU side's address space, before anything can record */
+	if (rec_arena_new(A.win.cpu_bytes) < 0) {
+		agent_log("trace %s: cannot reserve %llu MB for CPU events: none recorded",
+		          c->trace_id, (unsigned long long)(A.win.cpu_bytes >> 20));
+		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sno CPU events (no "
+		         "memory for them)", note[0] ? "; " : "");
 	}
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
@@ -295,6 +303,7 @@ static void finish(struct link *l)
 		goto out;
 	}
 	r = writer_write(path, &res, why, sizeof(why));
+	rec_arena_free(); /* written: its memory goes back before the upload's */
 	gpu_reset();
 	if (r < 0) {
 		unlink(path);
@@ -312,13 +321,14 @@ static void finish(struct link *l)
 		agent_log("trace %s kept at %s: the daemon is unreachable", A.win.trace_id, path);
 	}
 out:
-	/* whatever was not written (a cancel, a failure) is unmapped here, so
-	 * the next burst starts with nothing charged */
+	/* whatever was not written (a cancel, a failure) goes with the arena,
+	 * so the next burst starts with nothing charged */
 	{
 		size_t ntk = 0;
 		struct taken *tk = rec_take(&ntk);
 
 		rec_free(tk, ntk);
+		rec_arena_free();
 	}
 	A.win.iter_range[0] = '\0';
 }

@@ -10,8 +10,8 @@
  *
  * Memory (issue 23): one byte budget for the whole burst (A.win.cpu_bytes),
  * charged atomically across all threads when memory is taken: a chunk of
- * AGENT_CHUNK_BYTES when it is mapped, and for each range and iteration
- * what the writer will hold for it. So recording and writing together
+ * AGENT_CHUNK_BYTES carved from the burst's arena, and for each range and
+ * iteration what the writer will hold for it. So recording and writing together
  * stay within the budget however many threads record and whatever they
  * record; the first event past it ends the window (cut), and every event
  * not recorded (budget, AGENT_MAX_THREADS, AGENT_MAX_DEPTH, the start/end
@@ -30,6 +30,7 @@
  * multiple of the roundup; each later boundary closes ProfilerStep#<n> on
  * the stepping thread, and the N-th closes the window, at that instant.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,25 +161,71 @@ static size_t room(const struct evchunk *c)
 	return AGENT_CHUNK_BYTES - sizeof(*c) - c->nev * sizeof(struct cev) - c->names;
 }
 
+/* The burst's arena: the CPU budget's worth of address space, reserved by
+ * the agent thread before the window opens (rec_arena_new) and unmapped
+ * after the trace is written (rec_arena_free). Chunks and the writer's
+ * reservations are charged to it by one atomic add on A.bytes, and chunks
+ * carved from it by another on A.arena_used: the budget is the arena's
+ * end, so no chunk past it can exist, and chunks with the writer's
+ * reservations stay within it. Pages cost only once touched (and are
+ * never huge pages, which would cost 2 MB for a touch). One mapping made in advance, not one per chunk: 16
+ * threads mapping chunks while faulting pages in them blocked each other
+ * in the kernel (its map lock), 2 s in all in a 512 MB burst. */
+static char *arena;
+static size_t arena_len;
+
+int rec_arena_new(uint64_t bytes)
+{
+	void *p;
+
+	rec_arena_free();
+	if (bytes == 0)
+		return 0;
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+	         -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	madvise(p, bytes, MADV_NOHUGEPAGE);
+	arena = p;
+	arena_len = bytes;
+	A.win.arena = arena;
+	return 0;
+}
+
+void rec_arena_free(void)
+{
+	size_t off, n;
+
+	A.win.arena = NULL;
+	/* in slices, so that no one call holds the process's map lock for
+	 * long: the job's own threads may be mapping memory meanwhile */
+	for (off = 0; arena != NULL && off < arena_len; off += n) {
+		n = arena_len - off < (16u << 20) ? arena_len - off : 16u << 20;
+		munmap(arena + off, n);
+	}
+	arena = NULL;
+	arena_len = 0;
+}
+
 /* With t->lock held: the tail chunk with room for nev events and nbytes of
- * names, a new one mapped (and charged whole) when it has not. NULL past
- * the budget or when the kernel refuses. mmap, not malloc: memory goes
- * back to the kernel when the burst is written, and what is charged is
- * what the process holds. */
+ * names, a new one carved from the arena (and so charged whole) when it
+ * has not. NULL past the budget. */
 static struct evchunk *tb_room(struct tbuf *t, size_t nev, size_t nbytes)
 {
 	struct evchunk *c = t->tail;
-	void *p;
+	uint64_t off;
 
 	if (c != NULL && room(c) >= nev * sizeof(struct cev) + nbytes)
 		return c;
-	if (!charge(AGENT_CHUNK_BYTES))
+	if (A.win.arena == NULL || !charge(AGENT_CHUNK_BYTES))
 		return NULL;
-	p = mmap(NULL, AGENT_CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	         -1, 0);
-	if (p == MAP_FAILED)
+	/* chunks are charged with the writer's reservations, so the chunks
+	 * alone stay inside the arena; carved whole pages apart, so the pages
+	 * touched are the chunks' and nothing more */
+	off = atomic_fetch_add_explicit(&A.arena_used, AGENT_CHUNK_BYTES, memory_order_relaxed);
+	if (off + AGENT_CHUNK_BYTES > A.win.cpu_bytes)
 		return NULL;
-	c = p;
+	c = (struct evchunk *)(A.win.arena + off);
 	c->next = NULL;
 	c->nev = 0;
 	c->names = 0;
@@ -210,8 +257,8 @@ static const char *tb_name(struct tbuf *t, const char *name, size_t len)
 
 /* Appends one event of burst gen, with its name copied first when name is
  * not NULL; the bytes the writer will need for it are charged here. Lock
- * held only for the copy (and at worst one mmap): the agent thread takes
- * it only to swap the chunk list out. */
+ * held only for the copy: the agent thread takes it only to swap the
+ * chunk list out. */
 static void tb_event(struct tbuf *t, struct cev *e, uint64_t gen, const char *name)
 {
 	size_t extra = e->kind == CEV_STEP ? writer_step_bytes :
@@ -239,7 +286,6 @@ static void tb_event(struct tbuf *t, struct cev *e, uint64_t gen, const char *na
 struct taken *rec_take(size_t *n)
 {
 	struct tbuf *first = atomic_load(&A.tbufs), *t;
-	struct evchunk *junk = NULL, *c;
 	struct taken *tk;
 	size_t k = 0, count = 0;
 
@@ -255,16 +301,10 @@ struct taken *rec_take(size_t *n)
 			memcpy(tk[k].thread_name, t->thread_name, sizeof(tk[k].thread_name));
 			tk[k].head = t->head;
 			k++;
-		} else if (t->head != NULL) { /* no list to hand them in: unmapped below */
-			t->tail->next = junk;
-			junk = t->head;
 		}
+		/* (with no list to hand them in, they go with the arena) */
 		t->head = t->tail = NULL;
 		pthread_mutex_unlock(&t->lock);
-	}
-	for (; junk != NULL; junk = c) {
-		c = junk->next;
-		munmap(junk, AGENT_CHUNK_BYTES);
 	}
 	*n = k;
 	return tk;
@@ -272,14 +312,7 @@ struct taken *rec_take(size_t *n)
 
 void rec_free(struct taken *tk, size_t n)
 {
-	struct evchunk *c, *next;
-	size_t i;
-
-	for (i = 0; tk != NULL && i < n; i++)
-		for (c = tk[i].head; c != NULL; c = next) {
-			next = c->next;
-			munmap(c, AGENT_CHUNK_BYTES);
-		}
+	(void)n; /* the chunks are the arena's: rec_arena_free */
 	free(tk);
 }
 
