@@ -25,7 +25,8 @@
  * buffers (struct tbuf, at most AGENT_MAX_THREADS) are never freed: a
  * thread that exits leaves its buffer for the next new thread. Their
  * chunks belong to one burst: the agent thread takes them all at its end
- * (written or not) and unmaps them, before the next burst begins. CUPTI buffers belong to gpu.c from
+ * (written or not) and unmaps the arena they were carved from, before
+ * the next burst begins. CUPTI buffers belong to gpu.c from
  * request to gpu_reset(). Only the agent thread starts and ends bursts, so
  * at most one burst exists at a time.
  *

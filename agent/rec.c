@@ -132,7 +132,7 @@ struct tbuf *rec_tbuf(void)
 }
 
 /* Charges n bytes to the burst's CPU budget; past it the window ends,
- * cut. Charged when memory is mapped (a whole chunk) or promised to the
+ * cut. Charged when memory is taken (a whole chunk) or promised to the
  * writer (writer_range_bytes, writer_step_bytes), never after. */
 static bool charge(uint64_t n)
 {

@@ -13,7 +13,8 @@
  *
  * Ownership: the thread buffers' chunks are taken (rec_take: a pointer
  * swap under each buffer's lock, so application threads never wait on
- * this file's work) and unmapped here. Nothing is copied: events are
+ * this file's work); their memory is the burst's arena, unmapped by
+ * capture.c once this returns. Nothing is copied: events are
  * written from the chunks. The range index (for the GPU projection, only
  * with GPU kinds on) and step_row's boundaries live for one writer_write
  * call, and their bytes were charged to the burst's budget when the events
