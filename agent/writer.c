@@ -652,15 +652,24 @@ static void write_header(struct tw *w, uint64_t dropped, uint64_t cpu_dropped, b
 {
 	tw_lit(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
 	gpu_write_devices(w);
-	tw_lit(w, "\n  ],\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": ");
-	tw_int(w, A.rank >= 0 ? A.rank : 0);
-	tw_lit(w, ", \"world_size\": ");
-	tw_int(w, A.world_size >= 0 ? A.world_size : 1);
-	if (A.local_rank >= 0) {
-		tw_lit(w, ", \"local_rank\": ");
-		tw_int(w, A.local_rank);
+	tw_lit(w, "\n  ]");
+	/* distributedInfo only for a process that has a rank, as Kineto writes
+	 * it only once torch.distributed is up: "rank 0 of 1" for a process
+	 * with none would make unrelated traces look like ranks of one job. */
+	if (A.rank >= 0) {
+		tw_lit(w, ",\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": ");
+		tw_int(w, A.rank);
+		if (A.world_size > 0) {
+			tw_lit(w, ", \"world_size\": ");
+			tw_int(w, A.world_size);
+		}
+		if (A.local_rank >= 0) {
+			tw_lit(w, ", \"local_rank\": ");
+			tw_int(w, A.local_rank);
+		}
+		tw_lit(w, "}");
 	}
-	tw_lit(w, "},\n  \"trace_id\": ");
+	tw_lit(w, ",\n  \"trace_id\": ");
 	tw_str(w, A.win.trace_id, (size_t)-1);
 	tw_lit(w, ",\n  \"host_name\": ");
 	tw_str(w, A.host, (size_t)-1);

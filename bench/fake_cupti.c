@@ -16,10 +16,16 @@
  *
  * It also holds the agent to the rules real CUPTI needs, and aborts the
  * process (a test failure) when one is broken:
- *  - no CUPTI call, and no CUDA call (fake_cuda_call), from another thread
- *    while cuptiFinalize runs (it lasts 2 ms here, as real CUPTI waits
- *    for the device);
- *  - cuptiFinalize only inside an API callback;
+ *  - no CUPTI call from another thread while cuptiFinalize runs (it lasts
+ *    2 ms here, as real CUPTI waits for the device); other threads' CUDA
+ *    calls go on meanwhile, as PyTorch's autograd thread's did on an H100
+ *    under the teardown the agent uses (docs/AGENT.md, 2026-11-25);
+ *  - cuptiFinalize only inside a runtime-API exit callback (from a
+ *    driver-API callback, nested in a runtime call, it killed both GPU
+ *    programs at their first burst, H100 2026-11-25), and only once the
+ *    subscriber has left (cuptiUnsubscribe first, as Kineto does:
+ *    finalizing under a live subscriber corrupted PyTorch's heap within
+ *    3-71 bursts, H200 2026-11-23);
  *  - after a finalize, no call but the start of a session
  *    (cuptiSetThreadIdType, cuptiSubscribe_v2, cuptiGetResultString):
  *    anything else would re-initialize CUPTI behind the application;
@@ -68,6 +74,7 @@ static int subscribed;
 /* the session, for fake_cuda_call */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int finalizer_tid;        /* a thread inside cuptiFinalize */
+/* the API callback this thread is inside: 0 none, else the site + 1 */
 static _Thread_local int in_callback;
 static atomic_bool initialized;
 static bool kind_on[64];
@@ -212,8 +219,11 @@ CUptiResult cuptiFinalize(void)
 {
 	size_t i;
 
-	if (!in_callback)
-		die("cuptiFinalize called outside an API callback");
+	if (in_callback != CUPTI_API_EXIT + 1)
+		die(in_callback ? "cuptiFinalize called in an API entry callback"
+		                : "cuptiFinalize called outside an API callback");
+	if (subscribed)
+		die("cuptiFinalize called with the subscriber still subscribed (unsubscribe first)");
 	ids_stuck = false;
 	atomic_store(&finalizer_tid, tid());
 	/* it waits for the device: long enough for another thread's call */
@@ -437,10 +447,6 @@ void fake_cuda_call(int k)
 	uint32_t cbid = k >= 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
 	                       : CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
 
-	/* real CUPTI corrupted PyTorch jobs' heaps when one thread finalized
-	 * while another was inside CUDA (H200, 2026-11-23) */
-	if (atomic_load(&finalizer_tid) != 0 && atomic_load(&finalizer_tid) != tid())
-		die("a CUDA call on one thread while another is in cuptiFinalize");
 	pthread_mutex_lock(&lock);
 	corr = ids_stuck ? next_corr : next_corr++;
 	domain = subscribed && (k >= 0 ? cb_launch : cb_sync);
@@ -454,7 +460,7 @@ void fake_cuda_call(int k)
 	cb.functionReturnValue = &ret;
 	if (domain && fn) {
 		cb.callbackSite = CUPTI_API_ENTER;
-		in_callback = 1;
+		in_callback = CUPTI_API_ENTER + 1;
 		fn(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
 		in_callback = 0;
 	}
@@ -495,7 +501,7 @@ void fake_cuda_call(int k)
 	pthread_mutex_unlock(&lock);
 	if (domain && fn) {
 		cb.callbackSite = CUPTI_API_EXIT;
-		in_callback = 1;
+		in_callback = CUPTI_API_EXIT + 1;
 		fn(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb); /* may finalize */
 		in_callback = 0;
 	}

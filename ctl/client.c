@@ -72,8 +72,13 @@ static void on_written(uv_write_t *req, int status)
 
 	free(w->buf.base);
 	free(w);
-	if (status < 0 && status != UV_ECANCELED)
-		host_fail(h, "sending failed: %s", uv_strerror(status));
+	if (status < 0 && status != UV_ECANCELED && h->state != HS_CLOSED) {
+		/* A daemon that refused us (a limit, an identity it could not
+		 * take) said why before it closed: read that first; the end of
+		 * the stream reports this error if nothing came. */
+		if (h->send_error[0] == 0)
+			snprintf(h->send_error, sizeof(h->send_error), "%s", uv_strerror(status));
+	}
 }
 
 /* Writes the bytes of b as they are (ciphertext under TLS), taking them. */
@@ -189,6 +194,35 @@ static void session(struct host *h, const struct msg *m)
 	host_fail(h, "unexpected %s during the handshake", msg_type_name(m->type));
 }
 
+/* Where h is, for errors: "the socket PATH" or "HOST port N". */
+static void where(const struct host *h, char *out, size_t size)
+{
+	if (h->local)
+		snprintf(out, size, "the socket %s", h->name);
+	else
+		snprintf(out, size, "%s port %d", h->name, h->port);
+}
+
+/* Bytes that are not gprofd's framing before the handshake is over: the
+ * peer is some other server (an HTTP server answers "HTTP/1.1 400", which
+ * read as a frame length is 1.3 GB). Says so, with the first bytes it
+ * sent, rather than a frame limit the user never set. */
+static void not_gprofd(struct host *h, const char *data, size_t n)
+{
+	char first[40], at[300];
+	size_t i, k = 0;
+
+	for (i = 0; i < n && k < 24; i++)
+		first[k++] = data[i] >= 0x20 && data[i] < 0x7f ? data[i] : '.';
+	first[k] = 0;
+	where(h, at, sizeof(at));
+	host_fail(h, "%s is not a gprofd daemon: it answered \"%s\"%s. Give the daemon's "
+	          "address: its tcp port (default %d; not the metrics port) or its socket "
+	          "(--socket)", at, first, strncmp(first, "HTTP/", 5) == 0 ? " (an HTTP server)" :
+	          n > 0 && (data[0] == 0x15 || data[0] == 0x16) ? " (a TLS server: add --tls)" :
+	          "", CTL_PORT_DEFAULT);
+}
+
 static int on_frame(void *ud, const struct frame *f)
 {
 	struct host *h = ud;
@@ -203,7 +237,10 @@ static int on_frame(void *ud, const struct frame *f)
 		return h->state == HS_CLOSED ? -EPIPE : 0;
 	}
 	if (msg_decode(&m, (const char *)f->data, f->len, &err) < 0) {
-		host_fail(h, "bad message from the daemon: %s", err.msg);
+		if (h->state == HS_HELLO)
+			not_gprofd(h, (const char *)f->data, f->len);
+		else
+			host_fail(h, "bad message from the daemon: %s", err.msg);
 		msg_deinit(&m);
 		return -EPROTO;
 	}
@@ -230,8 +267,12 @@ static int on_plain(void *ud, const char *data, size_t n)
 	struct perr err;
 
 	if (frame_decoder_feed(&h->dec, data, n, on_frame, h, &err) < 0 &&
-	    h->state != HS_CLOSED)
-		host_fail(h, "bad data from the daemon: %s", err.msg);
+	    h->state != HS_CLOSED) {
+		if (h->state == HS_HELLO)
+			not_gprofd(h, data, n);
+		else
+			host_fail(h, "bad data from the daemon: %s", err.msg);
+	}
 	return h->state == HS_CLOSED ? -EPIPE : 0;
 }
 
@@ -270,8 +311,21 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 			          "(--tls-cert)? its log says why)", h->name, h->port);
 			return;
 		}
-		host_fail(h, n == UV_EOF ? "the daemon closed the connection" :
-		          "connection lost: %s", uv_strerror((int)n));
+		if (h->state == HS_HELLO && !h->send_error[0]) {
+			char at[300];
+
+			where(h, at, sizeof(at));
+			host_fail(h, "%s closed the connection without answering gprofd's hello: is "
+			          "it gprofd? (its tcp port, default %d; or its socket, --socket)", at,
+			          CTL_PORT_DEFAULT);
+			return;
+		}
+		if (h->send_error[0])
+			host_fail(h, "sending failed: %s (the daemon closed the connection)",
+			          h->send_error);
+		else
+			host_fail(h, n == UV_EOF ? "the daemon closed the connection" :
+			          "connection lost: %s", uv_strerror((int)n));
 		return;
 	}
 	if (h->tls != NULL)
@@ -285,7 +339,13 @@ static void on_connect(uv_connect_t *req, int status)
 	struct host *h = req->data;
 
 	if (status < 0) {
-		host_fail(h, "cannot connect to %s: %s", h->name, uv_strerror(status));
+		if (h->local)
+			host_fail(h, "cannot connect to %s: %s (is gprofd running? --socket names its "
+			          "socket)", h->name, uv_strerror(status));
+		else
+			host_fail(h, "cannot connect to %s port %d: %s (is gprofd listening there? "
+			          "its tcp address, default port %d)", h->name, h->port,
+			          uv_strerror(status), CTL_PORT_DEFAULT);
 		return;
 	}
 	if (h->state == HS_CLOSED)
@@ -331,7 +391,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 	r = uv_tcp_connect(&h->creq, &h->u.tcp, res->ai_addr, on_connect);
 	uv_freeaddrinfo(res);
 	if (r < 0)
-		host_fail(h, "cannot connect to %s: %s", h->name, uv_strerror(r));
+		host_fail(h, "cannot connect to %s port %d: %s", h->name, h->port, uv_strerror(r));
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -339,10 +399,19 @@ static void on_timeout(uv_timer_t *t)
 	struct client *cl = t->data;
 	size_t i;
 
-	for (i = 0; i < cl->n; i++)
-		if (cl->hosts[i].state != HS_CLOSED)
-			host_fail(&cl->hosts[i], "timed out after %.0f s (raise --timeout)",
-			          cl->o->timeout_s);
+	for (i = 0; i < cl->n; i++) {
+		struct host *h = &cl->hosts[i];
+		char at[300];
+
+		if (h->state == HS_HELLO) {
+			/* connected, but nothing that speaks gprofd's protocol answered */
+			where(h, at, sizeof(at));
+			host_fail(h, "%s did not answer gprofd's hello within %.0f s: is it gprofd? "
+			          "(its tcp port, default %d; or its socket, --socket)", at,
+			          cl->o->timeout_s, CTL_PORT_DEFAULT);
+		} else if (h->state != HS_CLOSED)
+			host_fail(h, "timed out after %.0f s (raise --timeout)", cl->o->timeout_s);
+	}
 }
 
 int client_init(struct client *cl, const struct opts *o, const struct client_ops *ops)
@@ -397,17 +466,12 @@ int client_init(struct client *cl, const struct opts *o, const struct client_ops
 			snprintf(h->name, sizeof(h->name), "%s", o->socket);
 			snprintf(h->label, sizeof(h->label), "localhost");
 		} else {
-			const char *spec = o->hosts[i], *colon = strrchr(spec, ':');
+			const char *spec = o->hosts[i];
 
-			h->port = o->port;
-			if (colon != NULL && strchr(spec, ']') == NULL && strchr(spec, ':') == colon) {
-				snprintf(h->name, sizeof(h->name), "%.*s", (int)(colon - spec), spec);
-				h->port = atoi(colon + 1);
-			} else if (spec[0] == '[' && (colon = strstr(spec, "]:")) != NULL) {
-				snprintf(h->name, sizeof(h->name), "%.*s", (int)(colon - spec - 1), spec + 1);
-				h->port = atoi(colon + 2);
-			} else
-				snprintf(h->name, sizeof(h->name), "%s", spec);
+			/* checked by hosts_add: the port is 1..65535 or absent */
+			hosts_parse(spec, h->name, sizeof(h->name), &h->port);
+			if (h->port == 0)
+				h->port = o->port;
 			snprintf(h->label, sizeof(h->label), "%s", spec);
 		}
 	}
@@ -442,7 +506,8 @@ void client_run(struct client *cl)
 		h->gai.data = h;
 		r = uv_getaddrinfo(&cl->loop, &h->gai, on_resolved, h->name, port, &hints);
 		if (r < 0)
-			host_fail(h, "cannot resolve %s: %s", h->name, uv_strerror(r));
+			host_fail(h, "cannot resolve %s (port %d): %s", h->name, h->port,
+			          uv_strerror(r));
 	}
 	uv_run(&cl->loop, UV_RUN_DEFAULT);
 }

@@ -75,7 +75,7 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 	}
 	if (optind != argc - 1) {
 		fprintf(stderr, "gprofctl cancel: name one trace id (gprofctl trace prints it "
-		        "when it starts)\n");
+		        "when it starts; gprofctl traces lists the stored ones)\n");
 		return EXIT_USAGE;
 	}
 	cancel_id = argv[optind];
@@ -105,13 +105,25 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 			printf("  %-20s %s\n", cl.hosts[i].label, cl.hosts[i].error);
 	}
 	if (o->json) {
-		cJSON *root = cJSON_CreateObject();
+		cJSON *root = cJSON_CreateObject(), *hosts;
 		char *text;
 
 		cJSON_AddStringToObject(root, "trace_id", cancel_id);
-		cJSON_AddNumberToObject(root, "hosts", (double)known);
+		hosts = cJSON_AddArrayToObject(root, "hosts");
+		for (i = 0; i < cl.n; i++) {
+			cJSON *h = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
+			if (hs[i].answered)
+				cJSON_AddNumberToObject(h, "cancelled", (double)hs[i].cancelled);
+			else
+				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
+			cJSON_AddItemToArray(hosts, h);
+		}
+		cJSON_AddNumberToObject(root, "known", (double)known);
 		cJSON_AddNumberToObject(root, "cancelled", (double)total);
-		if ((text = cJSON_PrintUnformatted(root)) != NULL)
+		cJSON_AddNumberToObject(root, "exit", known > 0 ? EXIT_OK : EXIT_NOMATCH);
+		if ((text = cJSON_Print(root)) != NULL)
 			printf("%s\n", text);
 		cJSON_free(text);
 		cJSON_Delete(root);

@@ -21,6 +21,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "ctl.h"
 
 #ifndef GPROF_PYTHON_DIR
@@ -98,7 +100,10 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 			       "Python jobs get %s first on PYTHONPATH and\n"
 			       "GPROF_TORCH_STEPS=1: every optimizer step is an iteration, in every\n"
 			       "rank (torchrun, srun, mp.spawn); a launcher that never steps is left\n"
-			       "out of traces.\n", ps.agent, ps.python[0] ? ps.python : "(no python/ found)");
+			       "out of traces. A missing agent is an error (exit 3): the command\n"
+			       "is not started untraced. COMMAND's stdout is its own; with --json the\n"
+			       "one note gprofctl prints (a generated job id) is a JSON object on\n"
+			       "stderr.\n", ps.agent, ps.python[0] ? ps.python : "(no python/ found)");
 			return EXIT_OK;
 		} else
 			return EXIT_USAGE;
@@ -109,9 +114,15 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 	}
 	if (agent == NULL)
 		agent = ps.agent;
-	if (access(agent, R_OK) != 0)
-		fprintf(stderr, "gprofctl launch: warning: no agent at %s (%s); the command runs "
-		        "untraced. Set --agent or $GPROF_AGENT.\n", agent, strerror(errno));
+	/* An agent that is not there would leave the job running untraced
+	 * while the user believes it is profiled: refuse before starting it. */
+	if (access(agent, R_OK) != 0) {
+		fprintf(stderr, "gprofctl launch: no agent at %s (%s): the command would run "
+		        "untraced, so it was not started. Give the path of libgprof_agent.so with "
+		        "--agent or $GPROF_AGENT (installed: %s).\n", agent, strerror(errno),
+		        GPROF_AGENT_PATH);
+		return EXIT_USAGE;
+	}
 	if (job == NULL)
 		job = getenv("GPROF_JOB_ID");
 	if (job == NULL)
@@ -123,8 +134,20 @@ int cmd_launch(struct opts *o, int argc, char **argv)
 			r[0] = (unsigned char)getpid();
 		snprintf(gen, sizeof(gen), "gprof-%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
 		job = gen;
-		fprintf(stderr, "gprofctl launch: job id %s (trace it with gprofctl trace --job %s)\n",
-		        job, job);
+		/* stdout is the command's: this note goes to stderr, as JSON with --json */
+		if (o->json) {
+			cJSON *j = cJSON_CreateObject();
+			char *text;
+
+			cJSON_AddStringToObject(j, "job_id", job);
+			cJSON_AddStringToObject(j, "agent", agent);
+			if ((text = cJSON_PrintUnformatted(j)) != NULL)
+				fprintf(stderr, "%s\n", text);
+			cJSON_free(text);
+			cJSON_Delete(j);
+		} else
+			fprintf(stderr, "gprofctl launch: job id %s (trace it with gprofctl trace "
+			        "--job %s)\n", job, job);
 	}
 	setenv("CUDA_INJECTION64_PATH", agent, 1);
 	setenv("NVTX_INJECTION64_PATH", agent, 1);

@@ -104,7 +104,7 @@ int cmd_list(struct opts *o, int argc, char **argv)
 	struct client cl;
 	struct lhost *hs;
 	size_t i, k, ok = 0, total = 0;
-	int c;
+	int c, code;
 
 	while ((c = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		if (c == 'j')
@@ -115,7 +115,8 @@ int cmd_list(struct opts *o, int argc, char **argv)
 			       "rank/world size, kind (agent or kineto), iterations seen, name, and a\n"
 			       "note for launchers (a process that started other ranks of its job and\n"
 			       "never steps: traces of the job leave it out). You see your own\n"
-			       "processes; root and the daemon's admin group see all.\n");
+			       "processes; root and the daemon's admin group see all. Stored traces:\n"
+			       "gprofctl traces.\n");
 			return EXIT_OK;
 		} else
 			return EXIT_USAGE;
@@ -128,12 +129,22 @@ int cmd_list(struct opts *o, int argc, char **argv)
 	for (i = 0; i < cl.n; i++)
 		cl.hosts[i].ud = &hs[i];
 	client_run(&cl);
+	for (i = 0; i < cl.n; i++)
+		ok += hs[i].ok;
+	code = ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
 	if (o->json) {
 		cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "processes");
 		cJSON *errs = cJSON_AddArrayToObject(root, "errors");
+		cJSON *hosts = cJSON_AddArrayToObject(root, "hosts");
 		char *text;
 
 		for (i = 0; i < cl.n; i++) {
+			cJSON *jh = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(jh, "host", cl.hosts[i].label);
+			if (!hs[i].ok)
+				cJSON_AddStringToObject(jh, "error", cl.hosts[i].error);
+			cJSON_AddItemToArray(hosts, jh);
 			if (!hs[i].ok) {
 				cJSON *e = cJSON_CreateObject();
 
@@ -148,9 +159,19 @@ int cmd_list(struct opts *o, int argc, char **argv)
 				cJSON_AddStringToObject(j, "host", cl.hosts[i].label);
 				cJSON_AddNumberToObject(j, "pid", (double)p->pid);
 				cJSON_AddNumberToObject(j, "uid", (double)p->uid);
-				cJSON_AddStringToObject(j, "job", p->job);
-				cJSON_AddNumberToObject(j, "rank", (double)p->rank);
-				cJSON_AddNumberToObject(j, "world_size", (double)p->world);
+				if (p->job[0] && strcmp(p->job, "-") != 0)
+					cJSON_AddStringToObject(j, "job", p->job);
+				else
+					cJSON_AddNullToObject(j, "job");
+				/* unknown: null, never -1 (gprofctl(1), JSON output) */
+				if (p->rank >= 0)
+					cJSON_AddNumberToObject(j, "rank", (double)p->rank);
+				else
+					cJSON_AddNullToObject(j, "rank");
+				if (p->world > 0)
+					cJSON_AddNumberToObject(j, "world_size", (double)p->world);
+				else
+					cJSON_AddNullToObject(j, "world_size");
 				cJSON_AddStringToObject(j, "kind", msg_kind_name(p->kind));
 				cJSON_AddStringToObject(j, "role", p->launcher ? "launcher" : "traced");
 				cJSON_AddNumberToObject(j, "steps", (double)p->steps);
@@ -158,6 +179,7 @@ int cmd_list(struct opts *o, int argc, char **argv)
 				cJSON_AddItemToArray(arr, j);
 			}
 		}
+		cJSON_AddNumberToObject(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);
@@ -188,11 +210,9 @@ int cmd_list(struct opts *o, int argc, char **argv)
 		if (total == 0)
 			printf("(no traceable process%s)\n", job_filter ? " of that job" : "");
 	}
-	for (i = 0; i < cl.n; i++) {
-		ok += hs[i].ok;
+	for (i = 0; i < cl.n; i++)
 		free(hs[i].procs);
-	}
 	free(hs);
 	client_deinit(&cl);
-	return ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+	return code;
 }

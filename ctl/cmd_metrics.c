@@ -199,6 +199,7 @@ static int one_round(struct opts *o, bool watch, bool clear, int64_t *interval_m
 	struct client cl;
 	struct mrow *rows;
 	size_t i, ok = 0;
+	int code;
 
 	if (client_init(&cl, o, &ops) < 0)
 		return EXIT_USAGE;
@@ -206,6 +207,9 @@ static int one_round(struct opts *o, bool watch, bool clear, int64_t *interval_m
 	for (i = 0; i < cl.n; i++)
 		cl.hosts[i].ud = &rows[i];
 	client_run(&cl);
+	for (i = 0; i < cl.n; i++)
+		ok += rows[i].ok;
+	code = ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
 	if (clear)
 		printf("\033[H\033[2J");
 	if (o->json) {
@@ -225,6 +229,7 @@ static int one_round(struct opts *o, bool watch, bool clear, int64_t *interval_m
 			}
 			cJSON_AddItemToArray(arr, h);
 		}
+		cJSON_AddNumberToObject(root, "exit", code);
 		text = watch ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);
@@ -240,14 +245,13 @@ static int one_round(struct opts *o, bool watch, bool clear, int64_t *interval_m
 	}
 	fflush(stdout);
 	for (i = 0; i < cl.n; i++) {
-		ok += rows[i].ok;
 		if (rows[i].ok && rows[i].interval_ms > 0)
 			*interval_ms = rows[i].interval_ms;
 		cJSON_Delete(rows[i].samples);
 	}
 	free(rows);
 	client_deinit(&cl);
-	return ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+	return code;
 }
 
 int cmd_metrics(struct opts *o, int argc, char **argv)

@@ -75,13 +75,14 @@ int cmd_status(struct opts *o, int argc, char **argv)
 	struct row *rows;
 	size_t i, ok = 0;
 	char up[32], sz[32];
+	int code;
 
 	if (argc > 1) {
 		if (strcmp(argv[1], "--help") == 0) {
 			printf("usage: gprofctl [GLOBAL OPTIONS] status\n"
 			       "Prints, per host: daemon version, uptime, registered processes,\n"
-			       "traces in progress, stored traces and their size. With --json, one\n"
-			       "JSON object with a \"hosts\" array.\n");
+			       "traces in progress, stored traces and their size (gprofctl traces\n"
+			       "lists them). With --json, one JSON object with a \"hosts\" array.\n");
 			return EXIT_OK;
 		}
 		fprintf(stderr, "gprofctl status: unexpected argument \"%s\"\n", argv[1]);
@@ -95,6 +96,9 @@ int cmd_status(struct opts *o, int argc, char **argv)
 	for (i = 0; i < cl.n; i++)
 		cl.hosts[i].ud = &rows[i];
 	client_run(&cl);
+	for (i = 0; i < cl.n; i++)
+		ok += rows[i].ok;
+	code = ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
 	if (o->json) {
 		cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "hosts");
 		char *text;
@@ -114,6 +118,7 @@ int cmd_status(struct opts *o, int argc, char **argv)
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(arr, h);
 		}
+		cJSON_AddNumberToObject(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);
@@ -133,11 +138,9 @@ int cmd_status(struct opts *o, int argc, char **argv)
 			       (long long)rows[i].pending, (long long)rows[i].stored, sz);
 		}
 	}
-	for (i = 0; i < cl.n; i++)
-		ok += rows[i].ok;
 	free(rows);
 	client_deinit(&cl);
-	return ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+	return code;
 }
 
 void fmt_bytes(uint64_t b, char *out, size_t size)

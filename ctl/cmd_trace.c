@@ -21,6 +21,7 @@
 
 #include "ctl.h"
 #include "dlq.h"
+#include "fsutil.h"
 
 struct vproc {
 	int64_t pid, rank, bytes;
@@ -87,6 +88,76 @@ static void usage(FILE *f)
 	        "exit status: 0 every matched process delivered; 1 some did not (the summary says\n"
 	        "which and why); 2 nothing matched (each host's registered jobs are shown);\n"
 	        "3 usage error or no host reachable.\n");
+}
+
+static char rb[24]; /* rank_text's buffer: one rank per printed line */
+
+/* A rank for people: the number, or "-" when the process has none (an
+ * unknown rank is never printed as -1). */
+static const char *rank_text(int64_t rank, char *buf, size_t size)
+{
+	if (rank < 0)
+		return "-";
+	snprintf(buf, size, "%lld", (long long)rank);
+	return buf;
+}
+
+/* A rank in JSON: the number, or null when unknown. */
+static void rank_json(cJSON *o, int64_t rank)
+{
+	if (rank >= 0)
+		cJSON_AddNumberToObject(o, "rank", (double)rank);
+	else
+		cJSON_AddNullToObject(o, "rank");
+}
+
+/* A whole number for option opt within lo..hi, as the user wrote it: out
+ * of range (beyond int64 too, which strtoll would clamp) is said with the
+ * text given and the limit. 0, or -1 with the error printed. */
+static int parse_num(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s || *end != 0) {
+		fprintf(stderr, "gprofctl trace: %s %s is not a whole number\n", opt, s);
+		return -1;
+	}
+	if (errno == ERANGE || v < lo || v > hi) {
+		fprintf(stderr, "gprofctl trace: %s %s is out of range: give %lld to %lld\n", opt, s,
+		        (long long)lo, (long long)hi);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Whether dir can take the downloads: created if missing, and a file can
+ * be made in it. Checked before any capture starts, so a typo does not
+ * cost the traces. 0, or -1 with the error printed. */
+static int check_outdir(const char *dir)
+{
+	char probe[4200];
+	int r, fd;
+
+	r = fsutil_mkdir_p(dir, 0755);
+	if (r < 0) {
+		fprintf(stderr, "gprofctl trace: --output-dir %s cannot be created: %s; nothing was "
+		        "traced (choose a directory you can write)\n", dir, strerror(-r));
+		return -1;
+	}
+	snprintf(probe, sizeof(probe), "%s/.gprofctl-probe-XXXXXX", dir);
+	fd = mkstemp(probe);
+	if (fd < 0) {
+		fprintf(stderr, "gprofctl trace: --output-dir %s is not writable: %s; nothing was "
+		        "traced (choose a directory you can write)\n", dir, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	unlink(probe);
+	return 0;
 }
 
 static const char *state_word(int s)
@@ -241,8 +312,8 @@ static void update(struct host *h, const struct msg_trace_info *info)
 		if (k == t->n)
 			continue;
 		if (t->procs[k].state != p->state && !T.tty && !T.json)
-			fprintf(stderr, "%s: pid %lld rank %lld: %s%s%s\n", h->label, (long long)p->pid,
-			        (long long)p->rank, state_word(p->state), p->reason ? ": " : "",
+			fprintf(stderr, "%s: pid %lld rank %s: %s%s%s\n", h->label, (long long)p->pid,
+			        rank_text(p->rank, rb, sizeof(rb)), state_word(p->state), p->reason ? ": " : "",
 			        p->reason ? p->reason : "");
 		t->procs[k].state = p->state;
 		t->procs[k].bytes = p->bytes;
@@ -307,8 +378,8 @@ static void message(struct host *h, const struct msg *m)
 				snprintf(t->procs[i].reason, sizeof(t->procs[i].reason), "%s",
 				         m->u.trace_start_reply.procs.v[i].reason);
 			if (t->procs[i].state == MSG_TS_SKIPPED && !T.tty && !T.json)
-				fprintf(stderr, "%s: pid %lld rank %lld: %s\n", h->label,
-				        (long long)t->procs[i].pid, (long long)t->procs[i].rank,
+				fprintf(stderr, "%s: pid %lld rank %s: %s\n", h->label,
+				        (long long)t->procs[i].pid, rank_text(t->procs[i].rank, rb, sizeof(rb)),
 				        t->procs[i].reason);
 		}
 		if (t->n == 0) {
@@ -441,13 +512,13 @@ static int summarize(struct client *cl)
 					cJSON *o = cJSON_CreateObject();
 
 					cJSON_AddNumberToObject(o, "pid", (double)p->pid);
-					cJSON_AddNumberToObject(o, "rank", (double)p->rank);
+					rank_json(o, p->rank);
 					cJSON_AddStringToObject(o, "state", "skipped");
 					cJSON_AddStringToObject(o, "reason", p->reason);
 					cJSON_AddItemToArray(jp, o);
 				} else
-					printf("  %-20s pid %-8lld rank %-4lld %s\n", h->label,
-					       (long long)p->pid, (long long)p->rank, p->reason);
+					printf("  %-20s pid %-8lld rank %-4s %s\n", h->label,
+					       (long long)p->pid, rank_text(p->rank, rb, sizeof(rb)), p->reason);
 				continue;
 			}
 			matched++;
@@ -462,7 +533,7 @@ static int summarize(struct client *cl)
 				cJSON *o = cJSON_CreateObject();
 
 				cJSON_AddNumberToObject(o, "pid", (double)p->pid);
-				cJSON_AddNumberToObject(o, "rank", (double)p->rank);
+				rank_json(o, p->rank);
 				cJSON_AddStringToObject(o, "state", it && it->done ? "delivered" :
 				                        state_word(p->state));
 				if (it && it->done) {
@@ -479,13 +550,13 @@ static int summarize(struct client *cl)
 			}
 			if (it && it->done) {
 				fmt_bytes((uint64_t)p->bytes, b, sizeof(b));
-				printf("  %-20s pid %-8lld rank %-4lld %s (%s)\n", h->label, (long long)p->pid,
-				       (long long)p->rank, it->path, b);
+				printf("  %-20s pid %-8lld rank %-4s %s (%s)\n", h->label, (long long)p->pid,
+				       rank_text(p->rank, rb, sizeof(rb)), it->path, b);
 				if (p->reason[0])
 					printf("  %-20s   note: %s\n", "", p->reason);
 			} else
-				printf("  %-20s pid %-8lld rank %-4lld FAILED (%s): %s\n", h->label,
-				       (long long)p->pid, (long long)p->rank, state_word(p->state),
+				printf("  %-20s pid %-8lld rank %-4s FAILED (%s): %s\n", h->label,
+				       (long long)p->pid, rank_text(p->rank, rb, sizeof(rb)), state_word(p->state),
 				       it && it->failed ? it->error : p->reason[0] ? p->reason :
 				       h->error[0] ? h->error : "not delivered");
 		}
@@ -508,7 +579,9 @@ static int summarize(struct client *cl)
 		} else
 			printf("trace %s: %zu of %zu matched process%s delivered to %s/%s/%s%s\n",
 			       T.trace_id, delivered, matched, matched == 1 ? "" : "es", T.outdir,
-			       T.trace_id, matched == 0 ? " (nothing matched on any host)" : "",
+			       T.trace_id, reached == 0 ? " (no host was reachable: see above)" :
+			       matched == 0 ? (reached < cl->n ? " (nothing matched on the hosts "
+			       "reached)" : " (nothing matched on any host)") : "",
 			       skipped ? " (launchers left out: see above)" : "");
 		return code;
 	}
@@ -562,39 +635,26 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 				fprintf(stderr, "gprofctl trace: more than %d --pid\n", MSG_PIDS_MAX);
 				return EXIT_USAGE;
 			}
-			T.pids[T.req.pids.n++] = strtoll(optarg, &end, 10);
-			if (*end || T.pids[T.req.pids.n - 1] <= 0) {
-				fprintf(stderr, "gprofctl trace: --pid %s is not a process id\n", optarg);
+			if (parse_num("--pid", optarg, 1, 4194304, &T.pids[T.req.pids.n]) < 0)
 				return EXIT_USAGE;
-			}
+			T.req.pids.n++;
 			break;
 		case O_ITER:
-			T.req.win.iterations = strtoll(optarg, &end, 10);
-			if (*end || T.req.win.iterations <= 0) {
-				fprintf(stderr, "gprofctl trace: --iterations %s is not a positive "
-				        "number\n", optarg);
+			if (parse_num("--iterations", optarg, 1, 1000000, &T.req.win.iterations) < 0)
 				return EXIT_USAGE;
-			}
 			break;
 		case O_DUR:
-			T.req.win.duration_ms = strtoll(optarg, &end, 10);
-			if (*end || T.req.win.duration_ms <= 0) {
-				fprintf(stderr, "gprofctl trace: --duration-ms %s is not a positive "
-				        "number\n", optarg);
+			if (parse_num("--duration-ms", optarg, 1, 86400000, &T.req.win.duration_ms) < 0)
 				return EXIT_USAGE;
-			}
 			break;
 		case O_START:
 			start = optarg;
 			break;
 		case O_ROUND:
-			T.req.win.iteration_roundup = strtoll(optarg, &end, 10);
 			roundup_given = true;
-			if (*end || T.req.win.iteration_roundup < 0) {
-				fprintf(stderr, "gprofctl trace: --iteration-roundup %s is not a "
-				        "number\n", optarg);
+			if (parse_num("--iteration-roundup", optarg, 0, 1000000,
+			              &T.req.win.iteration_roundup) < 0)
 				return EXIT_USAGE;
-			}
 			break;
 		case O_RANGE:
 			T.req.win.iteration_range = optarg;
@@ -607,12 +667,8 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 			}
 			break;
 		case O_LIMIT:
-			T.req.process_limit = strtoll(optarg, &end, 10);
-			if (*end || T.req.process_limit <= 0) {
-				fprintf(stderr, "gprofctl trace: --process-limit %s is not a positive "
-				        "number\n", optarg);
+			if (parse_num("--process-limit", optarg, 1, 1000000, &T.req.process_limit) < 0)
 				return EXIT_USAGE;
-			}
 			break;
 		case O_OUT:
 			T.outdir = optarg;
@@ -690,6 +746,8 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
+	if (check_outdir(T.outdir) < 0)
+		return EXIT_USAGE;
 	if (o->timeout_s == 0)
 		o->timeout_s = timeout + 60; /* the daemons time out first; then downloads */
 	T.json = o->json;

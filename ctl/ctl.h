@@ -86,6 +86,7 @@ struct host {
 	int state;               /* HS_* in client.c */
 	bool done;               /* the command is finished with this host */
 	char error[512];
+	char send_error[128];    /* a write failed; reported at the end of the stream */
 	uint64_t next_id;
 	void *ud;                /* the command's per-host state */
 	struct tlsio *tls;       /* --tls: the session every byte passes through */
@@ -121,8 +122,12 @@ void host_done(struct host *h);
 /* Marks h failed with why and closes it. */
 void host_fail(struct host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* hosts.c: fills o->hosts from --host, --hostfile and --slurm-job. */
+/* hosts.c: fills o->hosts from --host, --hostfile and --slurm-job; each
+ * HOST[:PORT] is checked as it is added (an error printed, -EINVAL). */
 int hosts_add(struct opts *o, const char *spec);
+/* Splits HOST, HOST:PORT, [V6ADDR]:PORT or a bare IPv6 address into name
+ * and port (0: none given). 0, or -EINVAL for a port that is not 1..65535. */
+int hosts_parse(const char *spec, char *name, size_t size, int *port);
 int hosts_from_file(struct opts *o, const char *path);
 int hosts_from_slurm(struct opts *o, const char *job);
 void hosts_free(struct opts *o);
@@ -151,6 +156,8 @@ int cmd_metrics(struct opts *o, int argc, char **argv);
 int cmd_list(struct opts *o, int argc, char **argv);
 int cmd_trace(struct opts *o, int argc, char **argv);
 int cmd_fetch(struct opts *o, int argc, char **argv);
+int cmd_traces(struct opts *o, int argc, char **argv);
+int cmd_delete(struct opts *o, int argc, char **argv);
 int cmd_cancel(struct opts *o, int argc, char **argv);
 int cmd_launch(struct opts *o, int argc, char **argv);
 int cmd_report(struct opts *o, int argc, char **argv);

@@ -4,7 +4,7 @@ _gprofctl()
 	local cur prev words cword
 	_init_completion || return
 	local globals="--host --hostfile --slurm-job --socket --port --token-file --tls --tls-ca --tls-cert --tls-key --json --timeout --version --help"
-	local commands="status list trace metrics fetch cancel launch report help"
+	local commands="status list traces trace metrics fetch delete cancel launch report help"
 	local cmd="" i
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
@@ -25,21 +25,23 @@ _gprofctl()
 		compopt -o nospace
 		return ;;
 	--host|--slurm-job|--port|--timeout|--job|--pid|--iterations|--duration-ms|--start-at|\
-	--iteration-roundup|--iteration-range|--process-limit|--trace-id|--top)
+	--iteration-roundup|--iteration-range|--process-limit|--trace-id|--top|--since|--older-than)
 		return ;;
 	esac
 	case $cmd in
 	"") COMPREPLY=($(compgen -W "$globals $commands" -- "$cur")) ;;
 	trace) COMPREPLY=($(compgen -W "--job --pid --iterations --duration-ms --start-at
 	                      --iteration-roundup --iteration-range --activities --process-limit --output-dir
-	                      --trace-id --timeout --report --help" -- "$cur")) ;;
-	report) [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--top --html --help" -- "$cur")) || _filedir ;;
-	list) COMPREPLY=($(compgen -W "--job --help" -- "$cur")) ;;
-	fetch) COMPREPLY=($(compgen -W "--output-dir --help" -- "$cur")) ;;
-	cancel) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
-	launch) COMPREPLY=($(compgen -W "--job --agent --help --" -- "$cur")) ;;
-	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-	status) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+	                      --trace-id --timeout --report --json --help" -- "$cur")) ;;
+	report) [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--top --html --json --help" -- "$cur")) || _filedir ;;
+	list) COMPREPLY=($(compgen -W "--job --json --help" -- "$cur")) ;;
+	traces) COMPREPLY=($(compgen -W "--job --since --older-than --json --help" -- "$cur")) ;;
+	fetch) COMPREPLY=($(compgen -W "--job --since --output-dir --json --help" -- "$cur")) ;;
+	delete) COMPREPLY=($(compgen -W "--job --older-than --json --help" -- "$cur")) ;;
+	cancel) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+	launch) COMPREPLY=($(compgen -W "--job --agent --json --help --" -- "$cur")) ;;
+	help) COMPREPLY=($(compgen -W "$commands --json" -- "$cur")) ;;
+	status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
 	metrics) COMPREPLY=($(compgen -W "--watch --json --help" -- "$cur")) ;;
 	esac
 }

@@ -12,12 +12,47 @@
 
 #include "ctl.h"
 
+int hosts_parse(const char *spec, char *name, size_t size, int *port)
+{
+	const char *colon = strrchr(spec, ':'), *p = NULL;
+	char *end;
+	long v;
+
+	*port = 0;
+	if (colon != NULL && strchr(spec, ']') == NULL && strchr(spec, ':') == colon) {
+		snprintf(name, size, "%.*s", (int)(colon - spec), spec);
+		p = colon + 1;
+	} else if (spec[0] == '[' && (colon = strstr(spec, "]:")) != NULL) {
+		snprintf(name, size, "%.*s", (int)(colon - spec - 1), spec + 1);
+		p = colon + 2;
+	} else if (spec[0] == '[' && spec[strlen(spec) - 1] == ']')
+		snprintf(name, size, "%.*s", (int)strlen(spec) - 2, spec + 1);
+	else
+		snprintf(name, size, "%s", spec);
+	if (p == NULL)
+		return 0;
+	errno = 0;
+	v = strtol(p, &end, 10);
+	if (*p < '0' || *p > '9' || *end != 0 || errno != 0 || v < 1 || v > 65535)
+		return -EINVAL;
+	*port = (int)v;
+	return 0;
+}
+
 int hosts_add(struct opts *o, const char *spec)
 {
 	const char **v;
+	char name[256];
+	int port;
 
 	if (*spec == 0)
 		return 0;
+	/* a port that cannot be one is said now, not as a failure to connect */
+	if (hosts_parse(spec, name, sizeof(name), &port) < 0 || name[0] == 0) {
+		fprintf(stderr, "gprofctl: host \"%s\" is not HOST[:PORT] with a port from 1 to "
+		        "65535 (IPv6: [ADDR]:PORT)\n", spec);
+		return -EINVAL;
+	}
 	v = realloc(o->hosts, (o->nhosts + 1) * sizeof(*v));
 	if (v == NULL)
 		return -ENOMEM;
@@ -62,7 +97,7 @@ static int add_lines(struct opts *o, FILE *f)
 		if (*s == 0 || *s == '#')
 			continue;
 		if (hosts_add(o, s) < 0)
-			return -ENOMEM;
+			return -EINVAL;
 		n++;
 	}
 	return n;
@@ -79,6 +114,8 @@ int hosts_from_file(struct opts *o, const char *path)
 	}
 	n = add_lines(o, f);
 	fclose(f);
+	if (n < 0)
+		return -1;
 	if (n == 0) {
 		fprintf(stderr, "gprofctl: --hostfile %s names no host\n", path);
 		return -1;

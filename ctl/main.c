@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "ctl.h"
 #include "fsutil.h"
 
@@ -30,7 +32,9 @@ static const struct command commands[] = {
 	{ "metrics", cmd_metrics, "host, GPU and step-time metrics, per host (--watch)" },
 	{ "list", cmd_list, "traceable processes: host, pid, uid, job, rank, kind" },
 	{ "trace", cmd_trace, "capture a trace on every matching process and download it" },
-	{ "fetch", cmd_fetch, "download a stored trace again" },
+	{ "traces", cmd_traces, "stored traces: id, job, time, processes, ranks, size" },
+	{ "fetch", cmd_fetch, "download stored traces again, by id or by job" },
+	{ "delete", cmd_delete, "remove stored traces, by id or by job" },
 	{ "cancel", cmd_cancel, "end a running trace on every host" },
 	{ "launch", cmd_launch, "run a command with the agent injected" },
 	{ "report", cmd_report, "what the traces say: GPU time, top kernels, ranks, findings" },
@@ -63,7 +67,8 @@ static void usage(FILE *f)
 	        "                    to (default: the system's trust store)\n"
 	        "  --tls-cert F, --tls-key F  a client certificate and key, for daemons\n"
 	        "                    that ask for one (tls.client_ca)\n"
-	        "  --json            machine-readable output on stdout\n"
+	        "  --json            machine-readable output on stdout: one JSON object\n"
+	        "                    (before or after the command; see gprofctl(1))\n"
 	        "  --timeout S       give up on hosts after S seconds (default 30; trace: 600)\n"
 	        "See gprofctl(1).\n");
 }
@@ -73,7 +78,26 @@ static int cmd_help(struct opts *o, int argc, char **argv)
 	char *hargv[] = { NULL, "--help", NULL };
 	size_t i;
 
-	(void)o;
+	if (argc < 2 && o->json) {
+		/* the command table, for tools that build on gprofctl */
+		cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "commands");
+		char *text;
+
+		for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+			cJSON *c = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(c, "name", commands[i].name);
+			cJSON_AddStringToObject(c, "summary", commands[i].summary);
+			cJSON_AddItemToArray(arr, c);
+		}
+		cJSON_AddStringToObject(root, "version", GPROF_VERSION);
+		cJSON_AddNumberToObject(root, "exit", EXIT_OK);
+		text = cJSON_Print(root);
+		printf("%s\n", text);
+		cJSON_free(text);
+		cJSON_Delete(root);
+		return EXIT_OK;
+	}
 	if (argc < 2) {
 		usage(stdout);
 		return EXIT_OK;
@@ -85,6 +109,35 @@ static int cmd_help(struct opts *o, int argc, char **argv)
 		}
 	fprintf(stderr, "gprofctl: no command \"%s\"; see gprofctl help\n", argv[1]);
 	return EXIT_USAGE;
+}
+
+/* --json is a global option that may also come anywhere among the
+ * command's own options: it is taken out of the command's arguments here,
+ * once, so every command accepts it in both places. The scan stops at
+ * "--", and for launch at its first operand (what follows is the command
+ * it runs, whose own --json is not ours). Returns the new argc. */
+static int take_json(struct opts *o, const char *cmd, int argc, char **argv)
+{
+	bool launch = strcmp(cmd, "launch") == 0;
+	int i, k = 1;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0 || (launch && argv[i][0] != '-'))
+			break;
+		if (strcmp(argv[i], "--json") == 0) {
+			o->json = true;
+			continue;
+		}
+		/* launch's options with a value: the value is not an operand */
+		if (launch && (strcmp(argv[i], "--job") == 0 || strcmp(argv[i], "--agent") == 0) &&
+		    i + 1 < argc)
+			argv[k++] = argv[i++];
+		argv[k++] = argv[i];
+	}
+	for (; i < argc; i++)
+		argv[k++] = argv[i];
+	argv[k] = NULL;
+	return k;
 }
 
 int main(int argc, char **argv)
@@ -125,7 +178,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
 		case O_HOST:
-			hosts_add(&o, optarg);
+			if (hosts_add(&o, optarg) < 0)
+				return EXIT_USAGE;
 			break;
 		case O_HOSTFILE:
 			if (hosts_from_file(&o, optarg) < 0)
@@ -194,8 +248,8 @@ int main(int argc, char **argv)
 		o.port = o.tls ? CTL_TLS_PORT_DEFAULT : CTL_PORT_DEFAULT;
 	for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(commands[i].name, argv[optind]) == 0) {
-			int cargc = argc - optind;
 			char **cargv = argv + optind;
+			int cargc = take_json(&o, argv[optind], argc - optind, cargv);
 			int r;
 
 			optind = 0; /* glibc: restart getopt for the command's own options */

@@ -124,6 +124,10 @@ double report_window(const struct rstats *st);
 double report_iterations_or_1(const struct rstats *st);
 /* The busiest device (NULL when no GPU work). */
 const struct gpu *report_busiest(const struct rstats *st);
+/* Whether the n files are the ranks of one job, so comparing them means
+ * something: at least two, each with a known rank, all distinct, one
+ * world size. Unrelated traces (no rank, or rank 0 of 1 each) are not. */
+bool report_one_job(struct rstats *const *st, size_t n);
 struct kstat **report_ranked(const struct kmap *m); /* by total, largest first; free() it */
 const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
 /* What was running at time t, as text: the innermost user range there

@@ -314,7 +314,7 @@ void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top)
 	fprintf(f, "</ol>\n");
 	timeline(f, st, n);
 	steps_chart(f, st, n);
-	if (n > 1) {
+	if (report_one_job(st, n)) {
 		static const char *const cols[] = { "rank", "step ms (median)", "GPU busy %",
 		                                    "NCCL ms / iteration", "kernel ms" };
 

@@ -80,6 +80,23 @@ static const char *main_sync(const struct rstats *st)
 	return best ? best->name : "a synchronising call";
 }
 
+bool report_one_job(struct rstats *const *st, size_t n)
+{
+	size_t i, k;
+
+	if (n < 2)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (st[i]->rank < 0 || st[i]->world != st[0]->world ||
+		    (st[i]->world > 0 && st[i]->rank >= st[i]->world))
+			return false;
+		for (k = 0; k < i; k++)
+			if (st[k]->rank == st[i]->rank)
+				return false;
+	}
+	return true;
+}
+
 /* The ranks with the longest and the shortest median step; false when
  * some rank has no iterations. */
 static bool slowest(struct rstats *const *st, size_t n, size_t *slow, size_t *fast)
@@ -120,8 +137,13 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 	char who[32] = "", where[160], where2[160];
 	size_t j;
 
-	if (several)
+	if (several && s->rank >= 0)
 		snprintf(who, sizeof(who), "rank %lld: ", (long long)s->rank);
+	else if (several) {
+		const char *base = strrchr(s->path, '/');
+
+		snprintf(who, sizeof(who), "%.28s: ", base ? base + 1 : s->path);
+	}
 	if (g && w > 0 && busy / w < 0.7) {
 		const struct gap *x = &g->top_gaps[0], *y = &g->top_gaps[1];
 
@@ -181,7 +203,9 @@ size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, 
 
 	for (i = 0; i < n && k + 5 < max; i++)
 		k = rank_findings(st[i], n > 1, out, k);
-	if (n > 1 && k < max) {
+	/* across files only when they are ranks of one job: two unrelated
+	 * traces are not a straggler of each other */
+	if (report_one_job(st, n) && k < max) {
 		/* the straggler: the rank that waits least in collectives while
 		 * another waits much longer */
 		size_t lo = 0, hi = 0;
@@ -289,8 +313,10 @@ static void print_one(FILE *f, const struct rstats *s, size_t top)
 	size_t i, b;
 
 	fprintf(f, "== %s", s->path);
-	if (s->rank >= 0)
+	if (s->rank >= 0 && s->world > 0)
 		fprintf(f, " (rank %lld of %lld)", (long long)s->rank, (long long)s->world);
+	else if (s->rank >= 0)
+		fprintf(f, " (rank %lld)", (long long)s->rank);
 	fprintf(f, "\nwindow %.3f ms, %llu events, %llu on the GPU\n", w / 1000,
 	        (unsigned long long)s->events, (unsigned long long)s->gpu_events);
 	if (s->error[0])
@@ -355,7 +381,10 @@ void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
 		print_one(f, st[i], top);
 		fprintf(f, "\n");
 	}
-	if (n > 1) {
+	if (n > 1 && !report_one_job(st, n))
+		fprintf(f, "== not compared across files: they are not the ranks of one job (each "
+		        "needs its own rank in distributedInfo, one world size)\n\n");
+	if (report_one_job(st, n)) {
 		size_t slow, fast;
 
 		fprintf(f, "== across ranks\n  %5s %12s %12s %14s %8s %10s\n", "rank", "step ms",
@@ -517,8 +546,15 @@ cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
 		cJSON *r = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(r, "file", s->path);
-		cJSON_AddNumberToObject(r, "rank", (double)s->rank);
-		cJSON_AddNumberToObject(r, "world_size", (double)s->world);
+		/* unknown: null, never -1 */
+		if (s->rank >= 0)
+			cJSON_AddNumberToObject(r, "rank", (double)s->rank);
+		else
+			cJSON_AddNullToObject(r, "rank");
+		if (s->world > 0)
+			cJSON_AddNumberToObject(r, "world_size", (double)s->world);
+		else
+			cJSON_AddNullToObject(r, "world_size");
 		if (s->error[0])
 			cJSON_AddStringToObject(r, "error", s->error);
 		cJSON_AddNumberToObject(r, "window_us", report_window(s));
@@ -530,7 +566,8 @@ cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
 	{
 		size_t slow, fast;
 
-		if (n > 1 && slowest(st, n, &slow, &fast)) {
+		cJSON_AddBoolToObject(root, "compared", report_one_job(st, n));
+		if (report_one_job(st, n) && slowest(st, n, &slow, &fast)) {
 			cJSON *o = cJSON_AddObjectToObject(root, "slowest");
 
 			cJSON_AddNumberToObject(o, "rank", (double)st[slow]->rank);

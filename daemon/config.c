@@ -12,10 +12,12 @@
  * durations take s/m/h/d.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <yaml.h>
@@ -59,6 +61,9 @@ static const struct opt opts[] = {
 	  "how often agents report step counts" },
 	{ "limits.connections", OPT_UINT, U(max_connections), 1, 1000000,
 	  "open client connections" },
+	{ "limits.connections_per_uid", OPT_UINT, U(max_connections_per_uid), 0, 1000000,
+	  "open connections of one user (root not counted), so no user holds every slot; "
+	  "0: an eighth of limits.connections" },
 	{ "limits.frame_bytes", OPT_SIZE, U(max_frame_bytes), 4 * KiB, 64 * MiB,
 	  "largest JSON message accepted" },
 	{ "limits.chunk_bytes", OPT_SIZE, U(max_chunk_bytes), 4 * KiB, 256 * MiB,
@@ -69,6 +74,8 @@ static const struct opt opts[] = {
 	  "a connection that has not said hello by then is closed" },
 	{ "limits.frame_timeout", OPT_SECONDS, U(frame_timeout_s), 1, 3600,
 	  "a frame begun must arrive whole by then, else the connection is closed" },
+	{ "limits.idle_timeout", OPT_SECONDS, U(idle_timeout_s), 1, 86400,
+	  "a client (not an agent) that asks and awaits nothing for that long is closed" },
 	{ "limits.pending_traces", OPT_UINT, U(max_pending_traces), 1, 100000,
 	  "traces in progress at once" },
 	{ "limits.trace_bytes", OPT_SIZE, U(max_trace_bytes), 1 * MiB, 1 * TiB,
@@ -132,19 +139,22 @@ void config_defaults(struct config *c)
 	const char *home = getenv("HOME");
 
 	memset(c, 0, sizeof(*c));
+	/* Another user has no default it could use where root's would be
+	 * (/run/gprofd is root's; /tmp is everyone's, so a name there could
+	 * be taken first): without its XDG directories these stay empty and
+	 * config_check says which flag to give. */
 	if (env != NULL && *env)
 		copy_str(c->socket_path, sizeof(c->socket_path), env);
-	else if (geteuid() == 0 || xdg == NULL || !*xdg)
+	else if (geteuid() == 0)
 		copy_str(c->socket_path, sizeof(c->socket_path), "/run/gprofd/gprofd.sock");
-	else
+	else if (xdg != NULL && xdg[0] == '/')
 		snprintf(c->socket_path, sizeof(c->socket_path), "%s/gprofd/gprofd.sock", xdg);
 	if (geteuid() == 0)
 		copy_str(c->state_dir, sizeof(c->state_dir), "/var/lib/gprofd");
-	else if (state != NULL && *state)
+	else if (state != NULL && state[0] == '/')
 		snprintf(c->state_dir, sizeof(c->state_dir), "%s/gprofd", state);
-	else
-		snprintf(c->state_dir, sizeof(c->state_dir), "%s/.local/state/gprofd",
-		         home ? home : "/tmp");
+	else if (home != NULL && home[0] == '/')
+		snprintf(c->state_dir, sizeof(c->state_dir), "%s/.local/state/gprofd", home);
 	copy_str(c->tcp, sizeof(c->tcp), "127.0.0.1:1778");
 	copy_str(c->tls_listen, sizeof(c->tls_listen), "off");
 	copy_str(c->metrics, sizeof(c->metrics), "127.0.0.1:9773");
@@ -158,6 +168,8 @@ void config_defaults(struct config *c)
 	c->trace_timeout_s = 300;
 	c->heartbeat_ms = 1000; /* step metrics as fresh as the 1 s samples */
 	c->max_connections = 4096;
+	c->max_connections_per_uid = 0;
+	c->idle_timeout_s = 300;
 	c->max_frame_bytes = 1 * MiB;
 	c->max_chunk_bytes = 4 * MiB;
 	c->max_write_queue_bytes = 64 * MiB;
@@ -179,6 +191,23 @@ void config_defaults(struct config *c)
 		if (dir != NULL && dir[0] == '/')
 			copy_str(c->kineto_socket_dir, sizeof(c->kineto_socket_dir), dir);
 	}
+}
+
+void config_default_path(char *buf, size_t len)
+{
+	const char *sd = getenv("CONFIGURATION_DIRECTORY");
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	const char *home = getenv("HOME");
+
+	buf[0] = 0;
+	if (sd != NULL && sd[0] == '/') /* systemd's list: the first one is ours */
+		snprintf(buf, len, "%.*s/gprofd.yaml", (int)strcspn(sd, ":"), sd);
+	else if (geteuid() == 0)
+		snprintf(buf, len, "/etc/gprofd/gprofd.yaml");
+	else if (xdg != NULL && xdg[0] == '/')
+		snprintf(buf, len, "%s/gprofd/gprofd.yaml", xdg);
+	else if (home != NULL && home[0] == '/')
+		snprintf(buf, len, "%s/.config/gprofd/gprofd.yaml", home);
 }
 
 static const struct opt *find_opt(const char *name)
@@ -370,6 +399,10 @@ int config_set(struct config *c, const char *name, const char *value, struct per
 
 int config_check(const struct config *c, struct perr *err)
 {
+	if (c->socket_path[0] == 0 && geteuid() != 0)
+		return perr_set(err, -EINVAL, "socket: no default without XDG_RUNTIME_DIR for a user "
+		                "other than root: give --socket PATH in a directory you own (clients "
+		                "then need GPROF_SOCKET=PATH), or set XDG_RUNTIME_DIR");
 	if (c->socket_path[0] == 0)
 		return perr_set(err, -EINVAL, "socket: must be set");
 	if (!c->loopback_identity && c->auth_token_file[0] == 0)
@@ -380,6 +413,10 @@ int config_check(const struct config *c, struct perr *err)
 		return perr_set(err, -EINVAL, "tcp: %s is not a loopback address, so "
 		                "auth_token_file must be set (clients prove they hold the "
 		                "token); or listen on 127.0.0.1", c->tcp);
+	if (c->state_dir[0] == 0 && geteuid() != 0)
+		return perr_set(err, -EINVAL, "state_dir: no default without XDG_STATE_HOME or HOME "
+		                "for a user other than root: give --state-dir DIR (a directory you "
+		                "own)");
 	if (c->state_dir[0] == 0)
 		return perr_set(err, -EINVAL, "state_dir: must be set");
 	if (strcmp(c->tls_listen, "off") != 0) {
@@ -537,29 +574,66 @@ out:
 	return r;
 }
 
+/*
+ * Reads the file whole, and only a file that is whole: a reader cannot
+ * tell a file cut short (by a crash, or caught between a writer's
+ * truncate and its write) from one meant that way, and applying one
+ * would put the embedded defaults (a shorter retention, say) in place of
+ * what the file was to say. So a file that is empty, whose last line has
+ * no newline, or that changed while it was read is refused; a file meant
+ * to say nothing says so with `{}` or a comment line.
+ */
 int config_load(struct config *c, const char *path, struct perr *err)
 {
-	FILE *f = fopen(path, "r");
+	struct stat before, after;
 	char *text = NULL;
-	long n;
-	int r;
+	size_t n, have = 0;
+	ssize_t got = 0;
+	int fd, r;
 
-	if (f == NULL)
+	/* O_NONBLOCK: a FIFO put there must not hold the daemon in open() */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
 		return perr_set(err, -errno, "%s: %s", path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > (1 << 20) ||
-	    fseek(f, 0, SEEK_SET) != 0) {
-		fclose(f);
-		return perr_set(err, -EFBIG, "%s: not a regular file of at most 1 MiB", path);
+	if (fstat(fd, &before) != 0 || !S_ISREG(before.st_mode) || before.st_size > (1 << 20)) {
+		r = perr_set(err, -EFBIG, "%s: not a regular file of at most 1 MiB", path);
+		goto out;
 	}
-	text = malloc((size_t)n + 1);
-	if (text == NULL || fread(text, 1, (size_t)n, f) != (size_t)n) {
-		fclose(f);
-		free(text);
-		return perr_set(err, -EIO, "%s: read failed", path);
+	n = (size_t)before.st_size;
+	text = malloc(n + 1);
+	if (text == NULL) {
+		r = perr_set(err, -ENOMEM, "out of memory");
+		goto out;
 	}
-	fclose(f);
-	r = config_parse(c, text, (size_t)n, path, err);
+	while (have < n && (got = read(fd, text + have, n - have)) > 0)
+		have += (size_t)got;
+	if (got < 0) {
+		r = perr_set(err, -EIO, "%s: read failed: %s", path, strerror(errno));
+		goto out;
+	}
+	if (fstat(fd, &after) != 0 || have != n || after.st_size != before.st_size ||
+	    after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+	    after.st_mtim.tv_nsec != before.st_mtim.tv_nsec) {
+		r = perr_set(err, -EAGAIN, "%s changed while it was read: nothing applied; write "
+		             "the file whole and rename it into place", path);
+		goto out;
+	}
+	if (n == 0) {
+		r = perr_set(err, -ENODATA, "%s is empty (cut short, or being written?): nothing "
+		             "applied; to leave every option at its default, write {} or a "
+		             "comment line", path);
+		goto out;
+	}
+	if (text[n - 1] != '\n') {
+		r = perr_set(err, -ENODATA, "%s: no newline at its end, so it may be cut short "
+		             "(being written?): nothing applied; end its last line with a "
+		             "newline", path);
+		goto out;
+	}
+	r = config_parse(c, text, n, path, err);
+out:
 	free(text);
+	close(fd);
 	return r;
 }
 

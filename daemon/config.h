@@ -3,9 +3,11 @@
  * table (every option's name, type, limits, default and help text).
  *
  * Sources, later ones winning: embedded defaults (the daemon is useful
- * with no file), the YAML file (--config), then command-line flags.
+ * with no file), the YAML file (--config, else config_default_path, which
+ * may be absent), then command-line flags.
  * Only config.c touches libyaml. A bad file is an error with file:line
- * and nothing of it is applied: on SIGHUP the old config stays.
+ * and nothing of it is applied: on SIGHUP the old config stays. So is a
+ * file that may be cut short (config_load).
  *
  * struct config holds no pointers, so a config is copied by assignment
  * and a reload is "parse into a new struct, then swap".
@@ -35,6 +37,9 @@ struct config {
 	uint64_t trace_timeout_s;
 	uint64_t heartbeat_ms;
 	uint64_t max_connections;
+	uint64_t max_connections_per_uid; /* one user's share; root is not counted;
+	                                     0: max_connections / 8 */
+	uint64_t idle_timeout_s;        /* a client (not an agent) silent and awaiting nothing */
 	uint64_t max_frame_bytes;
 	uint64_t max_chunk_bytes;
 	uint64_t max_write_queue_bytes;
@@ -65,13 +70,22 @@ struct config {
 
 /* Fills c with the embedded defaults. Paths depend on who runs the daemon:
  * as root /run/gprofd and /var/lib/gprofd, otherwise under
- * $XDG_RUNTIME_DIR and $XDG_STATE_HOME (or ~/.local/state). GPROF_SOCKET,
- * when set, names the socket. */
+ * $XDG_RUNTIME_DIR and $XDG_STATE_HOME (or ~/.local/state); without
+ * those they are left empty, and config_check says which flag to give.
+ * GPROF_SOCKET, when set, names the socket. */
 void config_defaults(struct config *c);
 
+/* The file read when no --config is given, into buf ("" when there is
+ * none): $CONFIGURATION_DIRECTORY/gprofd.yaml when systemd set it (the
+ * unit's ConfigurationDirectory=), else /etc/gprofd/gprofd.yaml as root,
+ * else $XDG_CONFIG_HOME/gprofd/gprofd.yaml or ~/.config/gprofd/gprofd.yaml. */
+void config_default_path(char *buf, size_t len);
+
 /* Parses a YAML file over c (options it does not name keep their values).
- * 0, or a negative code with err = "FILE:LINE: what is wrong". On failure c
- * is unchanged. */
+ * 0, or a negative code with err = "FILE:LINE: what is wrong" (-ENOENT:
+ * no such file). A file that is empty, whose last line has no newline, or
+ * that changed while it was read is refused (-ENODATA, -EAGAIN): it may
+ * be cut short. On failure c is unchanged. */
 int config_load(struct config *c, const char *path, struct perr *err);
 
 /* Parses YAML text (the same rules; `name` is used in messages). */

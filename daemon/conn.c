@@ -1,5 +1,14 @@
 /*
  * conn: see conn.h.
+ *
+ * Memory per connection is bounded by construction: the bytes a reply
+ * costs (its buffer's capacity plus its write request) are counted in
+ * c->queued, and reading stops while more than CONN_BACKLOG_BYTES of
+ * replies wait unread, so a client that pipelines requests and never reads
+ * the answers stalls itself instead of growing the daemon (issue 23,
+ * case 9). One read (64 KiB) can still produce replies past the mark; the
+ * hard cap, limits.write_queue_bytes, closes the connection and counts a
+ * drop.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -23,7 +32,29 @@ struct wreq {
 	uv_write_t req;
 	struct conn *c;
 	uv_buf_t buf;
+	size_t cost;  /* what it holds: counted in c->queued */
 };
+
+/* Replies waiting to be read past which the connection is not read. */
+#define CONN_BACKLOG_BYTES (256u * 1024)
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Reads from c exactly when nothing holds it: upload backpressure (paused),
+ * its own unread replies (backlogged), or its end (finishing, closing). */
+static void reading_update(struct conn *c)
+{
+	bool want = !c->paused && !c->backlogged && !c->finishing && !c->closing;
+
+	if (want == c->reading)
+		return;
+	c->reading = want;
+	if (want)
+		uv_read_start(&c->u.s, on_alloc, on_read);
+	else
+		uv_read_stop(&c->u.s);
+}
 
 /* Every read lands here and is consumed before read_cb returns, so one
  * buffer serves all connections. */
@@ -88,7 +119,8 @@ void conn_finish(struct conn *c, const char *why)
 			return;
 	}
 	c->finishing = true;
-	uv_read_stop(&c->u.s);
+	c->finish_ms = uv_now(c->d->loop);
+	reading_update(c);
 	log_debug("connection %s finishing: %s", c->peer.desc, why);
 	if (c->queued == 0)
 		conn_close(c, why);
@@ -105,9 +137,10 @@ static void on_written(uv_write_t *req, int status)
 	struct wreq *w = req->data;
 	struct conn *c = w->c;
 
-	c->queued -= w->buf.len;
+	c->queued -= w->cost;
 	free(w->buf.base);
 	free(w);
+	c->active_ms = uv_now(c->d->loop);
 	if (status < 0) {
 		conn_close(c, uv_strerror(status));
 		return;
@@ -115,6 +148,10 @@ static void on_written(uv_write_t *req, int status)
 	if (c->finishing && c->queued == 0) {
 		conn_close(c, "finished");
 		return;
+	}
+	if (c->backlogged && c->queued <= CONN_BACKLOG_BYTES / 2) {
+		c->backlogged = false;
+		reading_update(c);
 	}
 	if (!c->closing && c->download != NULL)
 		download_pump(c);
@@ -124,16 +161,19 @@ static void on_written(uv_write_t *req, int status)
 static int send_raw(struct conn *c, struct pbuf *b)
 {
 	struct wreq *w;
+	size_t cost;
 	int r;
 
 	if (c->closing || b->len == 0) {
 		pbuf_deinit(b);
 		return c->closing ? -EPIPE : 0;
 	}
-	if (c->queued + b->len > c->d->cfg.max_write_queue_bytes) {
+	/* what the reply holds until written, not only what it says */
+	cost = b->cap + sizeof(*w);
+	if (c->queued + cost > c->d->cfg.max_write_queue_bytes) {
 		c->d->cnt.write_queue_drops++;
 		log_warn("%s: %zu bytes queued and not read; disconnecting (limits.write_queue_bytes)",
-		         c->peer.desc, c->queued + b->len);
+		         c->peer.desc, c->queued + cost);
 		pbuf_deinit(b);
 		conn_close(c, "write queue full");
 		return -ENOBUFS;
@@ -146,17 +186,27 @@ static int send_raw(struct conn *c, struct pbuf *b)
 	}
 	w->c = c;
 	w->req.data = w;
+	w->cost = cost;
 	w->buf = uv_buf_init((char *)b->data, (unsigned)b->len);
 	b->data = NULL; /* transferred */
 	b->len = b->cap = 0;
-	c->queued += w->buf.len;
+	c->queued += cost;
 	r = uv_write(&w->req, &c->u.s, &w->buf, 1, on_written);
 	if (r < 0) {
-		c->queued -= w->buf.len;
+		c->queued -= cost;
 		free(w->buf.base);
 		free(w);
 		conn_close(c, uv_strerror(r));
 		return r;
+	}
+	if (!c->backlogged && c->queued > CONN_BACKLOG_BYTES && c->download == NULL) {
+		/* said once, and only when the kernel holds no more of it either */
+		if (!c->told_backlog && uv_stream_get_write_queue_size(&c->u.s) > 0)
+			log_info("%s: %zu bytes of replies not read; its requests are not read until "
+			         "it reads them", c->peer.desc, c->queued);
+		c->told_backlog = c->told_backlog || uv_stream_get_write_queue_size(&c->u.s) > 0;
+		c->backlogged = true;
+		reading_update(c);
 	}
 	return 0;
 }
@@ -227,6 +277,7 @@ static int on_frame(void *ud, const struct frame *f)
 	int r;
 
 	c->d->cnt.frames_in++;
+	c->active_ms = uv_now(c->d->loop);
 	if (f->kind == FRAME_CHUNK)
 		return upload_chunk(c, f);
 	if (c->role == CONN_ROLE_DYNO || dyno_is_request((const char *)f->data, f->len)) {
@@ -338,8 +389,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 void conn_pause(struct conn *c)
 {
 	if (!c->paused && !c->closing) {
-		uv_read_stop(&c->u.s);
 		c->paused = true;
+		reading_update(c);
 	}
 }
 
@@ -349,8 +400,25 @@ void conn_resume(struct conn *c)
 		c->paused = false;
 		if (c->frame_ms)
 			c->frame_ms = uv_now(c->d->loop); /* the pause was ours */
-		uv_read_start(&c->u.s, on_alloc, on_read);
+		reading_update(c);
 	}
+}
+
+/* Does c wait for something the daemon will send by itself: a trace it
+ * follows, a download, an upload in progress? Such a connection is busy,
+ * not idle, however long it stays silent. */
+static bool conn_waits(struct conn *c)
+{
+	const struct trace *t;
+	const struct follower *f;
+
+	if (c->download != NULL || c->uploads != NULL || c->proc != NULL)
+		return true;
+	for (t = c->d->traces; t != NULL; t = t->next)
+		for (f = t->followers; f != NULL; f = f->next)
+			if (f->c == c)
+				return true;
+	return false;
 }
 
 void conn_deadlines(struct daemon *d)
@@ -360,8 +428,21 @@ void conn_deadlines(struct daemon *d)
 
 	for (c = d->conns; c != NULL; c = next) {
 		next = c->next;
-		if (c->closing || c->finishing)
+		if (c->closing)
 			continue;
+		if (c->finishing) {
+			/* its last replies (the reason it is closed) wait for it to
+			 * read them; a client that never does is cut, or it would
+			 * hold its slot and its replies for ever */
+			if (now - c->finish_ms >= d->cfg.frame_timeout_s * 1000) {
+				d->cnt.conns_timed_out++;
+				log_info("%s: its last %zu bytes not read within %llu s "
+				         "(limits.frame_timeout); cut", c->peer.desc, c->queued,
+				         (unsigned long long)d->cfg.frame_timeout_s);
+				conn_close(c, "last replies not read in time");
+			}
+			continue;
+		}
 		if (c->role == CONN_ROLE_NONE && now - c->since_ms >= d->cfg.hello_timeout_s * 1000) {
 			d->cnt.conns_timed_out++;
 			log_info("%s: no hello within %llu s (limits.hello_timeout); closing", c->peer.desc,
@@ -370,7 +451,18 @@ void conn_deadlines(struct daemon *d)
 			                "(limits.hello_timeout); closing the connection",
 			                (unsigned long long)d->cfg.hello_timeout_s);
 			conn_finish(c, "no hello in time");
-		} else if (c->frame_ms && !c->paused &&
+		} else if (c->role != CONN_ROLE_NONE && c->role != MSG_ROLE_AGENT &&
+		           now - c->active_ms >= d->cfg.idle_timeout_s * 1000 && !conn_waits(c)) {
+			/* a client (ctl, dyno) that asks nothing and waits for nothing:
+			 * registered agents idle by design and are never closed for it */
+			d->cnt.conns_timed_out++;
+			log_info("%s: idle for %llu s (limits.idle_timeout); closing", c->peer.desc,
+			         (unsigned long long)((now - c->active_ms) / 1000));
+			conn_send_error(c, 0, MSG_E_LIMIT, "idle for %llu s (limits.idle_timeout); "
+			                "closing the connection",
+			                (unsigned long long)d->cfg.idle_timeout_s);
+			conn_finish(c, "idle");
+		} else if (c->frame_ms && !c->paused && !c->backlogged &&
 		           now - c->frame_ms >= d->cfg.frame_timeout_s * 1000) {
 			d->cnt.conns_timed_out++;
 			log_info("%s: a frame begun %llu s ago is still incomplete "
@@ -381,8 +473,29 @@ void conn_deadlines(struct daemon *d)
 	}
 }
 
+/* Is o's owner c's? Peers with no known uid (remote TCP clients before
+ * their token proof) share one owner: together they get one user's share. */
+static bool same_owner(const struct conn *o, const struct conn *c)
+{
+	if (o->peer.known != c->peer.known)
+		return false;
+	return !c->peer.known || o->peer.uid == c->peer.uid;
+}
+
+/* Refuses c at accept, telling it why (it has sent nothing yet). */
+static void refuse(struct conn *c, enum msg_errcode code, const char *why, const char *text)
+{
+	c->d->cnt.conns_refused++;
+	log_warn("%s: refused: %s", c->peer.desc, text);
+	conn_send_error(c, 0, code, "%s", text);
+	conn_finish(c, why);
+}
+
 static int accept_conn(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
 {
+	char text[256];
+	struct conn *o;
+	size_t mine = 0, share;
 	struct conn *c = calloc(1, sizeof(*c));
 	uv_os_fd_t fd;
 	int r;
@@ -392,7 +505,7 @@ static int accept_conn(struct daemon *d, uv_stream_t *listener, bool tcp, bool t
 	c->d = d;
 	c->tcp = tcp;
 	c->role = CONN_ROLE_NONE;
-	c->since_ms = uv_now(d->loop);
+	c->since_ms = c->active_ms = uv_now(d->loop);
 	if (tcp)
 		r = uv_tcp_init(d->loop, &c->u.tcp);
 	else
@@ -417,22 +530,46 @@ static int accept_conn(struct daemon *d, uv_stream_t *listener, bool tcp, bool t
 	if (tcp) {
 		peer_from_tcp(&c->peer, fd, d->cfg.admin_group, d->cfg.loopback_identity != 0);
 		uv_tcp_nodelay(&c->u.tcp, 1);
-		/* A token holder may come from anywhere; without the token only a
-		 * peer we can identify (loopback, uid found) is let in. Without a
-		 * token there is nothing to decide, and the identity waits until a
-		 * request needs it. */
-		c->need_auth = d->token_len > 0 && !conn_peer(c)->known;
+		/* The identity is taken now, before a byte is read, from the
+		 * client's socket while the client holds it (peer.h). A token
+		 * holder may come from anywhere; without a token, a loopback peer
+		 * whose socket has no live owner is refused: whatever it sent was
+		 * sent by someone who is no longer there to be identified. */
+		if (peer_resolve(&c->peer) < 0 && d->token_len == 0 && c->peer.loopback_identity &&
+		    peer_is_loopback(&c->peer)) {
+			refuse(c, MSG_E_FORBIDDEN, "no owner", "the client's socket could not be "
+			       "identified (closed before the daemon accepted it?); a client must stay "
+			       "connected until it is answered");
+			return 0;
+		}
+		c->need_auth = d->token_len > 0 && !c->peer.known;
 	} else if (peer_from_unix(&c->peer, fd, d->cfg.admin_group) < 0) {
 		conn_close(c, "no peer credentials");
 		return UV_EPERM;
 	}
 	if (d->nconns > d->cfg.max_connections) {
-		d->cnt.conns_refused++;
-		log_warn("%s: refused: %zu connections open (limits.connections)", c->peer.desc,
-		         d->nconns - 1);
-		conn_send_error(c, 0, MSG_E_LIMIT, "the daemon has %zu connections open, its "
-		                "limit (limits.connections); try again later", d->nconns - 1);
-		conn_finish(c, "connection limit");
+		snprintf(text, sizeof(text), "the daemon has %zu connections open, its limit "
+		         "(limits.connections); try again later", d->nconns - 1);
+		refuse(c, MSG_E_LIMIT, "connection limit", text);
+		return 0;
+	}
+	/* One user may not hold every slot (issue 23, case 8); root, who runs
+	 * the daemon, is not counted against a share. */
+	for (o = d->conns; o != NULL && !(c->peer.known && c->peer.uid == 0); o = o->next)
+		if (o != c && same_owner(o, c))
+			mine++;
+	share = d->cfg.max_connections_per_uid ? d->cfg.max_connections_per_uid :
+	        d->cfg.max_connections / 8 ? d->cfg.max_connections / 8 : 1;
+	if (mine >= share) {
+		if (c->peer.known)
+			snprintf(text, sizeof(text), "uid %u has %zu connections open, and may have "
+			         "%zu (limits.connections_per_uid); close some (a gprofctl left "
+			         "running?) or ask the administrator to raise it", (unsigned)c->peer.uid,
+			         mine, share);
+		else
+			snprintf(text, sizeof(text), "%zu unauthenticated connections are open, and "
+			         "%zu may be (limits.connections_per_uid); try again later", mine, share);
+		refuse(c, MSG_E_LIMIT, "per-user connection limit", text);
 		return 0;
 	}
 	if (tls && d->tls != NULL) {
@@ -447,6 +584,7 @@ static int accept_conn(struct daemon *d, uv_stream_t *listener, bool tcp, bool t
 	}
 	d->cnt.conns_accepted++;
 	log_debug("connection from %s%s", c->peer.desc, c->tls ? " (TLS)" : "");
+	c->reading = true;
 	return uv_read_start(&c->u.s, on_alloc, on_read);
 }
 

@@ -6,8 +6,9 @@
  * upload (upload.c); a JSON frame is either a Dynolog request (dynorpc.c)
  * or a native message, validated by proto/ and dispatched through the
  * handler table (handler.c). Replies go out through conn_send, which
- * queues them on libuv and counts the bytes in flight: a peer that lets
- * more than limits.write_queue_bytes pile up is disconnected.
+ * queues them on libuv and counts the bytes they hold: a peer with more
+ * than 256 KiB of replies unread is not read until it reads them, and one
+ * past limits.write_queue_bytes is disconnected.
  *
  * Life cycle and ownership: the daemon owns every conn (d->conns). A conn
  * is freed only in its uv_close callback, after libuv has called back
@@ -54,7 +55,12 @@ struct conn {
 	bool closing;
 	bool finishing;      /* stop reading; close once the queue is written */
 	bool paused;         /* reading stopped for upload backpressure */
+	bool backlogged;     /* reading stopped: too many of its replies unread */
+	bool told_backlog;   /* logged once per connection */
+	bool reading;        /* uv_read_start is in effect */
 	uint64_t since_ms;   /* accepted (uv_now) */
+	uint64_t active_ms;  /* last frame received or write completed, for limits.idle_timeout */
+	uint64_t finish_ms;  /* conn_finish was called (uv_now), for limits.frame_timeout */
 	uint64_t frame_ms;   /* the frame being read began (0: none), for limits.frame_timeout */
 	struct proc *proc;   /* the process this agent registered */
 	struct upload *uploads;
@@ -84,18 +90,21 @@ void conn_finish(struct conn *c, const char *why);
 /* Closes every connection (shutdown). */
 void conn_close_all(struct daemon *d);
 
-/* c's peer, its identity looked up on first use (peer.h). */
+/* c's peer, identified at accept (peer.h). */
 static inline struct peer *conn_peer(struct conn *c)
 {
-	return peer_resolve(&c->peer);
+	return &c->peer;
 }
 
 /* Upload backpressure: stop and restart reading from c. */
 void conn_pause(struct conn *c);
 /* Closes the connections past a deadline: no hello within
- * limits.hello_timeout, a frame begun and not complete within
+ * limits.hello_timeout; a client (not an agent) that has neither sent a
+ * frame nor had a reply written for limits.idle_timeout and follows no
+ * trace, downloads nothing; a frame begun and not complete within
  * limits.frame_timeout (not counting time the daemon itself paused the
- * connection). The daemon calls it every second (deadline_timer). */
+ * connection); a connection being closed whose last replies are not read
+ * within limits.frame_timeout. The daemon calls it every second (deadline_timer). */
 void conn_deadlines(struct daemon *d);
 void conn_resume(struct conn *c);
 

@@ -56,7 +56,7 @@ struct counters {
 struct daemon {
 	uv_loop_t *loop;
 	struct config cfg;
-	const char *config_path;   /* NULL: embedded defaults */
+	const char *config_path;   /* the file (may be absent); NULL: none */
 	char host[256];
 	int64_t started_us;
 	bool stopping;

@@ -1,6 +1,9 @@
 /*
  * dynorpc: see dynorpc.h. A peer that speaks Dynolog gets Dynolog replies
  * for as long as it stays connected (`dyno` reads one and closes).
+ * A Kineto config meets the same window rules as a native trace request
+ * (proto/window.h), so no value is answered "triggered" that no process
+ * could ever deliver.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +14,7 @@
 #include "kconfig.h"
 #include "log.h"
 #include "trace.h"
+#include "window.h"
 
 static void reply_failed(struct conn *c, const char *why)
 {
@@ -56,12 +60,18 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 	req.pids.v = pids;
 	req.pids.n = req.all ? 0 : r->npids;
 	req.process_limit = r->process_limit > 0 ? r->process_limit : 1;
-	if (k.iterations > 0) {
-		req.win.iterations = k.iterations;
-		req.win.iteration_roundup = k.roundup;
-	} else
-		req.win.duration_ms = k.duration_ms > 0 ? k.duration_ms : KCONFIG_DURATION_DEFAULT_MS;
-	req.win.start_at_us = k.start_time_ms * 1000;
+	/* The same rules as a native trace request (window.h): a window that
+	 * could never be delivered is refused here, with the reason, rather
+	 * than answered "triggered" and left to hold the process until the
+	 * trace times out (issue 23, item 7). */
+	if (kconfig_window(&k, &req.win, &err) < 0 ||
+	    window_fits(&req.win, daemon_now_us(), (int64_t)c->d->cfg.trace_timeout_s * 1000,
+	                &err) < 0) {
+		c->d->cnt.bad_messages++;
+		log_info("dyno request from %s refused: %s", c->peer.desc, err.msg);
+		reply_failed(c, err.msg);
+		return;
+	}
 	t = trace_create(c->d, conn_peer(c), &req, false, &code, &err);
 	if (t == NULL && code != MSG_E_NOT_FOUND) {
 		reply_failed(c, err.msg);

@@ -58,8 +58,13 @@ void hagent_register(struct conn *c, const struct msg *m)
 		return;
 	}
 	c->proc = p;
-	log_info("registered pid %d (uid %u, job %s, rank %lld)", (int)p->pid, (unsigned)p->uid,
-	         *p->job_id ? p->job_id : "none", (long long)p->rank);
+	/* an unknown rank is said as such, never as -1 (issue 26) */
+	if (p->rank >= 0)
+		log_info("registered pid %d (uid %u, job %s, rank %lld)", (int)p->pid,
+		         (unsigned)p->uid, *p->job_id ? p->job_id : "none", (long long)p->rank);
+	else
+		log_info("registered pid %d (uid %u, job %s, no rank)", (int)p->pid, (unsigned)p->uid,
+		         *p->job_id ? p->job_id : "none");
 	metrics_proc_update(c->d, p);
 	msg_init(&reply, MSG_REGISTER_REPLY, m->id);
 	reply.u.register_reply.heartbeat_ms = (int64_t)c->d->cfg.heartbeat_ms;

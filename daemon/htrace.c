@@ -3,6 +3,7 @@
  * traces: list, download, delete. A client sees only traces it owns,
  * unless it is an administrator.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "peer.h"
 #include "store.h"
 #include "trace.h"
+#include "window.h"
 
 void htrace_start(struct conn *c, const struct msg *m)
 {
@@ -21,8 +23,18 @@ void htrace_start(struct conn *c, const struct msg *m)
 	struct trace *t;
 	char id[TRACE_ID_LEN];
 	struct msg r;
+	int64_t timeout_ms;
 	int code = 0;
 
+	/* A window that cannot end before the trace times out would hold its
+	 * processes for the whole timeout and then fail: refused at once, by
+	 * the rule the Dynolog RPC meets too (proto/window.h). */
+	timeout_ms = m->u.trace_start.timeout_ms ? m->u.trace_start.timeout_ms
+	                                         : (int64_t)c->d->cfg.trace_timeout_s * 1000;
+	if (window_fits(&m->u.trace_start.win, daemon_now_us(), timeout_ms, &err) < 0) {
+		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "%s", err.msg);
+		return;
+	}
 	t = trace_create(c->d, conn_peer(c), &m->u.trace_start, true, &code, &err);
 	msg_init(&r, MSG_TRACE_START_REPLY, m->id);
 	if (t == NULL && code != MSG_E_NOT_FOUND) {
@@ -63,7 +75,7 @@ static struct trace *visible_trace(struct conn *c, uint64_t id, const char *trac
 
 	if (t == NULL || !peer_may(conn_peer(c), t->owner)) {
 		conn_send_error(c, id, MSG_E_NOT_FOUND, "no trace %s that you may see (gprofctl "
-		                "list shows yours)", trace_id);
+		                "traces lists your stored ones)", trace_id);
 		return NULL;
 	}
 	return t;
@@ -104,39 +116,62 @@ void htrace_cancel(struct conn *c, const struct msg *m)
 	conn_send_msg(c, &r);
 }
 
+/* Whether stored trace s is one the list request q asks for: the caller
+ * may see it, and it passes the trace_id and job_id filters (a trace is
+ * of a job when any of its files is). */
+static bool list_match(struct conn *c, const struct msg_trace_ref *q, const struct stored *s)
+{
+	size_t i;
+
+	if (!peer_may(conn_peer(c), s->owner) || (q->trace_id && strcmp(q->trace_id, s->id) != 0))
+		return false;
+	if (q->job_id == NULL)
+		return true;
+	for (i = 0; i < s->nfiles; i++)
+		if (strcmp(q->job_id, s->files[i].job_id) == 0)
+			return true;
+	return false;
+}
+
+/* The stored traces the caller may see, newest first, as one page from
+ * the request's offset: as many as one frame holds (halving until the
+ * reply encodes), so a daemon with many traces answers in several pages
+ * (next_offset) instead of a frame past the limit. */
 void htrace_list(struct conn *c, const struct msg *m)
 {
-	const char *filter = m->u.trace_ref.trace_id;
-	struct msg_trace_summary *sums;
-	struct msg_trace_file *files;
-	size_t ns = 0, nf = 0, i;
+	const struct msg_trace_ref *q = &m->u.trace_ref;
+	struct msg_trace_summary *sums = NULL;
+	struct msg_trace_file *files = NULL;
+	size_t ns = 0, nf = 0, i, from, k;
 	struct stored *s;
+	struct perr err;
+	struct pbuf b;
 	struct msg r;
+	int rc;
 
 	for (s = c->d->stored; s != NULL; s = s->next)
-		if (peer_may(conn_peer(c), s->owner) && (!filter || strcmp(filter, s->id) == 0)) {
+		if (list_match(c, q, s)) {
 			ns++;
 			nf += s->nfiles;
 		}
 	sums = calloc(ns ? ns : 1, sizeof(*sums));
 	files = calloc(nf ? nf : 1, sizeof(*files));
 	if (sums == NULL || files == NULL) {
-		free(sums);
-		free(files);
 		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
-		return;
+		goto out;
 	}
 	ns = nf = 0;
 	for (s = c->d->stored; s != NULL; s = s->next) {
 		struct msg_trace_summary *sum;
 
-		if (!peer_may(conn_peer(c), s->owner) || (filter && strcmp(filter, s->id) != 0))
+		if (!list_match(c, q, s))
 			continue;
 		sum = &sums[ns++];
 		msg_elem_init(MSG_ELEM_TRACE_SUMMARY, sum);
 		sum->trace_id = s->id;
 		sum->created_us = s->created_us;
 		sum->state = s->state;
+		sum->uid = (int64_t)s->owner;
 		sum->files.v = &files[nf];
 		for (i = 0; i < s->nfiles; i++) {
 			struct msg_trace_file *f = &files[nf++];
@@ -147,13 +182,31 @@ void htrace_list(struct conn *c, const struct msg *m)
 			f->pid = s->files[i].pid;
 			f->rank = s->files[i].rank;
 			f->host = s->files[i].host[0] ? s->files[i].host : NULL;
+			f->job_id = s->files[i].job_id[0] ? s->files[i].job_id : NULL;
 		}
 		sum->files.n = s->nfiles;
 	}
+	from = q->offset < (int64_t)ns ? (size_t)q->offset : ns;
+	k = ns - from;
 	msg_init(&r, MSG_TRACE_LIST_REPLY, m->id);
-	r.u.trace_list_reply.traces.v = sums;
-	r.u.trace_list_reply.traces.n = ns;
-	conn_send_msg(c, &r);
+	r.u.trace_list_reply.total = (int64_t)ns;
+	for (;;) {
+		r.u.trace_list_reply.traces.v = sums + from;
+		r.u.trace_list_reply.traces.n = k;
+		r.u.trace_list_reply.next_offset = from + k < ns ? (int64_t)(from + k) : 0;
+		pbuf_init(&b, 0);
+		if ((rc = msg_encode(&b, &r, &err)) == 0 || rc != -EMSGSIZE || k <= 1)
+			break;
+		pbuf_deinit(&b);
+		k /= 2;
+	}
+	if (rc == 0)
+		conn_send(c, &b);
+	else {
+		pbuf_deinit(&b);
+		conn_send_error(c, m->id, MSG_E_INTERNAL, "cannot send the trace list: %s", err.msg);
+	}
+out:
 	free(sums);
 	free(files);
 }
@@ -164,7 +217,7 @@ static struct stored *visible_stored(struct conn *c, uint64_t id, const char *tr
 
 	if (s == NULL || !peer_may(conn_peer(c), s->owner)) {
 		conn_send_error(c, id, MSG_E_NOT_FOUND, "no stored trace %s that you may read "
-		                "(gprofctl list shows yours; retention may have deleted it)",
+		                "(gprofctl traces lists yours; retention may have deleted it)",
 		                trace_id);
 		return NULL;
 	}

@@ -172,14 +172,18 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 {
 	static uint8_t out[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
 	const char *config = NULL;
-	struct proc *p = registry_find(d, cred->pid);
+	struct proc *p = registry_find_live(d, cred->pid, cred->uid);
 	bool one_shot = true, fell_back = false;
+	int32_t anc[PROC_PPIDS_MAX];
 	struct kwatch *w = NULL;
 	int n;
 
 	if (p == NULL) {
-		if (registry_add_kineto(d, cred->pid, cred->uid, req->job_id, req->pids + 1,
-		                        req->n - 1, &p) < 0) {
+		/* Its ancestors from /proc, not from the datagram: a list taken on
+		 * trust let any user declare another's process its launcher, and
+		 * so have it skipped from that user's traces (issue 23, case 12). */
+		n = peer_ancestors(cred->pid, anc, PROC_PPIDS_MAX);
+		if (registry_add_kineto(d, cred->pid, cred->uid, req->job_id, anc, n, &p) < 0) {
 			reply(d, from, fromlen, out, kipc_encode_config_reply(out, sizeof(out), "", 0));
 			return;
 		}

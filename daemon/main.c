@@ -2,9 +2,12 @@
  * gprofd: the per-host daemon (docs/ARCHITECTURE.md, gprofd(8)).
  *
  * main owns the struct daemon and the loop. Start-up: embedded defaults,
- * then the YAML file (--config), then flags; check; load the auth token;
- * open the trace store; listen; tell systemd READY=1. Signals:
- *   SIGHUP           reload the file (a bad file keeps the old config)
+ * then the YAML file (--config, else the default path, which may be
+ * absent), then flags; check; load the auth token; open the trace store;
+ * listen; tell systemd READY=1. Signals:
+ *   SIGHUP           reload the file (a bad or incomplete file keeps the
+ *                    old config, and so does a missing one the running
+ *                    config came from)
  *   SIGINT, SIGTERM  stop accepting, give uploads in flight STOP_GRACE_MS to
  *                    finish, fail what is left, close every handle, exit 0.
  * The loop must close with no handle left open: a leak of a handle is a
@@ -47,6 +50,14 @@ struct flag {
 static struct flag flags[16];
 static int nflags;
 static bool verbose;
+/* The file: given with --config (then it must exist), else the default
+ * path, read when it is there. config_from_file: the running configuration
+ * came from it, so a reload that finds it gone keeps that configuration
+ * rather than fall back to the defaults (which could, say, shorten the
+ * retention and delete traces). */
+static char default_path[PATH_MAX];
+static bool config_explicit;
+static bool config_from_file;
 
 int64_t daemon_now_us(void)
 {
@@ -58,32 +69,43 @@ int64_t daemon_now_us(void)
 
 static void usage(FILE *f)
 {
+	config_default_path(default_path, sizeof(default_path));
 	fprintf(f,
 	        "usage: gprofd [--config FILE] [--check-config] [--dump-config]\n"
 	        "              [--socket PATH] [--tcp ADDR:PORT|off] [--metrics ADDR:PORT|off]\n"
 	        "              [--state-dir DIR] [-v] [--version] [--help]\n"
 	        "Runs the gprofd GPU profiling daemon in the foreground.\n"
-	        "  --config FILE    YAML configuration (default: embedded defaults)\n"
+	        "  --config FILE    YAML configuration (default: %s if it exists,\n"
+	        "                   else embedded defaults)\n"
 	        "  --check-config   validate the configuration and exit\n"
 	        "  --dump-config    print the effective configuration and exit\n"
-	        "  --socket PATH    Unix socket (default $GPROF_SOCKET, /run/gprofd/gprofd.sock)\n"
+	        "  --socket PATH    Unix socket (default $GPROF_SOCKET, else /run/gprofd/gprofd.sock\n"
+	        "                   as root, $XDG_RUNTIME_DIR/gprofd/gprofd.sock otherwise)\n"
 	        "  --tcp ADDR:PORT  TCP address for gprofctl and dyno, or off (127.0.0.1:1778)\n"
 	        "  --metrics ADDR   Prometheus address, or off (127.0.0.1:9773)\n"
-	        "  --state-dir DIR  where traces are stored (/var/lib/gprofd)\n"
+	        "  --state-dir DIR  where traces are stored (/var/lib/gprofd as root,\n"
+	        "                   $XDG_STATE_HOME/gprofd or ~/.local/state/gprofd otherwise)\n"
 	        "  -v, --verbose    log debug messages\n"
-	        "See gprofd(8).\n");
+	        "See gprofd(8).\n", default_path[0] ? default_path : "none");
 }
 
-/* Builds the configuration from its three sources. */
-static int build_config(struct config *c, const char *path, struct perr *err)
+/* Builds the configuration from its three sources. The file at path may be
+ * absent unless must_exist; *from_file says whether it was read. */
+static int build_config(struct config *c, const char *path, bool must_exist, bool *from_file,
+                        struct perr *err)
 {
 	int i, r;
 
 	config_defaults(c);
+	*from_file = false;
 	if (path != NULL) {
 		r = config_load(c, path, err);
-		if (r < 0)
+		if (r == -ENOENT && must_exist && !config_explicit)
+			return perr_set(err, r, "%s is gone, and the running configuration came from "
+			                "it (to return to the defaults, write {} there)", path);
+		if (r < 0 && (r != -ENOENT || must_exist))
 			return r;
+		*from_file = r == 0;
 	}
 	for (i = 0; i < nflags; i++) {
 		r = config_set(c, flags[i].option, flags[i].value, err);
@@ -223,9 +245,11 @@ static void daemon_reload(struct daemon *d)
 	struct tls_ctx *tls = NULL;
 	struct config c;
 	struct perr err;
+	bool from_file;
 
 	sdnotify_send("RELOADING=1");
-	if (build_config(&c, d->config_path, &err) < 0 ||
+	if (build_config(&c, d->config_path, config_explicit || config_from_file, &from_file,
+	                 &err) < 0 ||
 	    (d->tls_open && load_tls(&c, &tls, &err) < 0) || load_token(d, &c, &err) < 0) {
 		log_err("reload failed, keeping the old configuration: %s", err.msg);
 		tls_ctx_unref(tls);
@@ -254,10 +278,14 @@ static void daemon_reload(struct daemon *d)
 	snprintf(c.kineto_socket_name, sizeof(c.kineto_socket_name), "%s", d->cfg.kineto_socket_name);
 	snprintf(c.kineto_socket_dir, sizeof(c.kineto_socket_dir), "%s", d->cfg.kineto_socket_dir);
 	d->cfg = c;
+	config_from_file = from_file;
 	log_init((int)c.log_level);
 	raise_nofile(&d->cfg);
-	log_info("configuration reloaded%s%s", d->config_path ? " from " : "",
-	         d->config_path ? d->config_path : "");
+	if (from_file)
+		log_info("configuration reloaded from %s", d->config_path);
+	else
+		log_info("configuration reloaded: no file at %s, embedded defaults and flags",
+		         d->config_path ? d->config_path : "(no default path)");
 	store_retain(d);
 	sdnotify_send("READY=1");
 }
@@ -391,6 +419,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_CONFIG:
 			d.config_path = optarg;
+			config_explicit = true;
 			break;
 		case O_CHECK:
 			check = true;
@@ -433,7 +462,11 @@ int main(int argc, char **argv)
 		        argv[optind]);
 		return 2;
 	}
-	if (build_config(&d.cfg, d.config_path, &err) < 0) {
+	if (!config_explicit) {
+		config_default_path(default_path, sizeof(default_path));
+		d.config_path = default_path[0] ? default_path : NULL;
+	}
+	if (build_config(&d.cfg, d.config_path, config_explicit, &config_from_file, &err) < 0) {
 		fprintf(stderr, "gprofd: %s\n", err.msg);
 		return 1;
 	}
@@ -442,15 +475,28 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (dump) {
+		if (config_from_file)
+			printf("# from %s, then flags\n", d.config_path);
+		else
+			printf("# no file at %s: embedded defaults, then flags\n",
+			       d.config_path ? d.config_path : "(no default path)");
 		config_dump(&d.cfg, stdout);
 		return 0;
 	}
 	if (check) {
-		printf("gprofd: configuration OK%s%s\n", d.config_path ? ": " : " (embedded defaults)",
-		       d.config_path ? d.config_path : "");
+		if (config_from_file)
+			printf("gprofd: configuration OK: %s\n", d.config_path);
+		else
+			printf("gprofd: configuration OK (embedded defaults; no file at %s)\n",
+			       d.config_path ? d.config_path : "(no default path)");
 		return 0;
 	}
 	log_init((int)d.cfg.log_level);
+	if (config_from_file)
+		log_info("configuration from %s", d.config_path);
+	else
+		log_info("no configuration file at %s: embedded defaults",
+		         d.config_path ? d.config_path : "(no default path)");
 	r = run(&d);
 	tls_ctx_unref(d.tls);
 	return r;

@@ -10,15 +10,17 @@
  *   keeps from the agents' heartbeats: metrics_proc_update/_gone) and the
  *   daemon's own -> append a JSON line to export.jsonl (size-based
  *   rotation) -> under m->lock: copy it to m->latest, which the HTTP
- *   thread (libmicrohttpd's) renders as Prometheus text when scraped, and
- *   move it into the history ring that metrics_query (loop) reads; the
+ *   thread (libmicrohttpd's) copies out and renders as Prometheus text on
+ *   the first scrape of that sample (later scrapes share the rendering),
+ *   and move it into the history ring that metrics_query (loop) reads; the
  *   ring's evicted oldest sample lends its buffers to the next cycle.
  * Before, a loop timer queued each cycle on the thread pool and took it
  * back on the loop: three cold wake-ups a second instead of one, which
  * cost more than the sampling itself (docs/BENCHMARKS.md).
  *
  * Ownership: struct metrics belongs to the daemon (d->metrics); the
- * sampler thread owns m->cur, m->gpu and the JSON lines file; m->lock
+ * sampler thread owns m->cur, m->gpu and the JSON lines file; the HTTP
+ * thread owns its connection list, http_set and http_resp; m->lock
  * guards the ring, latest, procs and stop. metrics_stop joins the sampler
  * and frees everything.
  */
@@ -29,10 +31,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +59,14 @@ struct mproc {            /* an agent-loaded process's step values */
 	double steps, last_s, median_s;
 };
 
+struct hconn {             /* one HTTP connection, while libmicrohttpd has it */
+	struct hconn *prev, *next; /* in m->hc_*, unless evicted */
+	int fd;
+	uint64_t since_ms;     /* when its current request began: its start, or the
+	                          end of its previous one */
+	bool evicted;
+};
+
 struct metrics {
 	struct daemon *d;
 	pthread_t thread;
@@ -71,11 +83,22 @@ struct metrics {
 	size_t cap, n, head;
 	struct mset latest;    /* a copy of the newest sample, rendered on scrape */
 	bool have_latest;
+	uint64_t latest_seq;   /* counts the samples copied to latest */
 	struct mproc *procs;   /* indexed by proc->mslot - 1 */
 	size_t nprocs;
 	uint64_t skipped;
 	struct MHD_Daemon *http;
 	int http_port;
+	/* libmicrohttpd's thread only: its open connections, oldest request
+	 * first (see "HTTP connections" below) */
+	struct hconn *hc_head, *hc_tail;
+	size_t hc_live;
+	/* ...and the exposition of sample http_seq, rendered once from a copy
+	 * (http_set) and handed to every scrape of that sample */
+	struct MHD_Response *http_resp;
+	uint64_t http_seq;
+	struct mset http_set;
+	_Atomic uint64_t http_evicted; /* read by the sampler for its counter */
 	/* the sampler thread's: the JSON lines file, and copies of settings
 	 * (a reload swaps d->cfg on the loop) */
 	FILE *jsonl;
@@ -100,7 +123,7 @@ static double now_s(clockid_t c)
 void metrics_proc_update(struct daemon *d, struct proc *p)
 {
 	struct metrics *m = d->metrics;
-	char job[300], host[300];
+	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX], rank[24] = "";
 	struct mproc *mp;
 
 	if (m == NULL || p->kind != MSG_KIND_AGENT)
@@ -126,8 +149,15 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 	mp = &m->procs[p->mslot - 1];
 	mp->live = true;
 	mp->owner = (int64_t)p->uid;
-	snprintf(mp->labels, sizeof(mp->labels), "job=\"%.60s\",rank=\"%lld\",pid=\"%d\",host=\"%.60s\"",
-	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), (long long)p->rank,
+	/* Each value is bounded as it is escaped (mset_label), never after:
+	 * a precision here once cut an escaped job id just after a backslash, and the
+	 * dangling escape broke every series of the scrape (issue 23, item 10).
+	 * An unknown rank is an empty label, which Prometheus reads as no
+	 * label at all: never rank="-1". */
+	if (p->rank >= 0)
+		snprintf(rank, sizeof(rank), "%lld", (long long)p->rank);
+	snprintf(mp->labels, sizeof(mp->labels), "job=\"%s\",rank=\"%s\",pid=\"%d\",host=\"%s\"",
+	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), rank,
 	         (int)p->pid, mset_label(host, sizeof(host), p->host ? p->host : d->host));
 	mp->steps = (double)p->steps;
 	mp->last_s = (double)p->last_step_us / 1e6;
@@ -194,6 +224,7 @@ static void add_self(struct metrics *m, struct mset *s)
 	mset_add(s, MF_SAMPLE_SECONDS, m->wall_s, NULL);
 	mset_add(s, MF_SAMPLE_CPU_SECONDS, m->cpu_s, NULL);
 	mset_add(s, MF_SAMPLE_SKIPPED, (double)m->skipped, NULL);
+	mset_add(s, MF_HTTP_EVICTED, (double)atomic_load(&m->http_evicted), NULL);
 }
 
 static void jsonl_write(struct metrics *m, const struct mset *s)
@@ -244,6 +275,7 @@ static void sample(struct metrics *m)
 	jsonl_write(m, s);
 	pthread_mutex_lock(&m->lock);
 	m->have_latest = mset_copy(&m->latest, s) == 0;
+	m->latest_seq++;
 	if (m->cap > 0) {
 		struct mset evicted = { 0 };
 
@@ -327,9 +359,10 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 		"gprofd metrics: GET /metrics (Prometheus text format 0.0.4)\n";
 	struct metrics *m = cls;
 	struct MHD_Response *resp;
-	enum MHD_Result ret;
+	uint64_t seq = 0;
+	bool fresh;
 	struct pbuf b;
-	int r;
+	int r = 0;
 
 	(void)version;
 	(void)upload;
@@ -341,29 +374,164 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 		return reply(c, MHD_HTTP_OK, "text/plain", index_page, sizeof(index_page) - 1);
 	if (strcmp(url, "/metrics") != 0)
 		return reply(c, MHD_HTTP_NOT_FOUND, "text/plain", "not found: try /metrics\n", 24);
+	/* One render per sample, outside the lock: each scrape of the same
+	 * sample is handed the same response (libmicrohttpd counts its users),
+	 * so a request costs a reference, not a render of the whole exposition
+	 * under m->lock, which the loop takes too. Before, 100 clients that each
+	 * sent one request and read nothing held the thread in 100 renders (5 s
+	 * on a 4,096-CPU host) and pinned 100 copies (issue 23). */
 	pthread_mutex_lock(&m->lock);
 	if (!m->have_latest) {
 		pthread_mutex_unlock(&m->lock);
 		return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
 		             "the first sample is not taken yet\n", 34);
 	}
-	pbuf_init(&b, 0);
-	r = mset_prometheus(&m->latest, &b);
+	fresh = m->http_resp == NULL || m->http_seq != m->latest_seq;
+	if (fresh) {
+		seq = m->latest_seq;
+		r = mset_copy(&m->http_set, &m->latest);
+	}
 	pthread_mutex_unlock(&m->lock);
-	if (r < 0) {
-		pbuf_deinit(&b);
-		return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", "out of memory\n", 14);
+	if (fresh) {
+		pbuf_init(&b, 0);
+		if (r == 0)
+			r = mset_prometheus(&m->http_set, &b);
+		if (r < 0) {
+			pbuf_deinit(&b);
+			return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
+			             "out of memory\n", 14);
+		}
+		resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
+		if (resp == NULL) {
+			pbuf_deinit(&b);
+			return MHD_NO;
+		}
+		b.data = NULL; /* transferred: libmicrohttpd frees it */
+		MHD_add_response_header(resp, "Content-Type",
+		                        "text/plain; version=0.0.4; charset=utf-8");
+		if (m->http_resp != NULL)
+			MHD_destroy_response(m->http_resp); /* scrapes still sending keep theirs */
+		m->http_resp = resp;
+		m->http_seq = seq;
 	}
-	resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
-	if (resp == NULL) {
-		pbuf_deinit(&b);
-		return MHD_NO;
+	return MHD_queue_response(c, MHD_HTTP_OK, m->http_resp);
+}
+
+/* ---- HTTP connections: a deadline for every request ----
+ *
+ * libmicrohttpd's own limits could not keep /metrics answering: its
+ * timeout counts idleness, so a client that sends a byte every 3 s is never
+ * idle, and its per-address limit (32) is shared by every local user, all
+ * of them 127.0.0.1, so 70 such clients refused every scrape from this host
+ * for as long as they dribbled (issue 23, item 11). Instead each request
+ * gets HTTP_REQUEST_S from its connection's start (or from the end of the
+ * request before it on that connection) to be read and answered, and at
+ * most HTTP_CONNS_SOFT connections are kept: whenever a connection arrives,
+ * those past their deadline are closed, then the oldest ones while there
+ * are too many. A scraper sends its request at once and is answered within
+ * a loop turn, so a new connection always gets its turn, however many slow
+ * ones an attacker opens; libmicrohttpd's hard limit (HTTP_CONNS_MAX) is
+ * never the one that refuses it. Closing is shutdown(2) on the socket:
+ * libmicrohttpd sees the end of the stream and frees the connection itself.
+ * All of this runs on libmicrohttpd's one thread (its callbacks), which is
+ * also the only one that closes these sockets, so an fd in the list is
+ * still the connection's. */
+#define HTTP_REQUEST_S 10
+#define HTTP_CONNS_SOFT 128
+#define HTTP_CONNS_MAX 256
+#define HTTP_REQUEST_BYTES (32 * 1024) /* a request's headers, at most */
+
+static uint64_t mono_ms(void)
+{
+	return (uint64_t)(now_s(CLOCK_MONOTONIC) * 1000);
+}
+
+static void hc_unlink(struct metrics *m, struct hconn *h)
+{
+	if (h->prev != NULL)
+		h->prev->next = h->next;
+	else
+		m->hc_head = h->next;
+	if (h->next != NULL)
+		h->next->prev = h->prev;
+	else
+		m->hc_tail = h->prev;
+	h->prev = h->next = NULL;
+}
+
+static void hc_append(struct metrics *m, struct hconn *h)
+{
+	h->prev = m->hc_tail;
+	h->next = NULL;
+	if (m->hc_tail != NULL)
+		m->hc_tail->next = h;
+	else
+		m->hc_head = h;
+	m->hc_tail = h;
+}
+
+static void hc_evict(struct metrics *m, struct hconn *h, const char *why)
+{
+	uint64_t n;
+
+	hc_unlink(m, h);
+	m->hc_live--;
+	h->evicted = true;
+	shutdown(h->fd, SHUT_RDWR);
+	n = atomic_fetch_add(&m->http_evicted, 1) + 1;
+	if ((n & (n - 1)) == 0) /* the 1st, 2nd, 4th, 8th...: a flood logs little */
+		log_info("metrics: closed a slow HTTP connection (%s); %llu so far "
+		         "(gprofd_metrics_http_evicted_total)", why, (unsigned long long)n);
+}
+
+static void on_http_conn(void *cls, struct MHD_Connection *c, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code)
+{
+	struct metrics *m = cls;
+	struct hconn *h = *socket_context;
+	const union MHD_ConnectionInfo *ci;
+	uint64_t now = mono_ms();
+
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (h != NULL && !h->evicted) {
+			hc_unlink(m, h);
+			m->hc_live--;
+		}
+		free(h);
+		*socket_context = NULL;
+		return;
 	}
-	b.data = NULL; /* transferred: libmicrohttpd frees it */
-	MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	/* the list is in request-start order: the overdue are at its head */
+	while (m->hc_head != NULL && now - m->hc_head->since_ms >= HTTP_REQUEST_S * 1000)
+		hc_evict(m, m->hc_head, "its request took more than 10 s");
+	while (m->hc_live >= HTTP_CONNS_SOFT)
+		hc_evict(m, m->hc_head, "too many connections: the oldest request goes");
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci == NULL || (h = calloc(1, sizeof(*h))) == NULL)
+		return; /* untracked: libmicrohttpd's own timeout still ends it */
+	h->fd = ci->connect_fd;
+	h->since_ms = now;
+	hc_append(m, h);
+	m->hc_live++;
+	*socket_context = h;
+}
+
+/* A request was answered: the connection's next one starts its clock now. */
+static void on_http_done(void *cls, struct MHD_Connection *c, void **req_context,
+                         enum MHD_RequestTerminationCode toe)
+{
+	struct metrics *m = cls;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct hconn *h = ci ? ci->socket_context : NULL;
+
+	(void)req_context;
+	(void)toe;
+	if (h == NULL || h->evicted)
+		return;
+	hc_unlink(m, h);
+	h->since_ms = mono_ms();
+	hc_append(m, h);
 }
 
 static int http_start(struct metrics *m, struct perr *err)
@@ -392,13 +560,18 @@ static int http_start(struct metrics *m, struct perr *err)
 		return perr_set(err, -EINVAL, "metrics: cannot use the address \"%s\"", addr);
 	if (ai->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	/* One thread, non-blocking sockets: a slow client costs a connection,
+	 * never the thread (a thread per connection would give each one a
+	 * thread to hold). No per-address limit: every local user is 127.0.0.1,
+	 * so one user's connections would use up every local scraper's share;
+	 * the request deadline and the eviction above bound them all instead. */
 	m->http = MHD_start_daemon(flags, 0, NULL, NULL, on_http, m,
 	                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	                           /* slow clients from one address hold at most 32 of
-	                            * the 256: a scraper elsewhere is still served */
-	                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
-	                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)32,
-	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+	                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNS_MAX,
+	                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_REQUEST_S,
+	                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_REQUEST_BYTES,
+	                           MHD_OPTION_NOTIFY_CONNECTION, on_http_conn, m,
+	                           MHD_OPTION_NOTIFY_COMPLETED, on_http_done, m,
 	                           MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (m->http == NULL)
@@ -482,6 +655,9 @@ void metrics_stop(struct daemon *d)
 	d->metrics = NULL;
 	if (m->http != NULL)
 		MHD_stop_daemon(m->http);
+	if (m->http_resp != NULL)
+		MHD_destroy_response(m->http_resp);
+	mset_free(&m->http_set);
 	/* a cycle in progress finishes first (NVML calls are not interrupted) */
 	pthread_mutex_lock(&m->lock);
 	m->stop = true;

@@ -79,6 +79,7 @@ static const struct family families[MF_COUNT] = {
 	[MF_SAMPLE_SKIPPED] = { "gprofd_sample_skipped_total", "counter", "Sampling ticks skipped because a cycle overran the interval" },
 	[MF_SELF_CPU_SECONDS] = { "gprofd_daemon_cpu_seconds_total", "counter", "CPU time gprofd has used" },
 	[MF_SELF_RSS] = { "gprofd_daemon_resident_memory_bytes", "gauge", "gprofd's resident memory" },
+	[MF_HTTP_EVICTED] = { "gprofd_metrics_http_evicted_total", "counter", "Connections to this endpoint closed because a request took over 10 s, or to make room past 128" },
 };
 
 const char *mset_family_name(int fam)
@@ -112,10 +113,12 @@ static struct mval *grow(struct mset *s)
 	return &s->v[s->n];
 }
 
+/* Takes the value whose label list (len bytes) was written at the end of
+ * the text arena; a list too long to keep whole is not kept at all. */
 static struct mval *commit(struct mset *s, struct mval *m, int fam, double v, size_t len)
 {
 	if (len > MSET_LABELS_MAX)
-		len = MSET_LABELS_MAX;
+		return NULL;
 	s->text[s->text_len + len] = '\0';
 	m->fam = (uint16_t)fam;
 	m->v = v;
@@ -146,9 +149,9 @@ struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...
 struct mval *mset_add_labels(struct mset *s, int fam, double v, const char *labels)
 {
 	struct mval *m;
-	size_t len = labels ? strnlen(labels, MSET_LABELS_MAX) : 0;
+	size_t len = labels ? strnlen(labels, MSET_LABELS_MAX + 1) : 0;
 
-	if (!isfinite(v) || (m = grow(s)) == NULL)
+	if (!isfinite(v) || len > MSET_LABELS_MAX || (m = grow(s)) == NULL)
 		return NULL;
 	memcpy(s->text + s->text_len, labels ? labels : "", len);
 	return commit(s, m, fam, v, len);
@@ -223,27 +226,34 @@ const char *mset_label(char *buf, size_t size, const char *value)
 	size_t o = 0, n;
 
 	/* Both exports must be valid UTF-8 (Prometheus' text format, JSON):
-	 * a byte that does not begin a valid sequence becomes '?'. */
-	while (*v && o + 5 < size) {
+	 * a byte that does not begin a valid sequence becomes '?'. Each
+	 * character is written whole or not at all: the value is cut before
+	 * the first one that does not fit, never inside an escape. */
+	for (; *v; v += n) {
+		const char *out = (const char *)v;
+		size_t len;
+
+		n = 1;
 		if (*v == '\\' || *v == '"') {
-			buf[o++] = '\\';
-			buf[o++] = (char)*v++;
+			out = *v == '"' ? "\\\"" : "\\\\";
+			len = 2;
 		} else if (*v == '\n') {
-			buf[o++] = '\\';
-			buf[o++] = 'n';
-			v++;
+			out = "\\n";
+			len = 2;
 		} else if (*v < 0x20) {
-			v++;
+			continue;
 		} else if ((n = utf8_len(v)) == 0) {
-			buf[o++] = '?';
-			v++;
-		} else {
-			memcpy(buf + o, v, n);
-			o += n;
-			v += n;
-		}
+			out = "?";
+			len = n = 1;
+		} else
+			len = n;
+		if (o + len >= size)
+			break;
+		memcpy(buf + o, out, len);
+		o += len;
 	}
-	buf[o] = '\0';
+	if (size > 0)
+		buf[o] = '\0';
 	return buf;
 }
 

@@ -41,10 +41,18 @@ enum mfam {
 	MF_PROC_STEPS, MF_PROC_LAST_STEP, MF_PROC_MEDIAN_STEP,
 	/* the daemon itself */
 	MF_SAMPLE_SECONDS, MF_SAMPLE_CPU_SECONDS, MF_SAMPLE_SKIPPED, MF_SELF_CPU_SECONDS, MF_SELF_RSS,
+	MF_HTTP_EVICTED,
 	MF_COUNT
 };
 
 #define MSET_LABELS_MAX 255
+/* Room for one escaped label value a client chose (a job id, a host name),
+ * its NUL included. 58 bytes each keep the longest process series' key,
+ * gprofd_process_median_step_seconds{job=..,rank=..,pid=..,host=..}, within
+ * metrics_reply's 200-byte names (196), so gprofctl metrics shows every
+ * series /metrics does; the label list itself stays far below
+ * MSET_LABELS_MAX. */
+#define MSET_VALUE_MAX 59
 
 struct mval {
 	uint16_t fam;
@@ -65,8 +73,10 @@ struct mset {
 const char *mset_family_name(int fam);
 
 /* Adds one value (owner -1); labels is a printf format for the label list
- * (or NULL for none). Returns it, or NULL when dropped (not finite, or
- * beyond 100,000 values per sample). */
+ * (or NULL for none). Returns it, or NULL when dropped (not finite, beyond
+ * 100,000 values per sample, or a label list longer than MSET_LABELS_MAX:
+ * cutting it could end it inside an escape and break the whole exposition,
+ * so it is left out instead). */
 struct mval *mset_add(struct mset *s, int fam, double v, const char *labels, ...)
 	__attribute__((format(printf, 4, 5)));
 /* The same with a label list that needs no formatting (or NULL). */
@@ -77,7 +87,13 @@ const char *mset_labels(const struct mset *s, const struct mval *m);
 void mset_reset(struct mset *s);
 /* Makes dst a copy of src, reusing dst's buffers. 0 or -ENOMEM (dst empty). */
 int mset_copy(struct mset *dst, const struct mset *src);
-/* Escapes a label value for the exposition format (\\, \", \n) into buf. */
+/* Escapes a label value for the exposition format (\\, \", \n) into buf
+ * and returns buf. The only place a value is shortened: a value that does
+ * not fit in size - 1 bytes is cut at a whole character of the raw value,
+ * never inside an escape or a UTF-8 sequence, so the result is always a
+ * complete escaped string. A caller bounds each client-chosen value with a
+ * buf of MSET_VALUE_MAX, so its whole label list fits MSET_LABELS_MAX and
+ * is never cut again (issue 23, item 10). */
 const char *mset_label(char *buf, size_t size, const char *value);
 void mset_free(struct mset *s);
 

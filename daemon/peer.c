@@ -1,7 +1,11 @@
 /*
- * peer: see peer.h. The /proc/net/tcp lookup matches the client's
- * (address, port) against the "local_address" column of the socket table,
- * whose owner column is the uid that created the client socket.
+ * peer: see peer.h. A loopback TCP client is identified once, at accept,
+ * by the client socket that is the exact mirror of ours (its source is our
+ * peer, its destination is us), and only while that socket is a full
+ * socket some process still holds (inode not 0). A socket its owner has
+ * closed becomes a timewait "minisock" that the kernel reports as uid 0
+ * with inode 0: taking that as the owner made any user root (issue 23,
+ * case 1), so it is refused instead.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -12,6 +16,7 @@
 #include <linux/sock_diag.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,27 +65,32 @@ int peer_from_unix(struct peer *p, int fd, const char *admin_group)
 	return 0;
 }
 
-bool peer_tcp_line_uid(const char *line, const char *hexaddr, int port, uid_t *uid)
+bool peer_tcp_line_uid(const char *line, const char *local, int lport, const char *remote,
+                       int rport, uid_t *uid)
 {
-	char local[64];
-	unsigned lport, u;
+	char l[64], r[64];
+	unsigned lp, rp, u;
+	unsigned long inode;
 
-	/* sl local_address rem_address st tx:rx tr:when retrnsmt uid */
-	if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %*s %u", local, &lport, &u) != 3)
+	/* sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode */
+	if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %63[0-9A-Fa-f]:%x %*s %*s %*s %*s %u %*d %lu",
+	           l, &lp, r, &rp, &u, &inode) != 6)
 		return false;
-	if ((int)lport != port || strcasecmp(local, hexaddr) != 0)
+	if ((int)lp != lport || (int)rp != rport || strcasecmp(l, local) != 0 ||
+	    strcasecmp(r, remote) != 0 || inode == 0)
 		return false;
 	*uid = (uid_t)u;
 	return true;
 }
 
-/* Looks for the socket whose local address is (addr, port) in one of the
- * kernel's socket tables. hexaddr is the address as that table prints it. */
-static bool lookup_table(const char *table, const char *hexaddr, int port, uid_t *uid)
+/* Looks for the live socket (local, lport) -> (remote, rport) in one of the
+ * kernel's socket tables, spelled as that table prints addresses. */
+static bool lookup_table(const char *table, const char *local, int lport, const char *remote,
+                         int rport, uid_t *uid)
 {
 	char line[512];
 	bool found = false;
-	FILE *f = fopen(table, "r");
+	FILE *f = fopen(table, "re");
 
 	if (f == NULL)
 		return false;
@@ -89,13 +99,15 @@ static bool lookup_table(const char *table, const char *hexaddr, int port, uid_t
 		return false;
 	}
 	while (!found && fgets(line, sizeof(line), f) != NULL)
-		found = peer_tcp_line_uid(line, hexaddr, port, uid);
+		found = peer_tcp_line_uid(line, local, lport, remote, rport, uid);
 	fclose(f);
 	return found;
 }
 
 /* Asks the kernel for the client's own socket (source = the peer's
- * address, destination = ours) and its owner. true when found. */
+ * address, destination = ours) and its owner. true only when found and
+ * still held by a process: a timewait or orphaned socket (inode 0) has no
+ * owner, whatever uid the kernel prints for it. */
 static bool diag_uid(const struct sockaddr_storage *remote, const struct sockaddr_storage *local,
                      uid_t *uid)
 {
@@ -143,8 +155,10 @@ static bool diag_uid(const struct sockaddr_storage *remote, const struct sockadd
 	    h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
 		const struct inet_diag_msg *m = NLMSG_DATA(h);
 
-		*uid = m->idiag_uid;
-		found = true;
+		if (m->idiag_inode != 0) {
+			*uid = m->idiag_uid;
+			found = true;
+		}
 	}
 	close(fd);
 	return found;
@@ -209,23 +223,44 @@ void peer_from_tcp(struct peer *p, int fd, const char *admin_group, bool loopbac
 	snprintf(p->desc, sizeof(p->desc), "%s:%d", ip, port);
 }
 
-struct peer *peer_resolve(struct peer *p)
+/* An IPv4 address that reached an IPv6 listener (::ffff:a.b.c.d) as the
+ * IPv4 address it is: the client's socket is an IPv4 one. */
+static void unmap(const struct sockaddr_storage *in, struct sockaddr_storage *out)
 {
-	char hex[40];
+	const struct sockaddr_in6 *in6 = (const void *)in;
+	struct sockaddr_in *in4 = (void *)out;
+
+	*out = *in;
+	if (in->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+		return;
+	memset(out, 0, sizeof(*out));
+	in4->sin_family = AF_INET;
+	in4->sin_port = in6->sin6_port;
+	memcpy(&in4->sin_addr, &in6->sin6_addr.s6_addr[12], 4);
+}
+
+int peer_resolve(struct peer *p)
+{
+	struct sockaddr_storage remote, local;
+	char lhex[40], rhex[40];
 	struct passwd *pw;
 	uid_t uid;
-	int port;
+	int lport, rport;
 
 	if (p->resolved)
-		return p;
+		return p->known ? 0 : -ENOENT;
 	p->resolved = true;
 	if (!p->loopback_identity || !is_loopback(&p->remote))
-		return p;
-	if (!diag_uid(&p->remote, &p->local, &uid)) {
-		proc_hex(&p->remote, hex, sizeof(hex), &port);
-		if (!lookup_table(p->remote.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
-		                  hex, port, &uid))
-			return p;
+		return -ENOENT;
+	unmap(&p->remote, &remote);
+	unmap(&p->local, &local);
+	if (!diag_uid(&remote, &local, &uid)) {
+		/* the client's socket: local = our peer, remote = us */
+		proc_hex(&remote, lhex, sizeof(lhex), &lport);
+		proc_hex(&local, rhex, sizeof(rhex), &rport);
+		if (!lookup_table(remote.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
+		                  lhex, lport, rhex, rport, &uid))
+			return -ENOENT;
 	}
 	p->known = true;
 	p->uid = uid;
@@ -234,7 +269,12 @@ struct peer *peer_resolve(struct peer *p)
 	p->admin = uid == 0 || in_admin_group(uid, p->gid, p->admin_group);
 	snprintf(p->desc + strlen(p->desc), sizeof(p->desc) - strlen(p->desc), " (uid %u)",
 	         (unsigned)uid);
-	return p;
+	return 0;
+}
+
+bool peer_is_loopback(const struct peer *p)
+{
+	return is_loopback(&p->remote);
 }
 
 int peer_stat_ppid(const char *line)
@@ -246,6 +286,51 @@ int peer_stat_ppid(const char *line)
 	if (close == NULL || sscanf(close + 1, " %*c %d", &ppid) != 1 || ppid <= 0)
 		return -1;
 	return ppid;
+}
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
+int peer_unix_alive(int fd)
+{
+	struct pollfd p = { .events = POLLIN };
+	socklen_t len = sizeof(p.fd);
+	int r;
+
+	/* a pidfd of the very process that connected (the socket keeps its
+	 * struct pid), whatever has since been given its pid number */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &p.fd, &len) != 0)
+		return errno == ENOPROTOOPT || errno == EOPNOTSUPP ? -1 : 0;
+	r = poll(&p, 1, 0); /* readable once it has exited */
+	close(p.fd);
+	return r == 0 ? 1 : r == 1 ? 0 : -1;
+}
+
+unsigned long long peer_stat_start(const char *line)
+{
+	const char *close = strrchr(line, ')');
+	unsigned long long start;
+
+	/* after the name: fields 3 (state) .. 21, then 22, starttime */
+	if (close == NULL || sscanf(close + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+	                            "%*u %*u %*d %*d %*d %*d %*d %*d %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
+unsigned long long peer_start_time(pid_t pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(path, "re")) == NULL)
+		return 0;
+	ok = fgets(buf, sizeof(buf), f) != NULL;
+	fclose(f);
+	return ok ? peer_stat_start(buf) : 0;
 }
 
 int peer_ancestors(pid_t pid, int32_t *out, int max)

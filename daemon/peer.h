@@ -4,10 +4,13 @@
  * Unix sockets carry kernel-verified credentials (SO_PEERCRED), read at
  * accept. A TCP connection from loopback is mapped to the uid that owns
  * the client's socket (as identd does), so `dyno` on the same host acts
- * with its user's rights. That lookup is made only when a request needs
- * the identity (peer_resolve): a getStatus never pays for it. It asks the
- * kernel for the one socket by its address pair (sock_diag netlink), and
- * reads /proc/net/tcp{,6} only where netlink is unavailable.
+ * with its user's rights. That lookup is made once, at accept, before a
+ * byte is read (peer_resolve): the client's socket must then still be
+ * held by a process. Looked up later, a client that had sent its request
+ * and closed left only a timewait socket, which the kernel reports as
+ * uid 0 (issue 23, case 1). It asks the kernel for the one socket by its
+ * address pair (sock_diag netlink), and reads /proc/net/tcp{,6} (the same
+ * address pair, the same liveness test) only where netlink is unavailable.
  * A TCP client that proved it holds the auth token is an administrator.
  */
 #ifndef GPROFD_PEER_H
@@ -35,18 +38,34 @@ struct peer {
 /* Fills p from a Unix socket's SO_PEERCRED. 0 or -errno. */
 int peer_from_unix(struct peer *p, int fd, const char *admin_group);
 
-/* Fills p for a TCP connection; its identity is looked up later, by
- * peer_resolve. admin_group must outlive p. */
+/* Fills p for a TCP connection; its identity is looked up by peer_resolve,
+ * which the caller makes at once. admin_group must outlive p. */
 void peer_from_tcp(struct peer *p, int fd, const char *admin_group, bool loopback_identity);
-/* Looks up a TCP peer's uid (loopback only, when loopback_identity is on);
- * no-op once resolved. Returns p. */
-struct peer *peer_resolve(struct peer *p);
+/* Looks up a TCP peer's uid (loopback only, when loopback_identity is on):
+ * the owner of the client's socket, while a process still holds it.
+ * 0 when known; -ENOENT when it cannot be (not loopback, identity off, or
+ * no live socket: the client closed, or the socket is not a local one). */
+int peer_resolve(struct peer *p);
+/* Is p's address a loopback one? */
+bool peer_is_loopback(const struct peer *p);
 
 /* May p act on things (processes, traces) that belong to uid? */
 static inline bool peer_may(const struct peer *p, uid_t uid)
 {
 	return p->admin || (p->known && p->uid == uid);
 }
+
+/* Is the process that connected Unix socket fd alive, that process and
+ * not another given its pid since? 1 yes, 0 no, -1 unknown (a kernel
+ * before 6.5, without SO_PEERPIDFD). */
+int peer_unix_alive(int fd);
+
+/* When pid started (clock ticks since boot, /proc/<pid>/stat field 22):
+ * with the pid, the identity of one process over time, since pids are
+ * reused. 0 when the process is gone (or unreadable). */
+unsigned long long peer_start_time(pid_t pid);
+/* That field of one /proc/<pid>/stat line, or 0. */
+unsigned long long peer_stat_start(const char *line);
 
 /* Reads up to max ancestor pids of pid from /proc (nearest first).
  * Returns how many. */
@@ -61,11 +80,13 @@ void peer_abstract_holders(const char *name, char *out, size_t n);
 
 /* The line parsers behind the above, one line of /proc text each (the
  * fuzz target calls them): the parent pid in a /proc/<pid>/stat line, or
- * -1; the owner of the socket at (hexaddr, port) on a /proc/net/tcp line
- * (true when it is that socket); the inode of an abstract socket named
+ * -1; the owner of the socket (local, lport) -> (remote, rport) on a
+ * /proc/net/tcp line (true when it is that socket and a process holds it:
+ * inode not 0); the inode of an abstract socket named
  * "\0name\0" on a /proc/net/unix line, or 0. */
 int peer_stat_ppid(const char *line);
-bool peer_tcp_line_uid(const char *line, const char *hexaddr, int port, uid_t *uid);
+bool peer_tcp_line_uid(const char *line, const char *local, int lport, const char *remote,
+                       int rport, uid_t *uid);
 unsigned long peer_unix_line_inode(const char *line, const char *name);
 
 #endif

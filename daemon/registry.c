@@ -11,8 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "ident.h"
+#include "log.h"
 #include "metrics.h"
+#include "peer.h"
 #include "registry.h"
 #include "trace.h"
 
@@ -47,7 +50,7 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	struct proc *p;
 	size_t i;
 
-	if (registry_find(d, pid) != NULL)
+	if (registry_find_live(d, pid, uid) != NULL)
 		return -EEXIST;
 	if (d->nprocs >= d->cfg.max_processes) {
 		d->cnt.processes_refused++;
@@ -76,6 +79,7 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	p->world_size = r->world_size;
 	p->caps = r->caps;
 	p->registered_us = daemon_now_us();
+	p->start_time = peer_start_time(pid);
 	p->conn = c;
 	link_proc(d, p);
 	*out = p;
@@ -157,6 +161,7 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 	kineto_identity(d, p);
 	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
 	p->registered_us = p->last_seen_us = daemon_now_us();
+	p->start_time = peer_start_time(pid);
 	link_proc(d, p);
 	*out = p;
 	return 0;
@@ -183,6 +188,37 @@ struct proc *registry_find(struct daemon *d, pid_t pid)
 	for (p = d->procs; p != NULL; p = p->next)
 		if (p->pid == pid)
 			return p;
+	return NULL;
+}
+
+/* Has p's process exited? An agent's connection knows its process exactly
+ * (SO_PEERPIDFD); otherwise the start time of whatever has the pid now
+ * tells, to the clock tick. */
+static bool proc_gone(const struct proc *p)
+{
+	uv_os_fd_t fd;
+	int alive = -1;
+
+	if (p->conn != NULL && uv_fileno(&p->conn->u.h, &fd) == 0)
+		alive = peer_unix_alive(fd);
+	if (alive >= 0)
+		return alive == 0;
+	return p->start_time != 0 && peer_start_time(p->pid) != p->start_time;
+}
+
+struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid)
+{
+	struct proc *p = registry_find(d, pid);
+
+	/* a process of another user with this pid: the registered one is
+	 * gone, whatever a clock tick says */
+	if (p == NULL || (p->uid == uid && !proc_gone(p)))
+		return p;
+	log_info("pid %d: the process that registered it has exited and the pid is now "
+	         "another's; its registration is dropped", (int)pid);
+	if (p->conn != NULL)
+		p->conn->proc = NULL; /* the connection lives on, unregistered */
+	registry_remove(d, p);
 	return NULL;
 }
 
@@ -236,7 +272,10 @@ bool registry_launcher(struct daemon *d, const struct proc *p, char *kids, size_
 	if (p->steps > 0)
 		return false;
 	for (q = d->procs; q != NULL; q = q->next) {
-		if (q == p || !descends(q, p->pid) || strcmp(q->job_id, p->job_id) != 0 ||
+		/* only the user's own children: another's process is never a
+		 * reason to skip this one */
+		if (q == p || q->uid != p->uid || !descends(q, p->pid) ||
+		    strcmp(q->job_id, p->job_id) != 0 ||
 		    (q->rank == p->rank && q->steps == 0))
 			continue;
 		if (kids != NULL && len < size)

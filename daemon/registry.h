@@ -2,9 +2,11 @@
  * registry: the processes this host can trace.
  *
  * An agent's process is registered by its `register` message and lives
- * exactly as long as its connection: conn.c calls registry_remove when the
- * connection closes. Kineto clients (issue 7) will be added with kind
- * MSG_KIND_KINETO and expire by silence instead.
+ * as long as its connection: conn.c calls registry_remove when the
+ * connection closes. Kineto clients (issue 7) are added with kind
+ * MSG_KIND_KINETO and expire by silence instead. Either is dropped sooner
+ * when its pid is claimed by another process (registry_find_live): a pid
+ * names a process only while that process lives.
  *
  * Ownership: the registry owns every struct proc (d->procs, a doubly
  * linked list) and its strings. A proc's `conn` is a borrowed pointer that
@@ -40,6 +42,8 @@ struct proc {
 	int64_t rank, local_rank, world_size;
 	int64_t caps;
 	int64_t registered_us;
+	unsigned long long start_time; /* of the process pid was when it registered
+	                                  (peer_start_time); 0 if unknown */
 	int64_t steps, last_step_us, median_step_us; /* last_step_us: its duration */
 	int64_t heartbeat_us;      /* when the last heartbeat (and steps) came */
 	struct conn *conn;         /* agents: their connection */
@@ -60,6 +64,14 @@ struct proc {
  * -ENOMEM. */
 int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
                  const struct msg_register *r, struct proc **out);
+
+/* The process registered as pid, if it is still the process that
+ * registered, as the kernel says the process with that pid now is of uid:
+ * a registration whose process has exited (its connection handed to a
+ * child that lives on, a Kineto client gone silent) while a new process
+ * took the pid is dropped here (its connection stays open, unregistered),
+ * and NULL returned. */
+struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid);
 
 /* Removes and frees p, telling the trace module first. */
 void registry_remove(struct daemon *d, struct proc *p);

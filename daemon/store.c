@@ -125,6 +125,7 @@ static int write_manifest(struct daemon *d, const struct stored *s)
 		cJSON_AddNumberToObject(f, "pid", (double)s->files[i].pid);
 		cJSON_AddNumberToObject(f, "rank", (double)s->files[i].rank);
 		cJSON_AddStringToObject(f, "host", s->files[i].host);
+		cJSON_AddStringToObject(f, "job_id", s->files[i].job_id);
 		cJSON_AddItemToArray(files, f);
 	}
 	text = cJSON_Print(root);
@@ -196,9 +197,11 @@ static struct stored *read_manifest(struct daemon *d, const char *id)
 		struct stored_file *sf = &s->files[i++];
 		const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(f, "name"));
 		const char *host = cJSON_GetStringValue(cJSON_GetObjectItem(f, "host"));
+		const char *job = cJSON_GetStringValue(cJSON_GetObjectItem(f, "job_id"));
 
 		snprintf(sf->name, sizeof(sf->name), "%s", name ? name : "");
 		snprintf(sf->host, sizeof(sf->host), "%s", host ? host : "");
+		snprintf(sf->job_id, sizeof(sf->job_id), "%s", job ? job : "");
 		sf->bytes = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "bytes"));
 		sf->pid = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "pid"));
 		sf->rank = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(f, "rank"));
@@ -294,6 +297,7 @@ void store_add(struct daemon *d, const struct trace *t)
 		sf = &s->files[s->nfiles++];
 		snprintf(sf->name, sizeof(sf->name), "%s", tp->file);
 		snprintf(sf->host, sizeof(sf->host), "%s", tp->host);
+		snprintf(sf->job_id, sizeof(sf->job_id), "%s", tp->job_id);
 		sf->bytes = tp->bytes;
 		sf->pid = tp->pid;
 		sf->rank = tp->rank;

@@ -29,6 +29,7 @@ struct stored_file {
 	char name[160];
 	int64_t bytes, pid, rank;
 	char host[64];
+	char job_id[MSG_JOB_ID_MAX + 1]; /* "" unknown (a manifest from before it was kept) */
 };
 
 struct stored {

@@ -12,6 +12,7 @@
 #include "dyno.h"
 #include "frame.h"
 #include "jsoncheck.h"
+#include "msg.h"
 
 bool dyno_is_request(const char *json, size_t len)
 {
@@ -99,9 +100,9 @@ static int decode_kineto(struct dyno_request *r, const cJSON *root, struct perr 
 	r->config = config->valuestring;
 	cJSON_ArrayForEach(e, pids) {
 		if (!cJSON_IsNumber(e) || floor(e->valuedouble) != e->valuedouble ||
-		    e->valuedouble < 0 || e->valuedouble > 2147483647.0)
-			return perr_set(err, -EBADMSG, "\"pids\" must hold non-negative "
-			                "integers");
+		    e->valuedouble < 0 || e->valuedouble > (double)MSG_PID_MAX)
+			return perr_set(err, -EBADMSG, "\"pids\" must hold integers in 0..%d "
+			                "(0: every process of the job)", MSG_PID_MAX);
 		r->pids[r->npids++] = (int32_t)e->valuedouble;
 	}
 	rc = get_int(root, "job_id", INT64_MIN / 2, INT64_MAX / 2, &r->job_id, err);

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "kconfig.h"
+#include "window.h"
 
 static int parse_int(const char *v, int64_t *out)
 {
@@ -97,4 +98,23 @@ int kconfig_parse(struct kconfig *k, const char *text, struct perr *err)
 		}
 	}
 	return 0;
+}
+
+int kconfig_window(const struct kconfig *k, struct msg_window *w, struct perr *err)
+{
+	w->iterations = 0;
+	w->iteration_roundup = 0;
+	w->duration_ms = 0;
+	if (k->iterations > 0) {
+		w->iterations = k->iterations;
+		w->iteration_roundup = k->roundup;
+	} else
+		w->duration_ms = k->duration_ms > 0 ? k->duration_ms : KCONFIG_DURATION_DEFAULT_MS;
+	/* ms to us without overflow: past the protocol's largest time it
+	 * becomes one more than that, which window_check refuses */
+	if (k->start_time_ms > WINDOW_START_AT_US_MAX / 1000)
+		w->start_at_us = WINDOW_START_AT_US_MAX + 1;
+	else
+		w->start_at_us = k->start_time_ms * 1000;
+	return window_check(w, err);
 }

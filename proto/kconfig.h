@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "msg.h"
 #include "perr.h"
 
 #define KCONFIG_DURATION_DEFAULT_MS 500
@@ -31,5 +32,12 @@ struct kconfig {
 
 /* Parses text (NUL-terminated). 0, or -EINVAL with err naming the line. */
 int kconfig_parse(struct kconfig *k, const char *text, struct perr *err);
+
+/* Sets w's iterations, iteration_roundup, duration_ms and start_at_us from
+ * k (the rest of w stays as the caller set it) and checks the result with
+ * window_check, the rules a native trace request meets: 0, or -EBADMSG
+ * with err saying which value to change. Values too large to convert
+ * (PROFILE_START_TIME x 1000) saturate, so that check refuses them. */
+int kconfig_window(const struct kconfig *k, struct msg_window *w, struct perr *err);
 
 #endif

@@ -50,6 +50,8 @@
 #define MSG_ITEMS_MAX 100000
 #define MSG_METRIC_NAME_MAX 200
 #define MSG_METRICS_MAX 10000
+/* The largest pid any path accepts (Linux's PID_MAX_LIMIT). */
+#define MSG_PID_MAX 4194304
 
 /* The message types. Numbers are internal; the wire carries the names.
  * A retired name is never reused (proto/PROTOCOL.md keeps the list). */
@@ -202,20 +204,28 @@ struct msg_trace_start_reply {
 	MSG_ARRAY(struct msg_trace_proc) procs;
 	const char *hint; /* why nothing matched, and what is registered */
 };
-/* trace_status, trace_cancel, trace_delete, trace_list (filter). */
-struct msg_trace_ref { const char *trace_id; bool follow; };
+/* trace_status, trace_cancel, trace_delete, trace_list (filters: trace_id,
+ * job_id; offset: where the page begins among the matching traces). */
+struct msg_trace_ref { const char *trace_id; bool follow; const char *job_id; int64_t offset; };
 /* trace_status_reply and trace_progress. */
 struct msg_trace_info {
 	const char *trace_id; int state; int64_t created_us;
 	MSG_ARRAY(struct msg_trace_proc) procs;
 };
 struct msg_trace_cancel_reply { int64_t cancelled; };
-struct msg_trace_file { const char *name; int64_t bytes, pid, rank; const char *host; };
+struct msg_trace_file {
+	const char *name; int64_t bytes, pid, rank; const char *host; const char *job_id;
+};
 struct msg_trace_summary {
 	const char *trace_id; int64_t created_us; int state;
 	MSG_ARRAY(struct msg_trace_file) files;
+	int64_t uid; /* the owner; -1 unknown (an older daemon) */
 };
-struct msg_trace_list_reply { MSG_ARRAY(struct msg_trace_summary) traces; };
+/* total: how many traces match; next_offset: the next page's offset, 0 on
+ * the last page. */
+struct msg_trace_list_reply {
+	MSG_ARRAY(struct msg_trace_summary) traces; int64_t total, next_offset;
+};
 struct msg_trace_download { const char *trace_id; const char *file; int64_t offset; };
 struct msg_trace_download_reply { int64_t transfer, bytes; };
 struct msg_download_end { int64_t transfer, bytes, crc32; };

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "schema.h"
+#include "window.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define REQ FF_REQUIRED
@@ -30,7 +31,7 @@
 #define SCHEMA(nm, S, f, chk, rq) { nm, f, N(f), sizeof(S), chk, rq }
 #define EMPTY(nm, rq) { nm, NULL, 0, 0, NULL, rq }
 
-#define PID_MAX_ 4194304
+#define PID_MAX_ MSG_PID_MAX
 #define ID_ MSG_INT_MAX
 #define U32_ 4294967295LL
 #define DAY_MS 86400000LL
@@ -115,20 +116,11 @@ static int check_hello_reply(const void *obj, struct perr *err)
 	return 0;
 }
 
+/* The window's ranges and rules live in window.c, shared with the Dynolog
+ * RPC's Kineto config, so both paths refuse the same values the same way. */
 static int check_window(const struct msg_window *w, struct perr *err)
 {
-	if ((w->iterations > 0) == (w->duration_ms > 0))
-		return perr_set(err, -EBADMSG, "give exactly one of iterations and "
-		                "duration_ms");
-	if (w->iterations == 0 && w->iteration_roundup > 0)
-		return perr_set(err, -EBADMSG, "iteration_roundup needs iterations");
-	if (w->iterations == 0 && w->start_iteration > 0)
-		return perr_set(err, -EBADMSG, "start_iteration needs iterations");
-	if (w->iterations == 0 && w->iteration_range != NULL)
-		return perr_set(err, -EBADMSG, "iteration_range needs iterations");
-	if (w->activities == 0)
-		return perr_set(err, -EBADMSG, "activities is empty: name at least one");
-	return 0;
+	return window_check(w, err);
 }
 
 static int check_capture_start(const void *obj, struct perr *err)
@@ -205,11 +197,13 @@ static const struct field f_heartbeat[] = {
 };
 #undef S
 
+/* Only the wire's integer range here: window_check (window.c) holds the
+ * real limits, for this path and the Dynolog RPC's alike. */
 #define WINDOW_FIELDS(S) \
-	INT(S, win.iterations, "iterations", 0, 0, 1000000, 0), \
-	INT(S, win.duration_ms, "duration_ms", 0, 0, DAY_MS, 0), \
+	INT(S, win.iterations, "iterations", 0, 0, ID_, 0), \
+	INT(S, win.duration_ms, "duration_ms", 0, 0, ID_, 0), \
 	INT(S, win.start_at_us, "start_at_us", 0, 0, ID_, 0), \
-	INT(S, win.iteration_roundup, "iteration_roundup", 0, 0, 1000000, 0), \
+	INT(S, win.iteration_roundup, "iteration_roundup", 0, 0, ID_, 0), \
 	INT(S, win.start_iteration, "start_iteration", 0, 0, ID_, 0), \
 	FLAGS(S, win.activities, "activities", schema_activity_names, MSG_ACT_DEFAULT), \
 	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX)
@@ -301,6 +295,8 @@ static const struct field f_trace_status[] = {
 };
 static const struct field f_trace_list[] = {
 	STR(S, trace_id, "trace_id", FF_TOKEN, MSG_TRACE_ID_MAX),
+	STR(S, job_id, "job_id", 0, MSG_JOB_ID_MAX),
+	INT(S, offset, "offset", 0, 0, ID_, 0),
 };
 #undef S
 #define S struct msg_trace_info
@@ -323,6 +319,7 @@ static const struct field f_trace_file[] = {
 	INT(S, pid, "pid", 0, 0, PID_MAX_, 0),
 	INT(S, rank, "rank", 0, -1, 16777216, -1),
 	STR(S, host, "host", 0, MSG_HOST_MAX),
+	STR(S, job_id, "job_id", 0, MSG_JOB_ID_MAX),
 };
 static const struct schema sc_trace_file = SCHEMA("trace_file", S, f_trace_file, NULL, false);
 #undef S
@@ -332,12 +329,15 @@ static const struct field f_trace_summary[] = {
 	INT(S, created_us, "created_us", 0, 0, ID_, 0),
 	ENUM(S, state, "state", REQ, schema_trace_state_names, 0),
 	OBJS(S, files, "files", REQ, sc_trace_file, MSG_ITEMS_MAX),
+	INT(S, uid, "uid", 0, -1, U32_, -1),
 };
 static const struct schema sc_trace_summary = SCHEMA("trace_summary", S, f_trace_summary, NULL, false);
 #undef S
 #define S struct msg_trace_list_reply
 static const struct field f_trace_list_reply[] = {
 	OBJS(S, traces, "traces", REQ, sc_trace_summary, MSG_ITEMS_MAX),
+	INT(S, total, "total", 0, 0, ID_, 0),
+	INT(S, next_offset, "next_offset", 0, 0, ID_, 0),
 };
 #undef S
 #define S struct msg_trace_download

@@ -177,7 +177,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	}
 	case 8:
-		if (peer_tcp_line_uid(text, "0100007F", 1778, &uid))
+		if (peer_tcp_line_uid(text, "0100007F", 40000, "0100007F", 1778, &uid))
 			FUZZ_CHECK(strcasestr(text, "0100007F:") != NULL);
 		else
 			FUZZ_CHECK(uid == 7); /* untouched when not that socket */

@@ -32,6 +32,10 @@ cp build/agent/libgprof_agent.so .devlibs/agent/
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90 -Iagent -Lbuild/agent -lgprof_agent -Xcompiler -rdynamic \
 	-o .devlibs/bin/stress tests/gpu/stress.cu
+# the CUDA C loop of bench/after_burst.py (linked with the agent: gprof_step)
+/usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90 -Iagent -Lbuild/agent -lgprof_agent -Xcompiler -rdynamic \
+	-o .devlibs/bin/after_burst bench/after_burst.cu
 # what each way of recording with CUPTI costs (bench/cupti_cost.cu; the
 # toolkit's libcupti, where the GPU host has it too)
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \

@@ -37,6 +37,11 @@
 #           after one with nothing); OVERHEAD_ENVS="- K=V,K=V ..." runs one
 #           process per environment set per round; then the idle agent
 #           against no agent, IDLE_ROUNDS process pairs.
+#   afterburst bench/after_burst.py: a step's median over the 2,000 steps
+#           after one capture against the 2,000 before, one process per
+#           round and configuration (AB_CONFIGS, e.g. "none,burst,
+#           burst:GPROF_CUPTI_RELEASE=teardown"), PyTorch widths 2048 and
+#           256 and a CUDA C loop (AB_LOOPS), AB_ROUNDS rounds.
 #   cupti   bench/cupti_cost: what each way of recording with CUPTI costs a
 #           launching thread per CUDA call, in a CUDA C loop with no agent
 #           (bench/cupti_cost.py: a process per configuration and round;
@@ -370,6 +375,15 @@ stress_checks() {
 	done
 	wait $pids # not gprofd, also a child of this shell
 	grep -h "ERROR SUMMARY" "$OUT/stress-sanitizer.log" 2>/dev/null | head -3 | tee -a "$OUT/summary.txt"
+}
+# ---- does the job get its speed back after a burst? (issue 24) ----
+afterburst_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so
+	log "after_burst: $(date -u +%T) loops ${AB_LOOPS:-torch2048,torch256,cuda} configs ${AB_CONFIGS:-none,burst}"
+	python3 "$root/bench/after_burst.py" --gprofctl "$B/gprofctl" --socket "$sock" --agent "$A" \
+		--cuda-bin "$B/after_burst" --python-dir "$root/python" --loops "${AB_LOOPS:-torch2048,torch256,cuda}" \
+		--configs "${AB_CONFIGS:-none,burst}" --rounds "${AB_ROUNDS:-4}" --before "${AB_STEPS:-2000}" --after "${AB_STEPS:-2000}" \
+		--out "$OUT/after_burst.jsonl" 2>&1 | tee "$OUT/after_burst.txt" | tail -14 | tee -a "$OUT/summary.txt"
 }
 # STRESS_VARIANTS="label;K=V K2=V2;activities label2;..." (one word each):
 # the CUDA C stress under each, to tell which setting a failure needs.

@@ -34,4 +34,11 @@ check "gprofctl trace --activities kernel,me" kernel,memcpy
 check "gprofctl help " fetch
 check "gprofctl can" cancel
 check "gprofctl list --" --job
+check "gprofctl list --" --json
+check "gprofctl status --j" --json
+check "gprofctl tra" traces
+check "gprofctl del" delete
+check "gprofctl traces --" --older-than
+check "gprofctl fetch --" --job
+check "gprofctl delete --" --job
 if [ "$fails" -eq 0 ]; then echo "1 passed, 0 failed"; else exit 1; fi

@@ -9,6 +9,8 @@ gprofd=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# root's default file must not leak in from the host running the test
+export CONFIGURATION_DIRECTORY=$tmp/etc
 
 "$gprofd" --version | grep -qx "gprofd [0-9.]*" || fail "--version"
 set +e
@@ -18,7 +20,7 @@ set -e
 grep -q "usage: gprofd" "$tmp/usage" || fail "bad flag printed no usage"
 
 # --check-config and --dump-config on the embedded defaults
-"$gprofd" --check-config | grep -q "configuration OK (embedded defaults)" || fail "--check-config"
+"$gprofd" --check-config | grep -q "configuration OK (embedded defaults; no file at $tmp/etc/gprofd.yaml)" || fail "--check-config"
 "$gprofd" --dump-config >"$tmp/dump.yaml" || fail "--dump-config"
 "$gprofd" --config "$tmp/dump.yaml" --check-config >/dev/null || fail "the dump does not load back"
 printf 'limits:\n  bogus: 1\n' >"$tmp/bad.yaml"

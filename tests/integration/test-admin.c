@@ -1,6 +1,6 @@
 /*
  * Integration tests of operating the daemon: SIGHUP reload (good and bad
- * files, and a storm of them while traces run), retention by size, the configured limits (connections, pending
+ * files, files cut short, and a storm of them while traces run), retention by size, the configured limits (connections, pending
  * traces, frame size, trace size, write queue), and a store that survives
  * a restart while crash leftovers do not.
  */
@@ -408,29 +408,16 @@ static void test_restart_keeps_store(void **state)
 	tc_close(&c);
 }
 
-/* Retention by age: a trace whose manifest says it is a year old is
- * deleted when the daemon starts; a fresh one stays. */
-static void test_retention_by_age(void **state)
+/* Rewrites a stored trace's manifest (the daemon stopped) so that it says
+ * the trace was made `ago` seconds before it was. */
+static void backdate(const char *id, double ago)
 {
-	char old[64], fresh[64], path[600], *text;
-	struct agent a;
-	struct tc c;
-	struct msg m, r;
+	char path[600], *text, *p, *end, *out;
+	double us;
 	long n;
 	FILE *f;
-	char *p;
 
-	(void)state;
-	assert_int_equal(td_start(&D, "retention:\n  max_age: 1d\n", NULL), 0);
-	assert_int_equal(agent_spawn(&a, D.sock, "age", 0, 1000), 0);
-	tc_ctl(&c, D.sock);
-	run_trace(&c, "age", old, sizeof(old));
-	run_trace(&c, "age", fresh, sizeof(fresh));
-	tc_close(&c);
-	agent_stop(&a);
-	assert_int_equal(td_stop(&D), 0);
-	/* backdate the first trace by a year: rewrite its created_us */
-	snprintf(path, sizeof(path), "%s/traces/%s/manifest.json", D.state, old);
+	snprintf(path, sizeof(path), "%s/traces/%s/manifest.json", D.state, id);
 	f = fopen(path, "r");
 	assert_non_null(f);
 	fseek(f, 0, SEEK_END);
@@ -442,19 +429,37 @@ static void test_retention_by_age(void **state)
 	p = strstr(text, "\"created_us\":");
 	assert_non_null(p);
 	p += strlen("\"created_us\":");
-	{
-		char *end, *out = calloc(1, (size_t)n + 64);
-		double us = strtod(p, &end);
-
-		assert_true(us > 1e15);
-		sprintf(out, "%.*s%.0f%s", (int)(p - text), text, us - 365.0 * 86400 * 1e6, end);
-		f = fopen(path, "w");
-		assert_non_null(f);
-		fputs(out, f);
-		fclose(f);
-		free(out);
-	}
+	out = calloc(1, (size_t)n + 64);
+	us = strtod(p, &end);
+	assert_true(us > 1e15);
+	sprintf(out, "%.*s%.0f%s", (int)(p - text), text, us - ago * 1e6, end);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(out, f);
+	fclose(f);
+	free(out);
 	free(text);
+}
+
+/* Retention by age: a trace whose manifest says it is a year old is
+ * deleted when the daemon starts; a fresh one stays. */
+static void test_retention_by_age(void **state)
+{
+	char old[64], fresh[64];
+	struct agent a;
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	assert_int_equal(td_start(&D, "retention:\n  max_age: 1d\n", NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "age", 0, 1000), 0);
+	tc_ctl(&c, D.sock);
+	run_trace(&c, "age", old, sizeof(old));
+	run_trace(&c, "age", fresh, sizeof(fresh));
+	tc_close(&c);
+	agent_stop(&a);
+	assert_int_equal(td_stop(&D), 0);
+	backdate(old, 365.0 * 86400);
 	assert_int_equal(td_restart(&D, "retention:\n  max_age: 1d\n", NULL), 0);
 	assert_true(td_wait_log(&D, "older than retention.max_age", NULL));
 	tc_ctl(&c, D.sock);
@@ -464,6 +469,82 @@ static void test_retention_by_age(void **state)
 	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, fresh);
 	msg_deinit(&r);
 	tc_close(&c);
+}
+
+/* How many traces the daemon has stored. */
+static size_t stored_traces(void)
+{
+	struct msg m, r;
+	struct tc c;
+	size_t n;
+
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	n = r.u.trace_list_reply.traces.n;
+	msg_deinit(&r);
+	tc_close(&c);
+	return n;
+}
+
+/* Sends SIGHUP and waits for that reload's outcome: true when it applied
+ * the file, false when it refused it. */
+static bool reload(void)
+{
+	size_t ok = td_log_count(&D, "configuration reloaded");
+	size_t refused = td_log_count(&D, "reload failed, keeping the old configuration");
+	size_t at = td_log_len(&D);
+
+	td_signal(&D, SIGHUP);
+	while (td_log_count(&D, "configuration reloaded") == ok &&
+	       td_log_count(&D, "reload failed, keeping the old configuration") == refused)
+		assert_true(td_wait_log(&D, "reload", &at));
+	return td_log_count(&D, "configuration reloaded") > ok;
+}
+
+/*
+ * Issue 23: a reload that finds the file cut short (emptied by a writer
+ * between its truncate and its write, or ending mid-line) refuses it and
+ * keeps the running configuration. Applying it would have put the default
+ * retention (7 days) or 300 seconds in place of 300 days, and deleted a
+ * trace 10 days old. A file that says nothing on purpose ({}) is applied,
+ * and then the defaults delete that trace.
+ */
+static void test_reload_refuses_cut_file(void **state)
+{
+	static const char cfg[] = "retention:\n  max_age: 300d\n";
+	struct agent a;
+	struct tc c;
+	char id[64];
+
+	(void)state;
+	assert_int_equal(td_start(&D, cfg, NULL), 0);
+	assert_int_equal(agent_spawn(&a, D.sock, "cut", 0, 1000), 0);
+	tc_ctl(&c, D.sock);
+	run_trace(&c, "cut", id, sizeof(id));
+	tc_close(&c);
+	agent_stop(&a);
+	assert_int_equal(td_stop(&D), 0);
+	backdate(id, 10.0 * 86400);
+	assert_int_equal(td_restart(&D, cfg, NULL), 0);
+	assert_int_equal(stored_traces(), 1);
+	/* emptied */
+	write_config("");
+	assert_false(reload());
+	assert_true(td_wait_log(&D, "gprofd.yaml is empty (cut short, or being written?): nothing "
+	                        "applied; to leave every option at its default, write {}", NULL));
+	assert_int_equal(stored_traces(), 1);
+	/* cut mid-line: "300d" read as "300" (seconds) */
+	write_config("retention:\n  max_age: 300");
+	assert_false(reload());
+	assert_true(td_wait_log(&D, "gprofd.yaml: no newline at its end, so it may be cut short",
+	                        NULL));
+	assert_int_equal(stored_traces(), 1);
+	/* every default, on purpose */
+	write_config("{}\n");
+	assert_true(reload());
+	assert_true(td_wait_log(&D, "older than retention.max_age", NULL));
+	assert_int_equal(stored_traces(), 0);
 }
 
 static void test_disk_full(void **state)
@@ -574,6 +655,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_slow_clients, teardown),
 		cmocka_unit_test_teardown(test_restart_keeps_store, teardown),
 		cmocka_unit_test_teardown(test_retention_by_age, teardown),
+		cmocka_unit_test_teardown(test_reload_refuses_cut_file, teardown),
 		cmocka_unit_test_teardown(test_disk_full, teardown),
 		cmocka_unit_test_teardown(test_stop_lets_uploads_finish, teardown),
 	};

@@ -38,6 +38,8 @@ class App:
                   "GPROF_AGENT_LOG": os.path.join(d, "agent.log"),
                   "GPROF_AGENT_TRACE_DIR": d})
         e.update(env)
+        for k in [k for k, v in e.items() if v is None]:  # None: unset it
+            del e[k]
         self.p = subprocess.Popen([APP, str(steps)], env=e, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -165,6 +167,29 @@ def test_duration(d):
         dm.kill()
 
 
+def test_no_rank(d):
+    """A process with no rank writes no distributedInfo (issue 26): not "rank
+    0 of 1", which made unrelated traces look like ranks of one job; its
+    file name has no _rank, and gprofctl shows its rank as null."""
+    dm = Daemon(d)
+    unset = {k: None for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+                               "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                               "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE")}
+    app = App(d, dm.sock, **unset)
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        path, summary = trace(d, dm.sock, "--duration-ms", "200")
+        check(path)
+        import gzip
+        doc = json.load(gzip.open(path, "rt"))
+        assert "distributedInfo" not in doc, doc.get("distributedInfo")
+        assert "_rank" not in os.path.basename(path), path
+        assert summary["hosts"][0]["processes"][0]["rank"] is None, summary
+    finally:
+        app.finish()
+        dm.kill()
+
+
 def test_start_at(d):
     """A duration window that starts at a wall-clock time: nothing in the
     trace is earlier than that time."""
@@ -195,7 +220,9 @@ def test_cut_at_limit(d):
     app = App(d, dm.sock)
     try:
         assert dm.wait("registered pid %d" % app.p.pid), dm.log()
-        path, summary = trace(d, dm.sock, "--duration-ms", "60000")
+        # a window far longer than the capture takes to reach the limit; the
+        # timeout must cover the window (a window that ends after it is refused)
+        path, summary = trace(d, dm.sock, "--duration-ms", "60000", "--timeout", "90")
         check(path)
         doc = json.load(gzip.open(path, "rt"))
         assert doc["gprof_trace_cut"] is True, doc["gprof_trace_cut"]
@@ -254,7 +281,10 @@ def flood(d, yaml, env, window_ms):
         assert app.p.stdout.readline().decode() == "ready 16\n"
         assert dm.wait("registered pid %d" % app.p.pid), dm.log()
         base = vm(app.p.pid, "VmRSS")
-        path, summary = trace(d, dm.sock, "--duration-ms", window_ms)
+        # (a window past gprofctl's timeout is refused: the timeout goes
+        # past it, the budget's cut ends the window in about a second)
+        path, summary = trace(d, dm.sock, "--duration-ms", window_ms,
+                              "--timeout", str(int(window_ms) // 1000 + 30))
         peak = vm(app.p.pid, "VmHWM")
         meta = trace_header(path)
     finally:
@@ -540,9 +570,9 @@ def agent_log(d):
 
 
 def main():
-    return runner.run([test_iterations, test_range_across_steps, test_duration, test_start_at, test_cut_at_limit, test_memory_bound,
-                       test_memory_cap_default_limits,
-                       test_deep_nesting,
+    return runner.run([test_iterations, test_range_across_steps, test_duration, test_no_rank,
+                       test_start_at, test_cut_at_limit, test_memory_bound,
+                       test_memory_cap_default_limits, test_deep_nesting,
                        test_memset_with_memcpy,
                        test_daemon_killed, test_no_daemon,
                        test_fork, test_python_helper, test_cancel_then_trace,

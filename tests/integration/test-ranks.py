@@ -227,7 +227,7 @@ def test_kineto_job(d):
         assert len(ranks) == 2, ranks
         ps = {p["pid"]: p for p in listing(dm.sock, "777")}
         assert sorted(ps) == sorted([launcher] + ranks), ps
-        assert ps[launcher]["role"] == "launcher" and ps[launcher]["rank"] == -1, ps
+        assert ps[launcher]["role"] == "launcher" and ps[launcher]["rank"] is None, ps
         for r, p in enumerate(ranks):
             assert ps[p]["rank"] == r and ps[p]["world_size"] == 2 and \
                 ps[p]["kind"] == "kineto" and ps[p]["role"] == "traced", ps[p]

@@ -151,6 +151,42 @@ def test_figures(d):
         assert want in text, (want, text)
 
 
+def test_unrelated_not_compared(d):
+    """Files that are not the ranks of one job are not compared (issue 26):
+    the same two traces with no rank (a process that had none), or both
+    "rank 0 of 1", get no table across ranks, no slowest rank, no straggler
+    finding; each is named by its file, and an unknown rank is null."""
+    for label, dist in (("none", None), ("0of1", {"backend": "nccl", "rank": 0, "world_size": 1})):
+        run = os.path.join(d, label)
+        os.makedirs(run)
+        for name, nccl in (("a.json", 300), ("b.json", 10)):
+            doc = trace(0, nccl, False)
+            if dist is None:
+                del doc["distributedInfo"]
+            else:
+                doc["distributedInfo"] = dist
+            write(run, name, doc, False)
+        code, out, err = report("report", run, "--json")
+        assert code == 0, (code, out, err)
+        doc = json.loads(out)
+        assert doc["compared"] is False and "slowest" not in doc, doc.keys()
+        assert not any("straggler" in f for f in doc["findings"]), doc["findings"]
+        if dist is None:
+            assert [r["rank"] for r in doc["ranks"]] == [None, None], doc["ranks"]
+            assert [r["world_size"] for r in doc["ranks"]] == [None, None], doc["ranks"]
+        code, text, err = report("report", run)
+        assert code == 0, err
+        assert "== across ranks" not in text and "straggler" not in text, text
+        assert "not the ranks of one job" in text and "rank -1" not in text, text
+    # the real ranks of one job still are compared
+    run = os.path.join(d, "job")
+    os.makedirs(run)
+    write(run, "r0.json", trace(0, 300, False), False)
+    write(run, "r1.json", trace(1, 10, False), False)
+    code, out, err = report("report", run, "--json")
+    assert code == 0 and json.loads(out)["compared"] is True, (out, err)
+
+
 def test_bad_input(d):
     """A truncated file and a malformed one: a clear error with the
     position, exit 1, and what could be read is still reported."""
@@ -187,7 +223,7 @@ def test_older_kineto_names(d):
     assert code == 0, err
     r = json.loads(out)["ranks"][0]
     assert (r["gpu_events"], r["kernel_us"], r["cuda_api_us"], r["window_us"]) == (2, 20, 8, 50), r
-    assert r["rank"] == -1 and r["copies"][0]["bytes"] == 100, r
+    assert r["rank"] is None and r["copies"][0]["bytes"] == 100, r
 
 
 def test_relative_timestamps(d):
@@ -442,6 +478,6 @@ def test_real_bottlenecks(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_figures, test_bad_input, test_older_kineto_names,
+    sys.exit(runner.run([test_figures, test_unrelated_not_compared, test_bad_input, test_older_kineto_names,
                          test_relative_timestamps, test_real_ddp,
                          test_located, test_html, test_real_bottlenecks], "gprof-report-"))

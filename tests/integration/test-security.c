@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -390,6 +391,79 @@ static void test_dyno_bytes(void **state)
 	agent_stop(&a);
 }
 
+/* A setKinetOnDemandRequest with this Kineto config (JSON-escaped). */
+static char *dyno_kineto(const char *config)
+{
+	char body[1024];
+
+	snprintf(body, sizeof(body), "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"%s\","
+	         "\"job_id\":1234,\"pids\":[0],\"process_limit\":3}", config);
+	return dyno_call(body);
+}
+
+/*
+ * Issue 23, item 7: a Kineto config whose window no process could deliver
+ * (a duration of 31,000 years, 10^12 iterations, a start time whose x1000
+ * overflowed, a duration or a start past the trace timeout of 300 s, a
+ * roundup past its limit) is refused with the reason, not answered
+ * "triggered" and left to hold the process for the timeout. The native
+ * trace request meets the same rules (proto/window.c) in the same words.
+ * Afterwards the process is free: a trace of it is delivered at once.
+ */
+static void test_dyno_window_refused(void **state)
+{
+	char late[128];
+	const struct { const char *config, *why; } bad[] = {
+		{ "ACTIVITIES_DURATION_MSECS=1000000000000000",
+		  "duration_ms (ACTIVITIES_DURATION_MSECS) is 1000000000000000; give 1..86400000" },
+		{ "ACTIVITIES_ITERATIONS=1000000000000",
+		  "iterations (ACTIVITIES_ITERATIONS) is 1000000000000; give 1..1000000" },
+		{ "PROFILE_START_TIME=99999999999999999", "is after the year 2255" },
+		{ "PROFILE_START_TIME=9223372036854775807", "is after the year 2255" },
+		{ "ACTIVITIES_DURATION_MSECS=400000", "end in 400 s, after its timeout (300 s)" },
+		{ late, "not before its timeout (300 s)" },
+		{ "ACTIVITIES_ITERATIONS=5\\nPROFILE_START_ITERATION_ROUNDUP=2000000",
+		  "iteration_roundup (PROFILE_START_ITERATION_ROUNDUP) is 2000000" },
+	};
+	struct agent a;
+	struct msg m, r;
+	struct tc c;
+	size_t i;
+	char *got;
+
+	(void)state;
+	snprintf(late, sizeof(late), "PROFILE_START_TIME=%lld",
+	         (long long)(time(NULL) + 3600) * 1000);
+	assert_int_equal(agent_spawn(&a, D.sock, "1234", 0, 777), 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		got = dyno_kineto(bad[i].config);
+		if (strstr(got, "\"status\":\"failed\"") == NULL || strstr(got, bad[i].why) == NULL)
+			fail_msg("%s: want a refusal with \"%s\", got %s", bad[i].config, bad[i].why, got);
+		free(got);
+	}
+	/* the native request: the same limits, the same words */
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("1234", 0);
+	m.u.trace_start.win.duration_ms = 700000;
+	m.u.trace_start.timeout_ms = 600000;
+	tc_expect_error(&c, &m, MSG_E_BAD_REQUEST, "end in 700 s, after its timeout (600 s)");
+	m.u.trace_start.win.duration_ms = 100;
+	m.u.trace_start.win.start_at_us = (int64_t)(time(NULL) + 3600) * 1000000;
+	tc_expect_error(&c, &m, MSG_E_BAD_REQUEST, "not before its timeout (600 s)");
+	/* nothing was left holding the process: a good trace is delivered now */
+	m.u.trace_start.win.start_at_us = 0;
+	m.u.trace_start.timeout_ms = 20000;
+	m.u.trace_start.follow = true;
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.type, MSG_TRACE_START_REPLY);
+	msg_deinit(&r);
+	tc_follow_end(&c, &r);
+	assert_int_equal(r.u.trace_info.state, MSG_TRACE_DONE);
+	msg_deinit(&r);
+	tc_close(&c);
+	agent_stop(&a);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +474,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_unsafe_configs_refused, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_credentials, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_dyno_bytes, setup_plain, teardown),
+		cmocka_unit_test_setup_teardown(test_dyno_window_refused, setup_plain, teardown),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	if (argc > 1)

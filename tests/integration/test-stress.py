@@ -450,6 +450,15 @@ def test_stress_finalize_two_threads(d):
     assert "call CUDA: CUPTI is given back by unsubscribing" in log, log[-3000:]
 
 
+def test_stress_teardown_two_threads(d):
+    """GPROF_CUPTI_RELEASE=teardown with two threads calling CUDA: CUPTI is
+    finalized after every burst, from a runtime-API exit callback, the
+    subscriber gone first (the stand-in aborts the program otherwise), and
+    every request is still delivered."""
+    stress(d, "fake", {"GPROF_CUPTI_RELEASE": "teardown", "STRESS_THREADS": "2"},
+           ARGS.bursts // 3, finalized=True)
+
+
 def test_stress_program(d):
     """Random requests to the --program (a real CUDA program on a GPU)."""
     stress(d, "program")
@@ -464,7 +473,8 @@ def agent_log(d):
 def main():
     tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_activity_records,
              test_byte_limit, test_stress_stuck_ids,
-             test_stress_finalize_one_thread, test_stress_finalize_two_threads]
+             test_stress_finalize_one_thread, test_stress_finalize_two_threads,
+             test_stress_teardown_two_threads]
     if ARGS.program:
         tests = [test_stress_program]
     elif ARGS.only:

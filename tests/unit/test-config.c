@@ -1,8 +1,9 @@
 /*
  * Unit tests for daemon/config.c: the option table read from YAML, units,
  * sections, every kind of mistake reported with file:line, failures that
- * leave the config untouched, cross-option rules, and a dump that loads
- * back to the same configuration.
+ * leave the config untouched, cross-option rules, a dump that loads
+ * back to the same configuration, files that may be cut short refused, and
+ * the default file's path.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -12,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -172,6 +175,78 @@ static void test_addresses(void **state)
 	assert_false(config_addr_is_loopback("0.0.0.0:1"));
 }
 
+/* Writes text to a new file under dir; returns its path. */
+static const char *put(const char *dir, const char *name, const char *text)
+{
+	size_t len = strlen(text);
+	static char path[300];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, len, f), len);
+	fclose(f);
+	return path;
+}
+
+/* config_load takes only a whole file: empty, unterminated, or not a
+ * regular file is refused with nothing applied; {} and a comment mean
+ * every default; a missing file is -ENOENT (main decides if that is fine). */
+static void test_load_whole_files_only(void **state)
+{
+	char dir[] = "/tmp/gprof-config-XXXXXX", path[300];
+	struct config c, before;
+	struct perr err = { "" };
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	config_defaults(&c);
+	assert_int_equal(parse(&c, "retention:\n  max_age: 300d\n", &err), 0);
+	before = c;
+	assert_int_equal(config_load(&c, put(dir, "empty.yaml", ""), &err), -ENODATA);
+	assert_non_null(strstr(err.msg, "empty.yaml is empty"));
+	assert_int_equal(config_load(&c, put(dir, "cut.yaml", "retention:\n  max_age: 300"),
+	                             &err), -ENODATA);
+	assert_non_null(strstr(err.msg, "cut.yaml: no newline at its end"));
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(config_load(&c, path, &err), -EFBIG); /* and did not block */
+	snprintf(path, sizeof(path), "%s/none.yaml", dir);
+	assert_int_equal(config_load(&c, path, &err), -ENOENT);
+	assert_memory_equal(&c, &before, sizeof(c));
+	assert_int_equal(config_load(&c, put(dir, "c.yaml", "# nothing\n"), &err), 0);
+	assert_int_equal(c.retention_max_age_s, 300 * 86400); /* over c: kept */
+	config_defaults(&c);
+	assert_int_equal(config_load(&c, put(dir, "b.yaml", "{}\n"), &err), 0);
+	assert_int_equal(config_load(&c, put(dir, "d.yaml", "retention:\n  max_age: 3d\n"),
+	                             &err), 0);
+	assert_int_equal(c.retention_max_age_s, 3 * 86400);
+	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
+	assert_int_equal(system(path), 0);
+}
+
+/* The default file: systemd's CONFIGURATION_DIRECTORY (its first entry),
+ * else root's /etc/gprofd/gprofd.yaml (these tests run as root in CI). */
+static void test_default_path(void **state)
+{
+	char p[256];
+
+	(void)state;
+	setenv("CONFIGURATION_DIRECTORY", "/etc/gprofd:/etc/other", 1);
+	config_default_path(p, sizeof(p));
+	assert_string_equal(p, "/etc/gprofd/gprofd.yaml");
+	setenv("CONFIGURATION_DIRECTORY", "/x/conf", 1);
+	config_default_path(p, sizeof(p));
+	assert_string_equal(p, "/x/conf/gprofd.yaml");
+	unsetenv("CONFIGURATION_DIRECTORY");
+	config_default_path(p, sizeof(p));
+	if (geteuid() == 0)
+		assert_string_equal(p, "/etc/gprofd/gprofd.yaml");
+	else
+		assert_non_null(strstr(p, "/gprofd/gprofd.yaml"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -181,6 +256,8 @@ int main(void)
 		cmocka_unit_test(test_cross_rules),
 		cmocka_unit_test(test_dump_loads_back),
 		cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_load_whole_files_only),
+		cmocka_unit_test(test_default_path),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,27 @@ static void test_decode_errors(void **state)
 	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EINVAL);
 	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[-1]}";
 	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
+	/* every numeric field within the native protocol's limits (issue 23):
+	 * a pid the kernel can never hand out, a process limit, a fraction */
+	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[4194305]}";
+	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, "0..4194304"));
+	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[2147483647]}";
+	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
+	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[4194304],"
+	    "\"process_limit\":1000000}";
+	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), 0);
+	dyno_request_deinit(&r);
+	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0],"
+	    "\"process_limit\":1000001}";
+	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
+	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0],"
+	    "\"job_id\":1e300}";
+	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
+	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[1.5]}";
+	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
+	s = "{\"fn\":\"dcgmProfPause\",\"duration_s\":1e18}";
+	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
 	s = "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=1\",\"pids\":[0],\"job_id\":\"7\"}";
 	assert_int_equal(dyno_decode_request(&r, s, strlen(s), &err), -EBADMSG);
 	assert_non_null(strstr(err.msg, "job_id"));

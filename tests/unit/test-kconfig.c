@@ -57,6 +57,17 @@ static void test_rejects(void **state)
 	assert_int_equal(kconfig_parse(&k, "ACTIVITIES_ITERATIONS=five\n", &err), -EINVAL);
 	assert_int_equal(kconfig_parse(&k, "ACTIVITIES_DURATION_MSECS=-5\n", &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "non-negative integer"));
+	/* every number a config carries (issue 23): not a float, not past
+	 * int64 (strtoll's ERANGE), not trailing junk; the limits on what
+	 * parses are window_check's (test-window.c) */
+	assert_int_equal(kconfig_parse(&k, "ACTIVITIES_ITERATIONS=1e12\n", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "ACTIVITIES_ITERATIONS=1e12"));
+	assert_int_equal(kconfig_parse(&k, "PROFILE_START_TIME=99999999999999999999\n", &err),
+	                 -EINVAL);
+	assert_int_equal(kconfig_parse(&k, "PROFILE_START_ITERATION=5x\n", &err), -EINVAL);
+	assert_int_equal(kconfig_parse(&k, "PROFILE_START_ITERATION_ROUNDUP=\n", &err), -EINVAL);
+	assert_int_equal(kconfig_parse(&k, "PROFILE_START_TIME=9223372036854775807\n", &err), 0);
+	assert_int_equal(k.start_time_ms, INT64_MAX);
 }
 
 int main(void)

@@ -324,9 +324,16 @@ static void test_set_arena(void **state)
 	long_label[sizeof(long_label) - 1] = 0;
 	for (i = 0; i < 3000; i++) /* several reallocations of both buffers */
 		assert_non_null(mset_add(&s, MF_LOAD1, i, "n=\"%d\"", i));
+	/* a list too long to keep whole is left out, never cut (a cut could
+	 * end inside an escape: issue 23, item 10); one that fits is kept */
+	assert_null(mset_add_labels(&s, MF_LOAD5, 1, long_label));
+	assert_null(mset_add(&s, MF_LOAD5, 1, "%s", long_label));
+	long_label[MSET_LABELS_MAX] = 0;
 	v = mset_add_labels(&s, MF_LOAD5, 1, long_label);
 	assert_non_null(v);
 	assert_int_equal(strlen(mset_labels(&s, v)), MSET_LABELS_MAX);
+	assert_non_null(mset_add(&s, MF_LOAD5, 1, "%s", long_label));
+	s.n--;
 	assert_null(mset_add_labels(&s, MF_LOAD5, NAN, "a=\"b\""));  /* not finite: dropped */
 	assert_non_null(mset_add(&s, MF_LOAD15, 2, NULL));
 	assert_string_equal(mset_labels(&s, &s.v[s.n - 1]), "");
@@ -396,10 +403,63 @@ static void test_label_escaping(void **state)
 	assert_string_equal(mset_label(buf, sizeof(buf), "\x01tab\t"), "tab");
 }
 
+/* The bytes of the escaped unit that begins at p: 2 for an escape, else
+ * the UTF-8 sequence's length. */
+static size_t unit_len(const char *p)
+{
+	unsigned char c = (unsigned char)*p;
+
+	if (c == '\\')
+		return 2;
+	return c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+}
+
+/* Issue 23, item 10: a value longer than its room is cut at a whole
+ * character of the raw value, before the first one that does not fit,
+ * never inside an escape or a UTF-8 sequence: for every room size and
+ * every position of a quote, a backslash, a newline and 2- and 4-byte
+ * characters, the cut is a prefix of the full escape, ends on a unit
+ * boundary, and is as long as the room allows. */
+static void test_label_cut(void **state)
+{
+	static const char *const specials[] = { "\"", "\\", "\n", "\xc3\xa9",
+	                                         "\xf0\x9f\x98\x80", "\\\"" };
+	char raw[64], full[256], cut[64];
+	size_t sp, pos, size, len;
+
+	(void)state;
+	/* the attack: 59 x a, then "x; escaped, the quote would not fit */
+	memset(raw, 'a', 59);
+	strcpy(raw + 59, "\"x");
+	assert_int_equal(strlen(mset_label(cut, MSET_VALUE_MAX, raw)), MSET_VALUE_MAX - 1);
+	assert_null(strchr(cut, '\\'));
+	for (sp = 0; sp < sizeof(specials) / sizeof(specials[0]); sp++)
+		for (pos = 0; pos < 12; pos++) {
+			memset(raw, 'a', pos);
+			snprintf(raw + pos, sizeof(raw) - pos, "%s%sbc", specials[sp], specials[sp]);
+			mset_label(full, sizeof(full), raw);
+			for (size = 1; size <= strlen(full) + 1; size++) {
+				size_t bs = 0;
+
+				len = strlen(mset_label(cut, size, raw));
+				assert_true(len < size);
+				assert_memory_equal(cut, full, len);
+				while (bs < len && cut[len - 1 - bs] == '\\')
+					bs++;
+				assert_int_equal(bs % 2, 0);               /* no dangling escape */
+				assert_true(((unsigned char)full[len] & 0xc0) != 0x80); /* whole UTF-8 */
+				if (full[len] != 0)                          /* as long as it fits */
+					assert_true(len + unit_len(full + len) >= size);
+			}
+		}
+	assert_string_equal(mset_label(cut, 1, "abc"), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_label_escaping),
+		cmocka_unit_test(test_label_cut),
 		cmocka_unit_test(test_host_fixture),
 		cmocka_unit_test(test_host_malformed),
 		cmocka_unit_test(test_host_missing_root),

@@ -105,6 +105,47 @@ static void test_typed_fields(void **state)
 	msg_deinit(&m);
 }
 
+/* trace_list's additions (issue 26: job filter, pages, the owner and a
+ * job per file) decode with their defaults from an older peer's message,
+ * and round-trip from a newer one. */
+static void test_trace_list_extensions(void **state)
+{
+	struct msg m, back;
+	struct pbuf b;
+	struct perr err;
+
+	(void)state;
+	assert_int_equal(decode(&m, msg_samples[23], NULL), 0); /* an older daemon's reply */
+	assert_int_equal(m.u.trace_list_reply.traces.v[0].uid, -1);
+	assert_null(m.u.trace_list_reply.traces.v[0].files.v[0].job_id);
+	assert_int_equal(m.u.trace_list_reply.next_offset, 0);
+	msg_deinit(&m);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_list\",\"id\":4,\"job_id\":\"j 1\","
+	                        "\"offset\":7}", NULL), 0);
+	assert_string_equal(m.u.trace_ref.job_id, "j 1");
+	assert_int_equal(m.u.trace_ref.offset, 7);
+	assert_null(m.u.trace_ref.trace_id);
+	msg_deinit(&m);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_list\",\"id\":4,\"offset\":-1}", &err),
+	                 -EBADMSG);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_list_reply\",\"id\":9,\"total\":3,"
+	                        "\"next_offset\":1,\"traces\":[{\"trace_id\":\"t-1\",\"uid\":65534,"
+	                        "\"state\":\"done\",\"files\":[{\"name\":\"a.gz\",\"bytes\":1,"
+	                        "\"job_id\":\"ja\"}]}]}", NULL), 0);
+	pbuf_init(&b, 0);
+	assert_int_equal(msg_encode(&b, &m, &err), 0);
+	/* past the frame header: 4 bytes of length */
+	assert_int_equal(msg_decode(&back, (const char *)b.data + 4, b.len - 4, &err), 0);
+	assert_int_equal(back.u.trace_list_reply.total, 3);
+	assert_int_equal(back.u.trace_list_reply.next_offset, 1);
+	assert_int_equal(back.u.trace_list_reply.traces.v[0].uid, 65534);
+	assert_string_equal(back.u.trace_list_reply.traces.v[0].files.v[0].job_id, "ja");
+	assert_int_equal(back.u.trace_list_reply.traces.v[0].files.v[0].rank, -1);
+	msg_deinit(&back);
+	msg_deinit(&m);
+	pbuf_deinit(&b);
+}
+
 static void test_defaults(void **state)
 {
 	struct msg m;
@@ -392,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_every_sample),
 		cmocka_unit_test(test_typed_fields),
 		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_trace_list_extensions),
 		cmocka_unit_test(test_unknown_keys_ignored),
 		cmocka_unit_test(test_rejects_structure),
 		cmocka_unit_test(test_unknown_type_keeps_id),

@@ -1,0 +1,167 @@
+/*
+ * gprofctl traces [--job ID] [--since AGE] [--older-than AGE] [TRACE_ID]:
+ * the stored traces of every host, newest first: id, jobs, when, how many
+ * processes, which ranks, size, state. Each daemon shows a user only its
+ * own traces (root and its admin group: all), so this is also where a
+ * lost trace id is found again.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "tlist.h"
+
+static struct tlist proto_list; /* the filters every host's list copies */
+
+static void ready(struct host *h)
+{
+	tlist_ask(h, h->ud, 0);
+}
+
+static void message(struct host *h, const struct msg *m)
+{
+	if (tlist_message(h, h->ud, m) == 1 && h->error[0] == 0)
+		host_done(h);
+}
+
+static void failed(struct host *h, const char *why)
+{
+	(void)h;
+	(void)why;
+}
+
+static void when(int64_t us, char *out, size_t size)
+{
+	time_t t = (time_t)(us / 1000000);
+	struct tm tm;
+
+	if (us <= 0 || localtime_r(&t, &tm) == NULL)
+		snprintf(out, size, "-");
+	else
+		strftime(out, size, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+int cmd_traces(struct opts *o, int argc, char **argv)
+{
+	static const struct option topts[] = {
+		{ "job", required_argument, NULL, 'j' },
+		{ "since", required_argument, NULL, 's' },
+		{ "older-than", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const struct client_ops ops = { ready, message, NULL, failed, NULL };
+	int64_t since_us = -1, older_us = -1;
+	size_t i, k, ok = 0, shown = 0;
+	struct client cl;
+	struct tlist *ls;
+	int c, code;
+
+	memset(&proto_list, 0, sizeof(proto_list));
+	while ((c = getopt_long(argc, argv, "h", topts, NULL)) != -1) {
+		if (c == 'j')
+			proto_list.job_id = optarg;
+		else if (c == 's' || c == 'o') {
+			int64_t v = tlist_parse_age(optarg);
+
+			if (v < 0) {
+				fprintf(stderr, "gprofctl traces: --%s %s is not an age: give seconds or "
+				        "a number with s, m, h or d (30m, 7d)\n",
+				        c == 's' ? "since" : "older-than", optarg);
+				return EXIT_USAGE;
+			}
+			*(c == 's' ? &since_us : &older_us) = v;
+		} else if (c == 'h') {
+			printf("usage: gprofctl [GLOBAL OPTIONS] traces [--job ID] [--since AGE]\n"
+			       "                [--older-than AGE] [TRACE_ID]\n"
+			       "Lists the stored traces of every host, newest first: trace id, jobs,\n"
+			       "when it was taken, processes, ranks, size and state. AGE is seconds or\n"
+			       "a number with s, m, h or d: --since 2h shows the last two hours,\n"
+			       "--older-than 7d what is older than a week. You see your own traces;\n"
+			       "root and the daemon's admin group see all. Get one back with\n"
+			       "gprofctl fetch TRACE_ID, remove it with gprofctl delete TRACE_ID.\n");
+			return EXIT_OK;
+		} else
+			return EXIT_USAGE;
+	}
+	if (optind < argc - 1) {
+		fprintf(stderr, "gprofctl traces: unexpected argument \"%s\"\n", argv[optind + 1]);
+		return EXIT_USAGE;
+	}
+	if (optind == argc - 1)
+		proto_list.trace_id = argv[optind];
+	if (o->timeout_s == 0)
+		o->timeout_s = 30;
+	if (client_init(&cl, o, &ops) < 0)
+		return EXIT_USAGE;
+	ls = calloc(cl.n, sizeof(*ls));
+	if (ls == NULL) {
+		client_deinit(&cl);
+		return EXIT_FAILED;
+	}
+	for (i = 0; i < cl.n; i++) {
+		ls[i] = proto_list;
+		cl.hosts[i].ud = &ls[i];
+	}
+	client_run(&cl);
+	for (i = 0; i < cl.n; i++) {
+		ok += ls[i].complete && !cl.hosts[i].error[0];
+		shown += tlist_filter(&ls[i], NULL, 0, since_us, older_us);
+	}
+	code = ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+	if (o->json) {
+		cJSON *root = cJSON_CreateObject(), *hosts = cJSON_AddArrayToObject(root, "hosts");
+		cJSON *arr = cJSON_AddArrayToObject(root, "traces");
+		char *text;
+
+		for (i = 0; i < cl.n; i++) {
+			cJSON *h = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
+			if (cl.hosts[i].error[0])
+				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
+			cJSON_AddItemToArray(hosts, h);
+			for (k = 0; k < ls[i].n; k++)
+				if (!ls[i].v[k].drop)
+					cJSON_AddItemToArray(arr, tlist_json(cl.hosts[i].label, &ls[i].v[k]));
+		}
+		cJSON_AddNumberToObject(root, "exit", code);
+		text = cJSON_Print(root);
+		printf("%s\n", text);
+		cJSON_free(text);
+		cJSON_Delete(root);
+	} else {
+		printf("%-20s %-32s %-14s %-19s %5s %-10s %9s %s\n", "HOST", "TRACE", "JOB", "TAKEN",
+		       "PROCS", "RANKS", "SIZE", "STATE");
+		for (i = 0; i < cl.n; i++) {
+			if (cl.hosts[i].error[0])
+				printf("%-20s %s\n", cl.hosts[i].label, cl.hosts[i].error);
+			for (k = 0; k < ls[i].n; k++) {
+				const struct tsum *s = &ls[i].v[k];
+				char jobs[128], ranks[64], t[32], sz[32];
+
+				if (s->drop)
+					continue;
+				tlist_jobs(s, jobs, sizeof(jobs));
+				tlist_ranks(s, ranks, sizeof(ranks));
+				when(s->created_us, t, sizeof(t));
+				fmt_bytes(s->bytes, sz, sizeof(sz));
+				printf("%-20s %-32s %-14s %-19s %5zu %-10s %9s %s\n", cl.hosts[i].label,
+				       s->id, jobs, t, s->nfiles, ranks, sz,
+				       msg_trace_state_name(s->state));
+			}
+		}
+		if (shown == 0 && ok > 0)
+			printf("(no stored trace%s that you may see)\n",
+			       proto_list.job_id || proto_list.trace_id || since_us >= 0 ||
+			       older_us >= 0 ? " matches" : "");
+	}
+	for (i = 0; i < cl.n; i++)
+		tlist_free(&ls[i]);
+	free(ls);
+	client_deinit(&cl);
+	return code;
+}

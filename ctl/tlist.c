@@ -1,0 +1,274 @@
+/*
+ * tlist: a host's stored traces, collected page by page (tlist.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "tlist.h"
+
+void tlist_ask(struct host *h, struct tlist *l, int64_t offset)
+{
+	struct msg m;
+
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	m.u.trace_ref.trace_id = l->trace_id;
+	m.u.trace_ref.job_id = l->job_id;
+	m.u.trace_ref.offset = offset;
+	host_send(h, &m);
+}
+
+static int add(struct tlist *l, const struct msg_trace_summary *t)
+{
+	struct tsum *more = realloc(l->v, (l->n + 1) * sizeof(*more)), *s;
+	size_t i;
+
+	if (more == NULL)
+		return -ENOMEM;
+	l->v = more;
+	s = &l->v[l->n];
+	memset(s, 0, sizeof(*s));
+	s->files = calloc(t->files.n ? t->files.n : 1, sizeof(*s->files));
+	if (s->files == NULL)
+		return -ENOMEM;
+	snprintf(s->id, sizeof(s->id), "%s", t->trace_id);
+	s->created_us = t->created_us;
+	s->uid = t->uid;
+	s->state = t->state;
+	s->deleted_files = -1;
+	for (i = 0; i < t->files.n; i++) {
+		const struct msg_trace_file *f = &t->files.v[i];
+		struct tfile *d = &s->files[i];
+
+		snprintf(d->name, sizeof(d->name), "%s", f->name);
+		snprintf(d->job, sizeof(d->job), "%s", f->job_id ? f->job_id : "");
+		d->bytes = f->bytes;
+		d->pid = f->pid;
+		d->rank = f->rank;
+		s->bytes += (uint64_t)f->bytes;
+	}
+	s->nfiles = t->files.n;
+	l->n++;
+	return 0;
+}
+
+int tlist_message(struct host *h, struct tlist *l, const struct msg *m)
+{
+	const struct msg_trace_list_reply *r = &m->u.trace_list_reply;
+	size_t i;
+
+	if (m->type == MSG_ERROR) {
+		host_fail(h, "%s", m->u.error.message);
+		return 1;
+	}
+	if (m->type != MSG_TRACE_LIST_REPLY)
+		return -1;
+	for (i = 0; i < r->traces.n; i++)
+		if (add(l, &r->traces.v[i]) < 0) {
+			host_fail(h, "out of memory");
+			return 1;
+		}
+	/* the next page, until the last (a trace stored or deleted between
+	 * pages may be missed or listed twice: a list is a view) */
+	if (r->next_offset > 0 && r->traces.n > 0) {
+		tlist_ask(h, l, r->next_offset);
+		return 0;
+	}
+	l->complete = true;
+	return 1;
+}
+
+void tlist_free(struct tlist *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i].files);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+int64_t tlist_parse_age(const char *s)
+{
+	char *end;
+	double v;
+	int64_t unit = 1000000;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || errno != 0 || v < 0)
+		return -1;
+	if (*end == 's')
+		end++;
+	else if (*end == 'm')
+		unit = 60LL * 1000000, end++;
+	else if (*end == 'h')
+		unit = 3600LL * 1000000, end++;
+	else if (*end == 'd')
+		unit = 86400LL * 1000000, end++;
+	if (*end != 0 || v * (double)unit > 9.0e18)
+		return -1;
+	return (int64_t)(v * (double)unit);
+}
+
+void tlist_jobs(const struct tsum *s, char *out, size_t size)
+{
+	size_t i, k, len = 0;
+
+	out[0] = 0;
+	for (i = 0; i < s->nfiles; i++) {
+		if (!s->files[i].job[0])
+			continue;
+		for (k = 0; k < i; k++)
+			if (strcmp(s->files[k].job, s->files[i].job) == 0)
+				break;
+		if (k < i)
+			continue;
+		len += (size_t)snprintf(out + len, len < size ? size - len : 0, "%s%s",
+		                        len ? "," : "", s->files[i].job);
+		if (len >= size)
+			break;
+	}
+	if (out[0] == 0)
+		snprintf(out, size, "-");
+}
+
+static int cmp64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The known ranks of s, sorted and distinct, into v (room for nfiles). */
+static size_t known_ranks(const struct tsum *s, int64_t *v)
+{
+	size_t i, n = 0, k = 0;
+
+	for (i = 0; i < s->nfiles; i++)
+		if (s->files[i].rank >= 0)
+			v[n++] = s->files[i].rank;
+	qsort(v, n, sizeof(*v), cmp64);
+	for (i = 0; i < n; i++)
+		if (k == 0 || v[k - 1] != v[i])
+			v[k++] = v[i];
+	return k;
+}
+
+void tlist_ranks(const struct tsum *s, char *out, size_t size)
+{
+	int64_t *v = calloc(s->nfiles + 1, sizeof(*v));
+	size_t i, j, n, len = 0;
+
+	snprintf(out, size, "-");
+	if (v == NULL)
+		return;
+	n = known_ranks(s, v);
+	for (i = 0; i < n && len < size; i = j) {
+		for (j = i + 1; j < n && v[j] == v[j - 1] + 1; j++)
+			;
+		if (j - i > 1)
+			len += (size_t)snprintf(out + len, size - len, "%s%lld-%lld", len ? "," : "",
+			                        (long long)v[i], (long long)v[j - 1]);
+		else
+			len += (size_t)snprintf(out + len, size - len, "%s%lld", len ? "," : "",
+			                        (long long)v[i]);
+	}
+	free(v);
+}
+
+cJSON *tlist_json(const char *host, const struct tsum *s)
+{
+	cJSON *o = cJSON_CreateObject(), *jobs, *ranks, *files;
+	int64_t *v = calloc(s->nfiles + 1, sizeof(*v));
+	size_t i, n;
+
+	cJSON_AddStringToObject(o, "host", host);
+	cJSON_AddStringToObject(o, "trace_id", s->id);
+	jobs = cJSON_AddArrayToObject(o, "jobs");
+	for (i = 0; i < s->nfiles; i++) {
+		size_t k;
+
+		if (!s->files[i].job[0])
+			continue;
+		for (k = 0; k < i; k++)
+			if (strcmp(s->files[k].job, s->files[i].job) == 0)
+				break;
+		if (k == i)
+			cJSON_AddItemToArray(jobs, cJSON_CreateString(s->files[i].job));
+	}
+	cJSON_AddNumberToObject(o, "created_us", (double)s->created_us);
+	cJSON_AddNumberToObject(o, "processes", (double)s->nfiles);
+	ranks = cJSON_AddArrayToObject(o, "ranks");
+	n = v ? known_ranks(s, v) : 0;
+	for (i = 0; i < n; i++)
+		cJSON_AddItemToArray(ranks, cJSON_CreateNumber((double)v[i]));
+	free(v);
+	cJSON_AddNumberToObject(o, "bytes", (double)s->bytes);
+	cJSON_AddStringToObject(o, "state", msg_trace_state_name(s->state));
+	if (s->uid >= 0)
+		cJSON_AddNumberToObject(o, "uid", (double)s->uid);
+	else
+		cJSON_AddNullToObject(o, "uid");
+	files = cJSON_AddArrayToObject(o, "files");
+	for (i = 0; i < s->nfiles; i++) {
+		const struct tfile *f = &s->files[i];
+		cJSON *j = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(j, "name", f->name);
+		cJSON_AddNumberToObject(j, "bytes", (double)f->bytes);
+		cJSON_AddNumberToObject(j, "pid", (double)f->pid);
+		if (f->rank >= 0)
+			cJSON_AddNumberToObject(j, "rank", (double)f->rank);
+		else
+			cJSON_AddNullToObject(j, "rank");
+		if (f->job[0])
+			cJSON_AddStringToObject(j, "job", f->job);
+		else
+			cJSON_AddNullToObject(j, "job");
+		cJSON_AddItemToArray(files, j);
+	}
+	return o;
+}
+
+/* Whether s has a file of job (NULL: any). Checked here as well as by
+ * the daemon: an older daemon ignores the job filter, and delete --job
+ * must never take a trace that is not of the job. */
+static bool of_job(const struct tsum *s, const char *job)
+{
+	size_t i;
+
+	if (job == NULL)
+		return true;
+	for (i = 0; i < s->nfiles; i++)
+		if (strcmp(s->files[i].job, job) == 0)
+			return true;
+	return false;
+}
+
+/* Marks what the filters leave out; returns how many remain. */
+size_t tlist_filter(struct tlist *l, char *const *ids, size_t nids, int64_t since_us,
+                    int64_t older_us)
+{
+	struct timespec ts;
+	int64_t now;
+	size_t i, k, kept = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	for (i = 0; i < l->n; i++) {
+		int64_t age = now - l->v[i].created_us;
+
+		for (k = 0; k < nids && strcmp(ids[k], l->v[i].id) != 0; k++)
+			;
+		l->v[i].drop = (since_us >= 0 && age > since_us) || (older_us >= 0 && age < older_us) ||
+		               (nids > 0 && k == nids) || !of_job(&l->v[i], l->job_id);
+		kept += !l->v[i].drop;
+	}
+	return kept;
+}

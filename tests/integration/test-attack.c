@@ -1,0 +1,1040 @@
+/*
+ * Integration tests of issue 23: attacks by one ordinary local user on
+ * another, against a default configuration, each reproduced with real
+ * processes and two real users (`nobody` attacks; `gprofvictim`, created
+ * here when absent, is attacked), and each failing on the code before its
+ * fix:
+ *   1  a loopback TCP request sent (after a hello answered) and closed at
+ *      once, while the daemon is not running its loop, acted as root: the
+ *      client's socket had become a timewait socket, which the kernel
+ *      reports as uid 0, before the daemon looked its owner up; and a client
+ *      whose socket was closed before it was accepted is refused;
+ *   8  one user held every connection slot; gprofctl said "broken pipe";
+ *      a client that said hello and did nothing was never closed;
+ *   9  pipelined requests whose replies were never read grew the daemon
+ *      without bound (native protocol on the Unix socket, Dynolog RPC on
+ *      TCP: the same write path);
+ *   12 a Kineto datagram's ancestor list declared another user's process a
+ *      launcher, skipped from that user's traces;
+ *   13 a registration outlived its process (the connection handed to a
+ *      child), so a new process given the same pid was refused; and a
+ *      Kineto client's pid, reused by another user's process, made that
+ *      process taken for the old client.
+ * They run as root (CI does): acting as two users needs it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <arpa/inet.h>
+#include <linux/sched.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dyno.h"
+#include "harness.h"
+#include "kipc.h"
+
+#define VICTIM "gprofvictim"
+#define ATTACKER "nobody"
+
+static struct td D;
+static char kname[64];
+static const char *self_exe;
+
+/* The uid and gid of user name, created (a system user, no home) when
+ * absent. 0 or -1. */
+static int user_ids(const char *name, uid_t *uid, gid_t *gid)
+{
+	struct passwd *pw = getpwnam(name);
+	char cmd[160];
+
+	if (pw == NULL) {
+		snprintf(cmd, sizeof(cmd), "useradd --system --no-create-home --shell /usr/sbin/nologin "
+		         "%s >/dev/null 2>&1", name);
+		if (system(cmd) != 0 || (pw = getpwnam(name)) == NULL)
+			return -1;
+	}
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	return 0;
+}
+
+/* A child process running as another user: out carries what it reports,
+ * closing ctl ends it. */
+struct child {
+	pid_t pid;
+	int out;
+	int ctl;
+};
+
+/* Forks a child that becomes user and runs fn(out, ctl, arg), then exits
+ * with fn's result (0: every check held, else the failed check's number). */
+static int spawn_as(struct child *ch, const char *user, int (*fn)(int, int, void *), void *arg)
+{
+	int out[2], ctl[2];
+	uid_t uid;
+	gid_t gid;
+
+	if (user_ids(user, &uid, &gid) < 0 || pipe2(out, O_CLOEXEC) != 0 ||
+	    pipe2(ctl, O_CLOEXEC) != 0)
+		return -1;
+	ch->pid = fork();
+	if (ch->pid == 0) {
+		close(out[0]);
+		close(ctl[1]);
+		if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+			_exit(100);
+		_exit(fn(out[1], ctl[0], arg));
+	}
+	close(out[1]);
+	close(ctl[0]);
+	ch->out = out[0];
+	ch->ctl = ctl[1];
+	return ch->pid > 0 ? 0 : -1;
+}
+
+/* Ends the child (closes its ctl pipe) and returns its exit status. */
+static int child_end(struct child *ch)
+{
+	int status;
+
+	close(ch->ctl);
+	close(ch->out);
+	if (waitpid(ch->pid, &status, 0) != ch->pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Reads one line the child reports (with a safety timeout). */
+static int child_line(struct child *ch, char *buf, size_t size)
+{
+	struct pollfd p = { .fd = ch->out, .events = POLLIN };
+	size_t n = 0;
+
+	while (n + 1 < size) {
+		if (poll(&p, 1, TD_TIMEOUT_MS) != 1 || read(ch->out, buf + n, 1) != 1)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+static void wait_ctl(int ctl)
+{
+	char b;
+
+	while (read(ctl, &b, 1) > 0)
+		;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		return 0; /* the tests skip */
+	return td_start(&D, NULL, NULL);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	td_signal(&D, SIGCONT); /* a test that failed with the daemon stopped */
+	return td_finish(&D);
+}
+
+/* ---- case 1: loopback TCP, request sent and socket closed at once ---- */
+
+/* The victim: an agent-loaded process of its own and, when trace is set, a
+ * stored trace of it. Reports "<agent pid> <trace id>". */
+static int victim_main(int out, int ctl, void *arg)
+{
+	const char *job = arg;
+	char line[128], id[64] = "-";
+	struct agent a;
+	struct tc c;
+	struct msg m, r;
+	int state;
+
+	if (agent_spawn(&a, D.sock, job, 0, 2000) != 0)
+		return 1;
+	if (strcmp(job, "vjob") == 0) {
+		if (tc_connect_unix(&c, D.sock) < 0 || tc_hello(&c, MSG_ROLE_CTL) < 0)
+			return 2;
+		m = tc_trace_req(job, 1);
+		m.u.trace_start.follow = true;
+		if (tc_send(&c, &m) < 0 || tc_recv_type(&c, MSG_TRACE_START_REPLY, &r) < 0)
+			return 3;
+		snprintf(id, sizeof(id), "%s", r.u.trace_start_reply.trace_id);
+		msg_deinit(&r);
+		do {
+			if (tc_recv_type(&c, MSG_TRACE_PROGRESS, &r) < 0)
+				return 4;
+			state = r.u.trace_info.state;
+			msg_deinit(&r);
+		} while (state == MSG_TRACE_RUNNING);
+		if (state != MSG_TRACE_DONE)
+			return 5;
+		tc_close(&c);
+	}
+	snprintf(line, sizeof(line), "%d %s\n", (int)a.pid, id);
+	if (write(out, line, strlen(line)) != (ssize_t)strlen(line))
+		return 6;
+	wait_ctl(ctl);
+	agent_stop(&a);
+	return 0;
+}
+
+struct strike {
+	const char *trace_id;
+	int victim_pid;
+	bool dyno; /* B: one Dynolog request, no hello; else A: native, hello answered first */
+};
+
+/* The attacker, over loopback TCP. A: says hello and reads the answer
+ * (while the daemon runs), reports "ready", waits for the go (the daemon
+ * is then stopped), sends a delete of the victim's trace and a trace of the
+ * victim's process, and closes at once. B: connects while the daemon is
+ * stopped, sends one Dynolog trace request for the victim's process, and
+ * closes at once. Either reports its port. */
+static int attacker_main(int out, int ctl, void *arg)
+{
+	const struct strike *s = arg;
+	struct sockaddr_in me;
+	socklen_t len = sizeof(me);
+	struct perr err;
+	struct pbuf b;
+	struct msg m;
+	int64_t pid = s->victim_pid;
+	char line[300];
+	struct tc c;
+
+	if (tc_connect_tcp(&c, D.port) < 0 ||
+	    getsockname(c.fd, (struct sockaddr *)&me, &len) != 0)
+		return 1;
+	pbuf_init(&b, 0);
+	if (s->dyno) {
+		int32_t n;
+
+		snprintf(line, sizeof(line), "{\"fn\":\"setKinetOnDemandRequest\",\"config\":"
+		         "\"ACTIVITIES_DURATION_MSECS=500\",\"job_id\":0,\"pids\":[%d],"
+		         "\"process_limit\":3}", s->victim_pid);
+		n = (int32_t)strlen(line);
+		if (pbuf_append(&b, &n, 4) < 0 || pbuf_append(&b, line, strlen(line)) < 0)
+			return 2;
+	} else {
+		char go;
+
+		if (tc_hello(&c, MSG_ROLE_CTL) < 0 || write(out, "ready\n", 6) != 6 ||
+		    read(ctl, &go, 1) != 1)
+			return 3;
+		msg_init(&m, MSG_TRACE_DELETE, 2);
+		m.u.trace_ref.trace_id = s->trace_id;
+		if (msg_encode(&b, &m, &err) < 0)
+			return 4;
+		m = tc_trace_req(NULL, 1);
+		m.id = 3;
+		m.u.trace_start.pids.v = &pid;
+		m.u.trace_start.pids.n = 1;
+		if (msg_encode(&b, &m, &err) < 0)
+			return 5;
+	}
+	if (tc_send_raw(&c, b.data, b.len) < 0)
+		return 6;
+	pbuf_deinit(&b);
+	tc_close(&c); /* at once: the socket is left to the kernel */
+	snprintf(line, sizeof(line), "%d\n", (int)ntohs(me.sin_port));
+	return write(out, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 7;
+}
+
+/* Is the client socket 127.0.0.1:port -> the daemon one no process holds
+ * any more (a timewait socket, inode 0)? */
+static bool socket_orphaned(int port)
+{
+	char line[512], want[32];
+	bool yes = false;
+	unsigned long inode;
+	FILE *f = fopen("/proc/net/tcp", "re");
+
+	snprintf(want, sizeof(want), "0100007F:%04X 0100007F:%04X", port, D.port);
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+		if (strstr(line, want) != NULL &&
+		    sscanf(line, " %*s %*s %*s %*s %*s %*s %*s %*s %*s %lu", &inode) == 1)
+			yes = inode == 0;
+	if (f != NULL)
+		fclose(f);
+	return yes;
+}
+
+/* Prints the daemon's log lines that contain needle. */
+static void log_lines_with(const char *needle)
+{
+	const char *p, *e;
+
+	pthread_mutex_lock(&D.mu);
+	for (p = D.log; p != NULL && p < D.log + D.loglen; p = e + 1) {
+		e = memchr(p, '\n', (size_t)(D.log + D.loglen - p));
+		if (e == NULL)
+			e = D.log + D.loglen;
+		if (memmem(p, (size_t)(e - p), needle, strlen(needle)) != NULL)
+			fprintf(stderr, "daemon: %.*s\n", (int)(e - p), p);
+	}
+	pthread_mutex_unlock(&D.mu);
+}
+
+/* One strike: the daemon is stopped (its loop kept busy, at the extreme)
+ * while the attacker sends and closes; the kernel still acknowledges the
+ * close, so the attacker's socket is a timewait socket (uid 0 in the
+ * kernel's tables) before the daemon reads a byte. Returns the port. */
+static int strike(struct strike *s)
+{
+	struct child attacker;
+	char line[64], needle[64];
+	int port, i;
+
+	assert_int_equal(spawn_as(&attacker, ATTACKER, attacker_main, s), 0);
+	if (!s->dyno) {
+		assert_int_equal(child_line(&attacker, line, sizeof(line)), 0);
+		assert_string_equal(line, "ready");
+	}
+	td_signal(&D, SIGSTOP);
+	if (!s->dyno)
+		assert_int_equal(write(attacker.ctl, "g", 1), 1);
+	i = child_line(&attacker, line, sizeof(line));
+	assert_int_equal(child_end(&attacker), 0);
+	assert_int_equal(i, 0);
+	port = atoi(line);
+	for (i = 0; i < 5000 && !socket_orphaned(port); i++)
+		nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* the kernel's pace */
+	assert_true(socket_orphaned(port));
+	td_signal(&D, SIGCONT);
+	/* the daemon is done with it when it closes it (logged in both outcomes) */
+	snprintf(needle, sizeof(needle), "connection 127.0.0.1:%d", port);
+	assert_true(td_wait_log(&D, needle, NULL));
+	snprintf(needle, sizeof(needle), "127.0.0.1:%d", port);
+	log_lines_with(needle);
+	return port;
+}
+
+static void test_loopback_closed_socket_is_not_root(void **state)
+{
+	struct child victim;
+	struct strike s;
+	char line[128], id[64], needle[96];
+	int vpid, port;
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(spawn_as(&victim, VICTIM, victim_main, "vjob"), 0);
+	assert_int_equal(child_line(&victim, line, sizeof(line)), 0);
+	assert_int_equal(sscanf(line, "%d %63s", &vpid, id), 2);
+	s.trace_id = id;
+	s.victim_pid = vpid;
+	/* A: identified at accept, while its socket was live: as nobody */
+	s.dyno = false;
+	port = strike(&s);
+	snprintf(needle, sizeof(needle), "trace request from 127.0.0.1:%d (uid %u) matched nothing",
+	         port, (unsigned)getpwnam(ATTACKER)->pw_uid);
+	assert_int_equal(td_log_count(&D, needle), 1);
+	/* B: its socket closed before the daemon accepted it: refused */
+	s.dyno = true;
+	port = strike(&s);
+	snprintf(needle, sizeof(needle), "127.0.0.1:%d: refused: the client's socket could not be "
+	         "identified", port);
+	assert_int_equal(td_log_count(&D, needle), 1);
+	/* nothing was done as root: the trace is still there, nothing was started */
+	assert_int_equal(td_log_count(&D, "deleted by"), 0);
+	assert_int_equal(td_log_count(&D, "started by 127.0.0.1"), 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_TRACE_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.trace_list_reply.traces.n, 1);
+	assert_string_equal(r.u.trace_list_reply.traces.v[0].trace_id, id);
+	msg_deinit(&r);
+	tc_close(&c);
+	assert_int_equal(child_end(&victim), 0);
+}
+
+/* ---- case 8: one user holding every connection slot ---- */
+
+/* Opens connections with hello until refused; reports how many were
+ * accepted and the refusal's text, then what gprofctl says when run now. */
+static int hog_main(int out, int ctl, void *arg)
+{
+	static struct tc conns[64];
+	char line[700], ctlout[512] = "";
+	int n = 0, fds[2], status;
+	size_t n2;
+	ssize_t got;
+	pid_t pid;
+
+	(void)arg;
+	while (n < 64) {
+		if (tc_connect_unix(&conns[n], D.sock) < 0)
+			return 1;
+		if (tc_hello(&conns[n], MSG_ROLE_CTL) == 0) {
+			n++;
+			continue;
+		}
+		break;
+	}
+	/* the refusal came first, as an error frame */
+	if (n < 64) {
+		struct rframe *f;
+
+		tc_close(&conns[n]);
+		if (tc_connect_unix(&conns[n], D.sock) < 0)
+			return 2;
+		f = tc_recv_frame(&conns[n], TD_TIMEOUT_MS);
+		snprintf(line, sizeof(line), "%s", f ? (char *)f->data : "(none)");
+		free(f);
+		tc_close(&conns[n]);
+	} else {
+		snprintf(line, sizeof(line), "(never refused)");
+	}
+	/* gprofctl, as this user, while its share is taken */
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return 3;
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 2);
+		dup2(fds[1], 1);
+		execl(GPROFCTL_PATH, "gprofctl", "--socket", D.sock, "status", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	n2 = 0;
+	while (n2 + 1 < sizeof(ctlout) && (got = read(fds[0], ctlout + n2,
+	                                               sizeof(ctlout) - 1 - n2)) > 0)
+		n2 += (size_t)got;
+	ctlout[n2] = 0;
+	close(fds[0]);
+	waitpid(pid, &status, 0);
+	for (got = 0; ctlout[got]; got++) /* one line */
+		if (ctlout[got] == '\n')
+			ctlout[got] = ' ';
+	dprintf(out, "%d\n%s\n%s\n", n, line, ctlout);
+	wait_ctl(ctl);
+	while (n > 0)
+		tc_close(&conns[--n]);
+	return 0;
+}
+
+/* Another user connects and is served. */
+static int served_main(int out, int ctl, void *arg)
+{
+	struct tc c;
+	struct msg m, r;
+
+	(void)out;
+	(void)ctl;
+	(void)arg;
+	if (tc_connect_unix(&c, D.sock) < 0 || tc_hello(&c, MSG_ROLE_CTL) < 0)
+		return 1;
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	if (tc_send(&c, &m) < 0 || tc_recv(&c, &r) < 0 || r.type != MSG_DAEMON_STATUS_REPLY)
+		return 2;
+	msg_deinit(&r);
+	tc_close(&c);
+	return 0;
+}
+
+static int setup_32(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	return td_start(&D, "limits:\n  connections: 32\n", NULL);
+}
+
+static void test_one_user_cannot_hold_every_slot(void **state)
+{
+	struct child hog, other;
+	char line[700];
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(spawn_as(&hog, ATTACKER, hog_main, NULL), 0);
+	assert_int_equal(child_line(&hog, line, sizeof(line)), 0);
+	/* an eighth of limits.connections by default */
+	assert_int_equal(atoi(line), 4);
+	assert_int_equal(child_line(&hog, line, sizeof(line)), 0);
+	assert_non_null(strstr(line, "limits.connections_per_uid"));
+	assert_int_equal(child_line(&hog, line, sizeof(line)), 0);
+	fprintf(stderr, "gprofctl said: %s\n", line);
+	assert_non_null(strstr(line, "limits.connections_per_uid"));
+	assert_null(strstr(line, "broken pipe"));
+	/* while nobody holds its share, another user is served */
+	assert_int_equal(spawn_as(&other, VICTIM, served_main, NULL), 0);
+	assert_int_equal(child_end(&other), 0);
+	assert_int_equal(child_end(&hog), 0);
+}
+
+static char tokdir[64];
+
+static int setup_token(void **state)
+{
+	char yaml[256], path[128];
+	int fd;
+
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	snprintf(tokdir, sizeof(tokdir), "/tmp/gprofd-tok-XXXXXX");
+	if (mkdtemp(tokdir) == NULL)
+		return -1;
+	snprintf(path, sizeof(path), "%s/token", tokdir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, "0123456789abcdef-attack\n", 24) != 24)
+		return -1;
+	close(fd);
+	snprintf(yaml, sizeof(yaml), "auth_token_file: %s\nloopback_identity: false\n"
+	         "limits:\n  connections: 16\n", path);
+	return td_start(&D, yaml, NULL);
+}
+
+static int teardown_token(void **state)
+{
+	char path[128];
+	int rc = teardown(state);
+
+	snprintf(path, sizeof(path), "%s/token", tokdir);
+	unlink(path);
+	rmdir(tokdir);
+	return rc;
+}
+
+/* TCP clients the daemon cannot identify (no token proof yet) share one
+ * user's share: they cannot take the slots of identified users. */
+static void test_unauthenticated_share(void **state)
+{
+	struct tc c[3], u;
+	struct rframe *f;
+	struct msg m, r;
+	int i;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(tc_connect_tcp(&c[i], D.port), 0);
+		assert_int_equal(tc_hello(&c[i], MSG_ROLE_CTL), 0); /* asked for the token */
+	}
+	assert_int_equal(tc_connect_tcp(&c[2], D.port), 0);
+	f = tc_recv_frame(&c[2], TD_TIMEOUT_MS);
+	assert_non_null(f);
+	assert_non_null(strstr((char *)f->data, "2 unauthenticated connections are open"));
+	free(f);
+	/* a local user on the Unix socket is served meanwhile */
+	tc_ctl(&u, D.sock);
+	msg_init(&m, MSG_DAEMON_STATUS, 0);
+	tc_call(&u, &m, &r);
+	assert_int_equal(r.type, MSG_DAEMON_STATUS_REPLY);
+	msg_deinit(&r);
+	tc_close(&u);
+	for (i = 0; i < 3; i++)
+		tc_close(&c[i]);
+}
+
+static int setup_idle(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	return td_start(&D, "limits:\n  idle_timeout: 1s\n  frame_timeout: 1s\n", NULL);
+}
+
+/* A client that said hello and then does nothing is closed, with the
+ * reason; an agent that registered and idles is not. */
+static void test_idle_client_is_closed(void **state)
+{
+	struct tc idle, agent;
+	struct rframe *f;
+	struct msg m;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	tc_agent(&agent, D.sock, "idle");
+	tc_ctl(&idle, D.sock);
+	f = tc_recv_frame(&idle, TD_TIMEOUT_MS);
+	assert_non_null(f);
+	assert_non_null(strstr((char *)f->data, "limits.idle_timeout"));
+	free(f);
+	assert_true(tc_closed(&idle));
+	tc_close(&idle);
+	assert_true(td_wait_log(&D, "idle for", NULL)); /* the log is read by another thread */
+	assert_int_equal(td_log_count(&D, "idle for"), 1);
+	/* the agent, idle as long, is still registered */
+	tc_ctl(&idle, D.sock);
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	{
+		struct msg r;
+
+		tc_call(&idle, &m, &r);
+		assert_int_equal(r.u.process_list_reply.procs.n, 1);
+		msg_deinit(&r);
+	}
+	tc_close(&idle);
+	/* a client that pipelines requests and never reads the replies: once
+	 * the daemon stops reading it (case 9), nothing moves; it is closed as
+	 * idle, and as it does not read that either, cut, instead of holding
+	 * its slot and its replies for ever */
+	{
+		struct perr err;
+		struct pbuf b;
+		size_t i, off = 0;
+		ssize_t n;
+
+		tc_ctl(&idle, D.sock);
+		msg_init(&m, MSG_DAEMON_STATUS, 7);
+		pbuf_init(&b, 0);
+		assert_int_equal(msg_encode(&b, &m, &err), 0);
+		fcntl(idle.fd, F_SETFL, fcntl(idle.fd, F_GETFL) | O_NONBLOCK);
+		for (i = 0; i < (8u << 20) && td_log_count(&D, "of replies not read") == 0;) {
+			n = send(idle.fd, (char *)b.data + off, b.len - off, MSG_NOSIGNAL);
+			if (n > 0) {
+				off = (off + (size_t)n) % b.len; /* frames stay whole */
+				i += (size_t)n;
+			} else {
+				poll(&(struct pollfd){ .fd = idle.fd, .events = POLLOUT }, 1, 100);
+			}
+		}
+		pbuf_deinit(&b);
+		assert_true(td_wait_log(&D, "of replies not read", NULL));
+		/* closed as idle; and since it reads not even that, cut */
+		assert_true(td_wait_log(&D, "not read within 1 s (limits.frame_timeout); cut", NULL));
+		assert_int_equal(td_log_count(&D, "idle for"), 2);
+		fcntl(idle.fd, F_SETFL, fcntl(idle.fd, F_GETFL) & ~O_NONBLOCK);
+		assert_true(tc_closed(&idle));
+		tc_close(&idle);
+	}
+	tc_close(&agent);
+}
+
+/* ---- case 9: pipelined requests whose replies are never read ---- */
+
+/* Sends copies of one request frame, never reading, until the daemon stops
+ * reading this connection (it says so in its log) or budget bytes went;
+ * then checks the daemon's growth and that every request is answered once
+ * the replies are read. */
+static void pipeline(struct tc *c, const void *frame, size_t flen, size_t budget)
+{
+	size_t sent = 0, off = 0, want, replies = 0, chunk = 64 * flen;
+	long rss0 = pid_rss_kb(D.pid), rss1;
+	char *buf = malloc(chunk);
+	bool told = false;
+	struct rframe *f;
+	size_t i;
+
+	assert_non_null(buf);
+	for (i = 0; i < 64; i++)
+		memcpy(buf + i * flen, frame, flen);
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	while (sent < budget && !told) {
+		ssize_t n = send(c->fd, buf + off, chunk - off, MSG_NOSIGNAL);
+
+		if (n > 0) {
+			sent += (size_t)n;
+			off = (off + (size_t)n) % chunk;
+			continue;
+		}
+		assert_true(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+		told = td_log_count(&D, "of replies not read") > 0;
+		if (!told)
+			poll(&(struct pollfd){ .fd = c->fd, .events = POLLOUT }, 1, 100);
+	}
+	rss1 = pid_rss_kb(D.pid);
+	fprintf(stderr, "sent %zu bytes of requests unread; the daemon grew by %ld kB\n", sent,
+	        rss1 - rss0);
+	assert_true(told);
+	/* 1.5 MB here, up to 17 MB under AddressSanitizer (its quarantine);
+	 * before the fix, 85-106 MB for these 8 MB */
+	assert_true(rss1 - rss0 < 48 * 1024);
+	/* the rest of a partial frame, then every reply: nothing was dropped */
+	want = (sent + flen - 1) / flen;
+	if (sent % flen) {
+		size_t rest = flen - sent % flen;
+
+		fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
+		while (rest > 0) {
+			struct pollfd p = { .fd = c->fd, .events = POLLIN | POLLOUT };
+
+			assert_int_equal(poll(&p, 1, TD_TIMEOUT_MS), 1);
+			if (p.revents & POLLOUT) {
+				ssize_t n = send(c->fd, (const char *)frame + flen - rest, rest,
+				                 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+				if (n > 0)
+					rest -= (size_t)n;
+			}
+			if ((p.revents & POLLIN) && (f = tc_recv_frame(c, TD_TIMEOUT_MS)) != NULL) {
+				replies++;
+				free(f);
+			}
+		}
+	}
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
+	while (replies < want && (f = tc_recv_frame(c, TD_TIMEOUT_MS)) != NULL) {
+		replies++;
+		free(f);
+	}
+	assert_int_equal(replies, want);
+	assert_int_equal(td_log_count(&D, "limits.write_queue_bytes"), 0);
+	free(buf);
+}
+
+static void test_unread_replies_bound_memory(void **state)
+{
+	struct perr err;
+	struct pbuf b;
+	struct tc c;
+	struct msg m;
+	int32_t n;
+	char *f;
+	static const char dyno[] = "{\"fn\":\"getStatus\"}";
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	/* native requests on the Unix socket */
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_DAEMON_STATUS, 7);
+	pbuf_init(&b, 0);
+	assert_int_equal(msg_encode(&b, &m, &err), 0);
+	pipeline(&c, b.data, b.len, 8u << 20);
+	pbuf_deinit(&b);
+	tc_close(&c);
+	/* Dynolog RPC: the same write path */
+	assert_int_equal(tc_connect_unix(&c, D.sock), 0);
+	n = (int32_t)strlen(dyno);
+	f = malloc(4 + (size_t)n);
+	memcpy(f, &n, 4);
+	memcpy(f + 4, dyno, (size_t)n);
+	pipeline(&c, f, 4 + (size_t)n, 8u << 20);
+	free(f);
+	tc_close(&c);
+}
+
+/* ---- case 12: a Kineto datagram naming another user's process its parent ---- */
+
+static int setup_kineto(void **state)
+{
+	char yaml[128];
+
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	snprintf(kname, sizeof(kname), "gprofd-attack-%d", (int)getpid());
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_name: %s\n", kname);
+	return td_start(&D, yaml, NULL);
+}
+
+/* Kineto's poll in job 4242, naming parent as this process's parent;
+ * waits for the daemon's answer. 0 or the failed step. */
+static int kineto_poll(int32_t parent)
+{
+	struct kipc_req r = { KIPC_REQ_ACTIVITIES, 2, 4242, { (int32_t)getpid(), parent } };
+	uint8_t buf[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
+	struct sockaddr_un me, daemon;
+	socklen_t mlen, dlen;
+	char cname[64];
+	int fd, len;
+
+	snprintf(cname, sizeof(cname), "dynoconfigclient-attack-%d", (int)getpid());
+	kipc_addr_abstract(&me, &mlen, cname);
+	kipc_addr_abstract(&daemon, &dlen, kname);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&me, mlen) != 0)
+		return 1;
+	len = kipc_encode_req(buf, sizeof(buf), &r);
+	if (sendto(fd, buf, (size_t)len, 0, (struct sockaddr *)&daemon, dlen) != len)
+		return 2;
+	if (poll(&(struct pollfd){ .fd = fd, .events = POLLIN }, 1, TD_TIMEOUT_MS) != 1 ||
+	    recv(fd, buf, sizeof(buf), 0) <= 0)
+		return 3;
+	close(fd);
+	return 0;
+}
+
+/* The liar: the victim's process as its parent, in the victim's job. */
+static int kineto_liar_main(int out, int ctl, void *arg)
+{
+	(void)out;
+	(void)ctl;
+	return kineto_poll((int32_t)(intptr_t)arg);
+}
+
+/* An honest Kineto client that polls once, reports its pid and exits. */
+static int kineto_once_main(int out, int ctl, void *arg)
+{
+	(void)ctl;
+	(void)arg;
+	if (kineto_poll((int32_t)getppid()) != 0)
+		return 1;
+	dprintf(out, "%d\n", (int)getpid());
+	return 0;
+}
+
+static void test_kineto_ancestors_from_the_kernel(void **state)
+{
+	struct child victim, liar;
+	char line[128];
+	int vpid, found = 0;
+	struct tc c;
+	struct msg m, r;
+	size_t i;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(spawn_as(&victim, VICTIM, victim_main, "4242"), 0);
+	assert_int_equal(child_line(&victim, line, sizeof(line)), 0);
+	vpid = atoi(line);
+	assert_int_equal(spawn_as(&liar, ATTACKER, kineto_liar_main, (void *)(intptr_t)vpid), 0);
+	assert_int_equal(child_end(&liar), 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	tc_call(&c, &m, &r);
+	assert_int_equal(r.u.process_list_reply.procs.n, 2); /* the victim, and the liar */
+	for (i = 0; i < r.u.process_list_reply.procs.n; i++)
+		if (r.u.process_list_reply.procs.v[i].pid == vpid) {
+			found++;
+			/* not a launcher: it is traced */
+			assert_false(r.u.process_list_reply.procs.v[i].launcher);
+		} else {
+			/* the liar's real ancestors: its real parent, not the victim */
+			const struct msg_ints *pp = &r.u.process_list_reply.procs.v[i].ppids;
+
+			assert_true(pp->n >= 1);
+			assert_int_equal(pp->v[0], getpid());
+		}
+	assert_int_equal(found, 1);
+	msg_deinit(&r);
+	tc_close(&c);
+	assert_int_equal(child_end(&victim), 0);
+}
+
+/* A Kineto client of the victim polls and exits; a process of the attacker
+ * is given its pid and polls: it is registered as itself, not taken for
+ * the victim's client (whose configs, naming where to write a trace, it
+ * would receive). */
+static void test_kineto_pid_reuse_is_another_process(void **state)
+{
+	struct child victim;
+	char line[32], *argv[5];
+	int status, tries, users = 0;
+	pid_t old = -1, again = -1;
+	struct tc c;
+	struct msg m, r;
+	size_t i;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	for (tries = 0; tries < 10 && again < 0; tries++) {
+		struct clone_args ca;
+
+		assert_int_equal(spawn_as(&victim, VICTIM, kineto_once_main, NULL), 0);
+		assert_int_equal(child_line(&victim, line, sizeof(line)), 0);
+		assert_int_equal(child_end(&victim), 0);
+		old = atoi(line);
+		memset(&ca, 0, sizeof(ca));
+		ca.exit_signal = SIGCHLD;
+		ca.set_tid = (uint64_t)(uintptr_t)&old;
+		ca.set_tid_size = 1;
+		again = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+		if (again == 0) {
+			/* a fresh program, which becomes the attacker and polls */
+			argv[0] = (char *)self_exe;
+			argv[1] = "--kineto-poll";
+			argv[2] = kname;
+			argv[3] = ATTACKER;
+			argv[4] = NULL;
+			execv("/proc/self/exe", argv);
+			_exit(127);
+		}
+		if (again < 0)
+			assert_int_equal(errno, EEXIST);
+	}
+	assert_int_equal(again, old);
+	assert_int_equal(waitpid(again, &status, 0), again);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	tc_ctl(&c, D.sock);
+	msg_init(&m, MSG_PROCESS_LIST, 0);
+	tc_call(&c, &m, &r);
+	for (i = 0; i < r.u.process_list_reply.procs.n; i++)
+		if (r.u.process_list_reply.procs.v[i].pid == old) {
+			users++;
+			assert_int_equal(r.u.process_list_reply.procs.v[i].uid,
+			                 getpwnam(ATTACKER)->pw_uid);
+		}
+	assert_int_equal(users, 1);
+	msg_deinit(&r);
+	tc_close(&c);
+}
+
+/* ---- case 13: a registration that outlives its process ---- */
+
+/* Registers this process as an agent on a fresh connection; prints
+ * "ok" or the daemon's error. The process that runs it was given a pid
+ * another process registered and left behind. */
+static int register_self(const char *sock)
+{
+	struct tc c;
+	struct msg m, r;
+
+	if (tc_connect_unix(&c, sock) < 0 || tc_hello(&c, MSG_ROLE_AGENT) < 0)
+		return 1;
+	msg_init(&m, MSG_REGISTER, 0);
+	m.u.reg.pid = getpid();
+	m.u.reg.job_id = "reuse";
+	if (tc_send(&c, &m) < 0 || tc_recv(&c, &r) < 0)
+		return 2;
+	printf("%s\n", r.type == MSG_REGISTER_REPLY ? "ok" :
+	       r.type == MSG_ERROR ? r.u.error.message : "?");
+	fflush(stdout);
+	msg_deinit(&r);
+	tc_close(&c);
+	return 0;
+}
+
+/* Registers, hands the connection to a child that lives on (until ctl
+ * closes), and exits: the registered pid is free, the connection open. */
+static pid_t register_and_leave(int ctl_r, int ctl_w)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		struct tc c;
+		struct msg m, r;
+
+		if (tc_connect_unix(&c, D.sock) < 0 || tc_hello(&c, MSG_ROLE_AGENT) < 0)
+			_exit(1);
+		msg_init(&m, MSG_REGISTER, 0);
+		m.u.reg.pid = getpid();
+		m.u.reg.job_id = "reuse";
+		if (tc_send(&c, &m) < 0 || tc_recv(&c, &r) < 0 || r.type != MSG_REGISTER_REPLY)
+			_exit(2);
+		if (fork() == 0) { /* the heir keeps the connection */
+			close(ctl_w);
+			wait_ctl(ctl_r);
+			_exit(0);
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
+static void test_registration_dies_with_its_process(void **state)
+{
+	char out[256] = "";
+	int ctl[2], res[2], status, tries;
+	pid_t old = -1, again = -1;
+	ssize_t n;
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(pipe2(ctl, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(res, O_CLOEXEC), 0);
+	/* a new process with the old pid: clone3's set_tid asks for that pid
+	 * exactly (root may); another process may take it first, so retry */
+	for (tries = 0; tries < 10 && again < 0; tries++) {
+		struct clone_args ca;
+
+		old = register_and_leave(ctl[0], ctl[1]);
+		assert_true(old > 0);
+		assert_int_equal(waitpid(old, &status, 0), old);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		memset(&ca, 0, sizeof(ca));
+		ca.exit_signal = SIGCHLD;
+		ca.set_tid = (uint64_t)(uintptr_t)&old;
+		ca.set_tid_size = 1;
+		again = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+		if (again == 0) {
+			/* a fresh program: the registration runs in a clean process */
+			dup2(res[1], 1);
+			execl("/proc/self/exe", self_exe, "--register-self", D.sock, (char *)NULL);
+			_exit(127);
+		}
+		if (again < 0)
+			assert_int_equal(errno, EEXIST);
+	}
+	assert_int_equal(again, old);
+	close(res[1]);
+	n = read(res[0], out, sizeof(out) - 1);
+	assert_true(n > 0);
+	out[n] = 0;
+	assert_int_equal(waitpid(again, &status, 0), again);
+	fprintf(stderr, "pid %d registered again: %s", (int)again, out);
+	assert_string_equal(out, "ok\n");
+	assert_true(td_wait_log(&D, "the process that registered it has exited", NULL));
+	close(ctl[1]); /* the heirs (init's children now) end */
+	close(ctl[0]);
+	close(res[0]);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_loopback_closed_socket_is_not_root, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_one_user_cannot_hold_every_slot, setup_32,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_idle_client_is_closed, setup_idle, teardown),
+		cmocka_unit_test_setup_teardown(test_unauthenticated_share, setup_token,
+		                                teardown_token),
+		cmocka_unit_test_setup_teardown(test_unread_replies_bound_memory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kineto_ancestors_from_the_kernel, setup_kineto,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_kineto_pid_reuse_is_another_process,
+		                                setup_kineto, teardown),
+		cmocka_unit_test_setup_teardown(test_registration_dies_with_its_process, setup,
+		                                teardown),
+	};
+
+	if (argc == 3 && strcmp(argv[1], "--register-self") == 0)
+		return register_self(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "--kineto-poll") == 0) {
+		uid_t uid;
+		gid_t gid;
+
+		snprintf(kname, sizeof(kname), "%s", argv[2]);
+		if (user_ids(argv[3], &uid, &gid) < 0 || setgroups(0, NULL) != 0 ||
+		    setgid(gid) != 0 || setuid(uid) != 0)
+			return 100;
+		return kineto_poll((int32_t)getppid());
+	}
+	self_exe = argv[0];
+	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
