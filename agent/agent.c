@@ -31,7 +31,6 @@
 #include "ident.h"
 
 struct agent A = {
-	.tb_lock = PTHREAD_MUTEX_INITIALIZER,
 	.rank = -1, .local_rank = -1, .world_size = -1,
 	.wake_fd = -1,
 };

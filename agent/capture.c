@@ -69,6 +69,27 @@ static bool memset_allowed(void)
 	return v != NULL && strcmp(v, "1") == 0;
 }
 
+/* The agent's own cap on a burst's memory: GPROF_AGENT_MAX_MB (1 MB to
+ * 1 TB), else AGENT_DEFAULT_MAX_BYTES. A request (the daemon's
+ * limits.trace_bytes, a limit on the file) gets no more than this. */
+static uint64_t memory_cap(void)
+{
+	const char *v = getenv("GPROF_AGENT_MAX_MB");
+	unsigned long long mb;
+	char *end;
+
+	if (v == NULL || !*v)
+		return AGENT_DEFAULT_MAX_BYTES;
+	errno = 0;
+	mb = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || mb < 1 || mb > (1ull << 20)) {
+		agent_log("GPROF_AGENT_MAX_MB=%s is not a number of MB from 1 to 1048576: "
+		          "the cap stays %llu MB", v, AGENT_DEFAULT_MAX_BYTES >> 20);
+		return AGENT_DEFAULT_MAX_BYTES;
+	}
+	return (uint64_t)mb << 20;
+}
+
 /* IDLE -> WAIT_TIME | ARMED | OPEN, or a failed status. */
 static void begin(struct link *l, const struct cmd *c)
 {
@@ -84,9 +105,14 @@ static void begin(struct link *l, const struct cmd *c)
 	A.win.start_iter = (uint64_t)w->start_iteration;
 	A.win.activities = w->activities;
 	A.win.start_at_ns = (uint64_t)w->start_at_us * 1000u;
-	A.win.max_bytes = c->max_bytes > 0 ? (uint64_t)c->max_bytes : AGENT_DEFAULT_MAX_BYTES;
+	A.win.max_bytes = memory_cap();
+	if (c->max_bytes > 0 && (uint64_t)c->max_bytes < A.win.max_bytes)
+		A.win.max_bytes = (uint64_t)c->max_bytes;
+	A.win.cpu_bytes = A.win.max_bytes;
 	atomic_fetch_add(&A.gen, 1);
 	atomic_store(&A.bytes, 0);
+	atomic_store(&A.dropped, 0);
+	atomic_store(&A.arena_used, 0);
 	atomic_store(&A.t_start, 0);
 	atomic_store(&A.t_end, 0);
 	atomic_store(&A.end_reason, END_NONE);
@@ -107,17 +133,29 @@ static void begin(struct link *l, const struct cmd *c)
 	gpu_on = false;
 	if (want_gpu) {
 		if (gpu_usable(why, sizeof(why))) {
-			if (gpu_start(want_gpu, A.win.max_bytes, why, sizeof(why)) < 0) {
+			/* one budget: half for CUPTI's buffers (gpu.c counts them),
+			 * half for the CPU side, which then also holds the range
+			 * index the GPU projection needs (rec.c charges it) */
+			if (gpu_start(want_gpu, A.win.max_bytes / 2, why, sizeof(why)) < 0) {
 				agent_log("trace %s refused: %s", c->trace_id, why);
 				link_status(l, c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 				return;
 			}
 			gpu_on = true;
+			A.win.cpu_bytes = A.win.max_bytes - A.win.max_bytes / 2;
+			A.win.index = true;
 		} else {
 			snprintf(note + strlen(note), sizeof(note) - strlen(note),
 			         "%sCPU only (%s): NVTX ranges and iterations", note[0] ? "; " : "",
 			         why);
 		}
+	}
+	/* the CPU side's address space, before anything can record */
+	if (rec_arena_new(A.win.cpu_bytes) < 0) {
+		agent_log("trace %s: cannot reserve %llu MB for CPU events: none recorded",
+		          c->trace_id, (unsigned long long)(A.win.cpu_bytes >> 20));
+		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sno CPU events (no "
+		         "memory for them)", note[0] ? "; " : "");
 	}
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
@@ -265,6 +303,7 @@ static void finish(struct link *l)
 		goto out;
 	}
 	r = writer_write(path, &res, why, sizeof(why));
+	rec_arena_free(); /* written: its memory goes back before the upload's */
 	gpu_reset();
 	if (r < 0) {
 		unlink(path);
@@ -282,6 +321,15 @@ static void finish(struct link *l)
 		agent_log("trace %s kept at %s: the daemon is unreachable", A.win.trace_id, path);
 	}
 out:
+	/* whatever was not written (a cancel, a failure) goes with the arena,
+	 * so the next burst starts with nothing charged */
+	{
+		size_t ntk = 0;
+		struct taken *tk = rec_take(&ntk);
+
+		rec_free(tk, ntk);
+		rec_arena_free();
+	}
 	A.win.iter_range[0] = '\0';
 }
 

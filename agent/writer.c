@@ -13,10 +13,15 @@
  * (gprof_note), the process/thread/stream rows, and "Record Window End";
  * last traceName.
  *
- * Ownership: the thread buffers' event arrays are taken from them under
- * their locks (so application threads never wait on this file's I/O) and
- * freed here. The range index (for the GPU projection) lives for one
- * writer_write call.
+ * Ownership: the thread buffers' chunks are taken (rec_take: a pointer
+ * swap under each buffer's lock, so application threads never wait on
+ * this file's work); their memory is the burst's arena, unmapped by
+ * capture.c once this returns. Nothing is copied: events are
+ * written from the chunks. The range index (for the GPU projection, only
+ * with GPU kinds on) and step_row's boundaries live for one writer_write
+ * call, and their bytes were charged to the burst's budget when the events
+ * were recorded (writer_range_bytes, writer_step_bytes), so the writer's
+ * memory is sized from the budget, not from what arrived.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +49,18 @@ struct rng {
 	int parent;
 	struct span *spans; size_t nspans;
 };
-struct taken { int tid; char thread_name[64]; struct cev *ev; size_t nev; char *names; };
+
+/* What rec.c charges, per event, for what this file will hold: the range
+ * index entry and qsort's scratch of the same size (glibc's qsort sorts
+ * through a copy when it can get one), and for each iteration its two
+ * boundaries and their scratch (step_row). */
+const size_t writer_range_bytes = 2 * sizeof(struct rng);
+const size_t writer_step_bytes = 4 * sizeof(uint64_t);
+
+/* Every CPU event of a taken buffer, chunk by chunk. */
+#define FOR_EACH_EV(e, c, i, head) \
+	for ((c) = (head); (c) != NULL; (c) = (c)->next) \
+		for ((i) = 0; (i) < (c)->nev && ((e) = &(c)->ev[(i)], 1); (i)++)
 
 struct tw {
 	gzFile gz;
@@ -387,48 +403,6 @@ void tw_range_gpu(struct tw *w, int r, int device, int64_t stream, uint64_t star
 
 /* ---- CPU events ---- */
 
-/* Takes every thread buffer's events of this burst; their owners start
- * afresh with empty arrays. */
-static struct taken *take_buffers(size_t *n)
-{
-	struct taken *tk = NULL;
-	size_t k = 0, cap = 0;
-	uint64_t gen = atomic_load(&A.gen);
-	struct tbuf *t;
-
-	pthread_mutex_lock(&A.tb_lock);
-	for (t = A.tbufs; t != NULL; t = t->next) {
-		pthread_mutex_lock(&t->lock);
-		if (t->gen == gen && t->nev > 0) {
-			if (k == cap) {
-				size_t c = cap ? cap * 2 : 16;
-				struct taken *p = realloc(tk, c * sizeof(*p));
-
-				if (p == NULL) {
-					pthread_mutex_unlock(&t->lock);
-					break;
-				}
-				tk = p;
-				cap = c;
-			}
-			tk[k].tid = t->tid;
-			memcpy(tk[k].thread_name, t->thread_name, sizeof(tk[k].thread_name));
-			tk[k].ev = t->ev;
-			tk[k].nev = t->nev;
-			tk[k].names = t->names;
-			k++;
-			t->ev = NULL;
-			t->nev = t->capev = 0;
-			t->names = NULL;
-			t->nnames = t->capnames = 0;
-		}
-		pthread_mutex_unlock(&t->lock);
-	}
-	pthread_mutex_unlock(&A.tb_lock);
-	*n = k;
-	return tk;
-}
-
 /* Events recorded after the window's end (a duration timer fires a
  * little late; a thread may be mid-event when recording stops) are not
  * part of the window. */
@@ -437,27 +411,32 @@ static bool in_window(const struct cev *e, uint64_t t0, uint64_t t1)
 	return e->start_ns >= t0 && e->end_ns <= t1;
 }
 
+/* The range index, for the GPU projection: only when GPU kinds are on (no
+ * kernel to project otherwise), and then every range's entry was charged
+ * to the budget when it was recorded (writer_range_bytes). */
 static void collect_ranges(struct tw *w, const struct taken *tk, size_t ntk, uint64_t t0,
                            uint64_t t1)
 {
-	size_t i, j, n = 0;
+	const struct evchunk *c;
+	const struct cev *e;
+	size_t i, n = 0;
+	uint32_t j;
 
+	if (!A.win.index)
+		return;
 	for (i = 0; i < ntk; i++)
-		for (j = 0; j < tk[i].nev; j++)
-			n += tk[i].ev[j].kind == CEV_RANGE;
+		FOR_EACH_EV(e, c, j, tk[i].head)
+			n += e->kind == CEV_RANGE && in_window(e, t0, t1);
 	w->r = calloc(n ? n : 1, sizeof(*w->r));
 	if (w->r == NULL)
 		return;
 	for (i = 0; i < ntk; i++) {
-		for (j = 0; j < tk[i].nev; j++) {
-			const struct cev *e = &tk[i].ev[j];
-
+		FOR_EACH_EV(e, c, j, tk[i].head) {
 			if (e->kind != CEV_RANGE || !in_window(e, t0, t1))
 				continue;
 			w->r[w->nr++] = (struct rng){
 				.tid = tk[i].tid, .start = e->start_ns, .end = e->end_ns, .id = e->id,
-				.name = tk[i].names + e->name_off, .len = e->name_len,
-				.domain = e->domain };
+				.name = e->name, .len = e->name_len, .domain = e->domain };
 		}
 	}
 	index_ranges(w);
@@ -480,26 +459,30 @@ static int cmp_u64(const void *a, const void *b)
  */
 static int64_t step_row(const struct taken *t, uint64_t t0, uint64_t t1)
 {
+	const struct evchunk *c;
+	const struct cev *e;
 	uint64_t *b = NULL;
-	size_t nb = 0, j;
+	size_t nb = 0;
 	int64_t row = t->tid;
+	uint32_t j;
 
-	for (j = 0; j < t->nev; j++)
-		if (t->ev[j].kind == CEV_STEP && in_window(&t->ev[j], t0, t1))
+	FOR_EACH_EV(e, c, j, t->head)
+		if (e->kind == CEV_STEP && in_window(e, t0, t1))
 			nb += 2;
 	if (nb == 0 || (b = malloc(nb * sizeof(*b))) == NULL)
 		return row;
 	nb = 0;
-	for (j = 0; j < t->nev; j++)
-		if (t->ev[j].kind == CEV_STEP && in_window(&t->ev[j], t0, t1)) {
-			b[nb++] = t->ev[j].start_ns;
-			b[nb++] = t->ev[j].end_ns;
+	FOR_EACH_EV(e, c, j, t->head)
+		if (e->kind == CEV_STEP && in_window(e, t0, t1)) {
+			b[nb++] = e->start_ns;
+			b[nb++] = e->end_ns;
 		}
 	qsort(b, nb, sizeof(*b), cmp_u64);
-	for (j = 0; j < t->nev && row == t->tid; j++) {
-		const struct cev *e = &t->ev[j];
+	FOR_EACH_EV(e, c, j, t->head) {
 		size_t lo = 0, hi = nb;
 
+		if (row != t->tid)
+			break;
 		if (e->kind != CEV_RANGE || !in_window(e, t0, t1))
 			continue;
 		while (lo < hi) { /* the first boundary after the range's start */
@@ -520,8 +503,11 @@ static int64_t step_row(const struct taken *t, uint64_t t0, uint64_t t1)
 static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t t0,
                       uint64_t t1)
 {
+	const struct evchunk *c;
+	const struct cev *e;
 	char step[40];
-	size_t i, j;
+	uint32_t j;
+	size_t i;
 
 	for (i = 0; i < ntk; i++) {
 		int64_t srow = step_row(&tk[i], t0, t1);
@@ -529,8 +515,7 @@ static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t
 		tw_thread(w, tk[i].tid);
 		if (srow != tk[i].tid)
 			tw_thread(w, (int)srow);
-		for (j = 0; j < tk[i].nev; j++) {
-			const struct cev *e = &tk[i].ev[j];
+		FOR_EACH_EV(e, c, j, tk[i].head) {
 			const char *dn;
 
 			if (!in_window(e, t0, t1))
@@ -547,7 +532,7 @@ static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t
 			if (e->kind == CEV_MARK) {
 				tw_event(w);
 				tw_lit(w, "\"ph\":\"i\",\"s\":\"t\",\"cat\":\"user_annotation\",\"name\":");
-				tw_str(w, tk[i].names + e->name_off, e->name_len);
+				tw_str(w, e->name, e->name_len);
 				tw_lit(w, ",\"pid\":");
 				tw_int(w, A.pid);
 				tw_lit(w, ",\"tid\":");
@@ -555,7 +540,7 @@ static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t
 				tw_lit(w, ",\"ts\":");
 				tw_ts(w, e->start_ns);
 			} else {
-				tw_x(w, "user_annotation", tk[i].names + e->name_off, e->name_len,
+				tw_x(w, "user_annotation", e->name, e->name_len,
 				     A.pid, tk[i].tid, e->start_ns, e->end_ns);
 				tw_lit(w, ",\"args\":{\"External id\":");
 				tw_int(w, (int64_t)e->id);
@@ -782,7 +767,7 @@ static void write_rows(struct tw *w, const struct taken *tk, size_t ntk)
 	}
 }
 
-static void write_header(struct tw *w, uint64_t dropped, bool cut)
+static void write_header(struct tw *w, uint64_t dropped, uint64_t cpu_dropped, bool cut)
 {
 	tw_lit(w, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
 	gpu_write_devices(w);
@@ -811,6 +796,8 @@ static void write_header(struct tw *w, uint64_t dropped, bool cut)
 	tw_lit(w, ",\n  \"gprof_agent_version\": \"" GPROF_VERSION "\"");
 	tw_lit(w, ",\n  \"gprof_dropped_records\": ");
 	tw_int(w, (int64_t)dropped);
+	tw_lit(w, ",\n  \"gprof_dropped_cpu_events\": ");
+	tw_int(w, (int64_t)cpu_dropped);
 	tw_lit(w, ",\n  \"gprof_trace_cut\": ");
 	if (cut)
 		tw_lit(w, "true");
@@ -825,6 +812,7 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 {
 	struct tw *w = calloc(1, sizeof(*w));
 	uint64_t t0 = atomic_load(&A.t_start), t1 = atomic_load(&A.t_end);
+	uint64_t cpu_dropped;
 	struct taken *tk;
 	size_t ntk = 0, i;
 	char name[256];
@@ -847,10 +835,12 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 		free(w);
 		return r ? r : -EIO;
 	}
+	tk = rec_take(&ntk); /* recording has stopped: nothing is dropped after this */
 	res->dropped = gpu_dropped();
+	cpu_dropped = atomic_load(&A.dropped);
 	res->cut = atomic_load(&A.end_reason) == END_CUT || gpu_cut();
-	write_header(w, res->dropped, res->cut);
-	tk = take_buffers(&ntk);
+	write_header(w, res->dropped, cpu_dropped, res->cut);
+	res->dropped += cpu_dropped;
 	collect_ranges(w, tk, ntk, t0, t1);
 	write_cpu(w, tk, ntk, t0, t1);
 	gpu_write(w, t0, t1);
@@ -882,11 +872,7 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 		if (stat(path, &st) == 0)
 			res->bytes = (uint64_t)st.st_size;
 	}
-	for (i = 0; i < ntk; i++) {
-		free(tk[i].ev);
-		free(tk[i].names);
-	}
-	free(tk);
+	rec_free(tk, ntk);
 	for (i = 0; i < w->nr; i++)
 		free(w->r[i].spans);
 	free(w->r);
