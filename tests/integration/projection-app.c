@@ -119,9 +119,19 @@ static int scenario(const char *dir, const char *name)
 	A.win.max_bytes = 64u << 20;
 	atomic_fetch_add(&A.gen, 1);
 	atomic_store(&A.bytes, 0);
+	atomic_store(&A.dropped, 0);
+	atomic_store(&A.arena_used, 0);
 	atomic_store(&A.t_end, 0);
-	if (gpu_start(MSG_ACT_DEFAULT, A.win.max_bytes, why, sizeof(why)) < 0) {
+	/* the burst's budget split as capture.c splits it: half for CUPTI's
+	 * buffers, half (and the range index) for the CPU side's arena */
+	if (gpu_start(MSG_ACT_DEFAULT, A.win.max_bytes / 2, why, sizeof(why)) < 0) {
 		fprintf(stderr, "projection-app: %s\n", why);
+		return -1;
+	}
+	A.win.cpu_bytes = A.win.max_bytes - A.win.max_bytes / 2;
+	A.win.index = true;
+	if (rec_arena_new(A.win.cpu_bytes) < 0) {
+		fprintf(stderr, "projection-app: no address space for the CPU events\n");
 		return -1;
 	}
 	atomic_store(&A.t_start, agent_now_ns());
@@ -198,6 +208,7 @@ static int scenario(const char *dir, const char *name)
 		return -1;
 	}
 	gpu_reset();
+	rec_arena_free();
 	for (i = 0; i < n; i++)
 		printf("%s: launch %u on thread %d\n", name, l[i].corr, l[i].tid);
 	printf("%s: %llu events\n", name, (unsigned long long)res.events);
