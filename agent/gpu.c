@@ -8,9 +8,9 @@
  *
  *   UNLOADED --load--> FREE --subscribe--> HELD --enable--> TRACING
  *   TRACING --drain (disable, flush, harvest)--> HELD
- *   HELD --release (unsubscribe)--> FREE
- *   HELD --release (GPROF_CUPTI_RELEASE=finalize, one CUDA thread seen,
- *             see release_by_finalize)--> RELEASING
+ *   HELD --release (GPROF_CUPTI_RELEASE=unsubscribe)--> FREE
+ *   HELD --release (teardown, the default; see release_by_finalize)-->
+ *             RELEASING
  *   RELEASING --an application thread's next runtime-API exit-->
  *             FINALIZING (it calls cuptiFinalize there) --> FREE
  *   RELEASING --reclaim (a new burst before that call came)--> HELD
@@ -242,17 +242,18 @@ static uint64_t api_now(void)
  * API calls, while a burst records them by callback (the default), come
  * through on_callback too and go to gpu_api.c.
  *
- * Giving CUPTI back after a burst: by default the kinds go off and the
- * agent unsubscribes. cuptiFinalize tears CUPTI down further, but it is
- * safe only when no other thread is inside CUDA meanwhile: in PyTorch
- * jobs (autograd and NCCL threads call CUDA too) it corrupted the heap
- * within 3-70 back-to-back bursts on an H200, where unsubscribing ran
- * 612 bursts clean (docs/gpu-validation.md, 2026-11-23). So finalize is
- * opt-in (GPROF_CUPTI_RELEASE=finalize, for single-threaded CUDA
- * programs), and even then skipped once a burst's API records show a
- * second thread calling CUDA. cuptiFinalize must run inside an API exit
- * callback, so `release` enables the runtime-API domain and the
- * application's next CUDA call does it, here.
+ * Giving CUPTI back after a burst (release_by_finalize says how): by
+ * default the subscriber leaves and CUPTI is finalized, which alone
+ * removes the launch hooks the kinds leave behind (a CUDA C loop stayed
+ * 1.17-1.61x slower after a burst without it, 0.92-1.01x with it:
+ * bench/after_burst.py, H100 2026-11-25). cuptiFinalize must run inside a
+ * runtime-API exit callback, so `release` enables the runtime-API domain
+ * and the application's next CUDA call does it, here: unsubscribe first,
+ * then finalize, Kineto's order. Finalizing under a live subscriber
+ * corrupted PyTorch's heap within 3-71 bursts (H200, 2026-11-23), and
+ * from a driver-API callback nested in a runtime call it killed both GPU
+ * programs at their first burst (2026-11-25); the stand-in CUPTI aborts
+ * on either.
  */
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
@@ -298,33 +299,28 @@ static uint64_t api_records;
 
 /*
  * How CUPTI is given back (GPROF_CUPTI_RELEASE):
- *   unsubscribe (default)  never finalize. The toolkit's libcupti 13.0 then
- *                   numbers no record of a later burst (one correlation id
- *                   for all: gpu_events.c keeps them by time, untied); a
- *                   finalize would renumber them, but finalizing beside
- *                   another thread's CUDA call corrupts the process
- *                   (PyTorch, whose own libcupti keeps ids right anyway),
- *                   and a CUDA C loop died at the finalize after its first
- *                   burst (H100, 2026-11-23, an 'auto' policy tried and
- *                   dropped): the job comes first.
- *   finalize        when the bursts' API records (32 at least) all came
- *                   from one thread
- *   teardown        always, at the next runtime-API exit of any
- *                   application thread, unsubscribing first: what
- *                   Kineto does after each profile on CUDA 12.6 and newer.
- *                   Under measurement (issue 24): it removes the launch
- *                   hooks a burst leaves behind; whether it is safe beside
- *                   other CUDA threads is what bench/after_burst.py and the
- *                   GPU stress decide, so it is not the default.
+ *   teardown (default)  always, at the next runtime-API exit of any
+ *                   application thread, unsubscribing first (what Kineto
+ *                   does after each profile on CUDA 12.6 and newer).
+ *                   On an H100 (2026-11-25) 941 back-to-back requests to a
+ *                   PyTorch loop (autograd's threads call CUDA too) and a
+ *                   CUDA C loop at once ended with both alive, and the
+ *                   launch cost a burst left behind was gone.
+ *   unsubscribe     never finalize: the launch hooks stay (launches
+ *                   1.17-1.61x slower for the rest of the process), and
+ *                   the toolkit's libcupti 13.0 then numbers no record of
+ *                   a later burst (gpu_events.c keeps them by time).
+ *   finalize        teardown, but only once the bursts' API records (32
+ *                   at least) all came from one thread (the rule before
+ *                   the teardown order was found).
  */
 static bool release_by_finalize(void)
 {
 	const char *p = getenv("GPROF_CUPTI_RELEASE");
 
-	if (p != NULL && strcmp(p, "teardown") == 0)
+	if (p == NULL || *p == '\0' || strcmp(p, "teardown") == 0)
 		return true;
-	return p != NULL && strcmp(p, "finalize") == 0 && !cuda_threads &&
-	       api_records >= ONE_THREAD_EVIDENCE;
+	return strcmp(p, "finalize") == 0 && !cuda_threads && api_records >= ONE_THREAD_EVIDENCE;
 }
 
 static const char *cupti_err(CUptiResult r)

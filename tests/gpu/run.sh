@@ -100,7 +100,9 @@ agent_checks() {
 	wait_reg() { for i in $(seq 300); do ctl list --job "$1" 2>/dev/null | grep -q agent && return 0; sleep 0.1; done; return 1; }
 
 	# 1. The CUDA C workload: exact events per iteration ("iteration" ranges)
-	env $inj GPROF_JOB_ID=cw GPROF_AGENT_LOG=$OUT/agent-workload.log "$B/workload" 60 >"$OUT/workload.log" 2>&1 &
+	# memset beside memcpy allowed (docs/AGENT.md): the check counts both
+	env $inj GPROF_JOB_ID=cw GPROF_AGENT_LOG=$OUT/agent-workload.log GPROF_CUPTI_MEMSET_WITH_MEMCPY=1 \
+		"$B/workload" 60 >"$OUT/workload.log" 2>&1 &
 	local wpid=$!
 	wait_reg cw || log "FAIL: the workload did not register"
 	s=$(date +%s%N)
@@ -127,6 +129,7 @@ agent_checks() {
 	python3 "$root/tests/gpu/agent_check.py" workload "$f" 2>&1 | tail -3 | tee -a "$OUT/summary.txt"
 	kill $wpid 2>/dev/null; wait $wpid 2>/dev/null
 	tail -1 "$OUT/workload.log" | tee -a "$OUT/summary.txt"
+	[ -z "${AGENT_WORKLOAD_ONLY:-}" ] || return 0 # the CUDA C workload's checks alone
 
 	# 2. PyTorch: baseline (no agent) and idle agent, interleaved
 	for n in 1 2 3; do

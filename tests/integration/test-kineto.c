@@ -631,8 +631,10 @@ static int teardown_stopped(void **state)
 }
 
 /* A Kineto client of user nobody that, given its config, puts a FIFO
- * where its trace should be, and keeps it (never opens it). */
-static void fifo_client(int ready, int ctl)
+ * where its trace should be, and keeps it (never opens it) until hold's
+ * end closes. ctl carries one "go" byte per client: a client done with
+ * its own must not read the others' (it waits on hold instead). */
+static void fifo_client(int ready, int ctl, int hold)
 {
 	struct passwd *pw = getpwnam("nobody");
 	char cfg[4096], where[600];
@@ -656,7 +658,7 @@ static void fifo_client(int ready, int ctl)
 	         (int)(strstr(p, ".pt.trace.json") - p), p, (int)getpid());
 	if (mkfifo(where, 0600) != 0 || write(ready, "f", 1) != 1)
 		_exit(6);
-	while (read(ctl, &b, 1) > 0)
+	while (read(hold, &b, 1) > 0)
 		;
 	kc_close(&k);
 	_exit(0);
@@ -715,7 +717,7 @@ static void victim_client(const struct passwd *pw, int ready, int ctl)
  * no longer stopped the daemon. */
 static void test_fifo_does_not_wedge(void **state)
 {
-	int ready[2], ctl[2], vready[2], vctl[2], i, status;
+	int ready[2], ctl[2], hold[2], vready[2], vctl[2], i, status;
 	pid_t kids[FIFO_CLIENTS], victim;
 	struct passwd *vpw;
 	struct agent a;
@@ -743,17 +745,20 @@ static void test_fifo_does_not_wedge(void **state)
 	assert_int_equal(read(vready[0], &b, 1), 1);
 	assert_int_equal(pipe(ready), 0);
 	assert_int_equal(pipe(ctl), 0);
+	assert_int_equal(pipe(hold), 0);
 	for (i = 0; i < FIFO_CLIENTS; i++) {
 		kids[i] = fork();
 		assert_true(kids[i] >= 0);
 		if (kids[i] == 0) {
 			close(ready[0]);
 			close(ctl[1]);
-			fifo_client(ready[1], ctl[0]);
+			close(hold[1]);
+			fifo_client(ready[1], ctl[0], hold[0]);
 		}
 	}
 	close(ready[1]);
 	close(ctl[0]);
+	close(hold[0]);
 	for (i = 0; i < FIFO_CLIENTS; i++)
 		assert_int_equal(read(ready[0], &b, 1), 1);
 	tc_ctl(&c, D.sock);
@@ -815,6 +820,7 @@ static void test_fifo_does_not_wedge(void **state)
 	assert_true(exits_within(D.pid, 10000));
 	assert_int_equal(td_reap(&D, false), 0);
 	close(ctl[1]);
+	close(hold[1]);
 	for (i = 0; i < FIFO_CLIENTS; i++)
 		waitpid(kids[i], NULL, 0);
 	close(ready[0]);

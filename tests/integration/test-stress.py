@@ -12,10 +12,13 @@ usage: test-stress.py GPROFD GPROFCTL STRESS_APP LIBGPROF_AGENT FAKE_CUPTI VALID
 In CI, two programs one after the other: NVTX-only (no CUDA, as on a host
 without a GPU) and a "CUDA" program driving the stand-in libcupti
 (bench/fake_cupti.c), which aborts the program when the agent breaks one
-of CUPTI's rules (a call during or after cuptiFinalize, on any thread;
-kernel names read after it): with two threads calling CUDA (the default
-release, unsubscribe), then with GPROF_CUPTI_RELEASE=finalize on one
-thread (finalized) and on three (the agent must notice and not finalize). With --program, a real one instead (tests/gpu/run.sh: the CUDA
+of CUPTI's rules (a CUPTI call during or after cuptiFinalize, on any
+thread; a finalize outside a runtime-API exit callback or under a live
+subscriber; kernel names read after it): with two threads calling CUDA
+(the default release, teardown: finalized), with
+GPROF_CUPTI_RELEASE=unsubscribe (never finalized), and with
+GPROF_CUPTI_RELEASE=finalize on one thread (finalized) and on three (the
+agent must notice and not finalize). With --program, a real one instead (tests/gpu/run.sh: the CUDA
 C loop and the PyTorch loop on a GPU), the agent injected through
 CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH; it prints "ready", runs
 until stdin closes, then prints "done N max_stall_us US ..." and exits 0;
@@ -386,9 +389,11 @@ def test_stress_nvtx_only(d):
 
 def test_stress_stand_in_cupti(d):
     """Random requests to a CUDA program calling CUDA on two threads (as
-    PyTorch's autograd thread does), CUPTI's rules enforced: given back by
-    unsubscribing, never finalized (the default)."""
-    stress(d, "fake", {"STRESS_THREADS": "2"}, finalized=False)
+    PyTorch's autograd thread does), CUPTI's rules enforced: finalized
+    after every burst from a runtime-API exit callback, the subscriber
+    gone first (the default teardown; the stand-in aborts the program
+    otherwise), every request still delivered."""
+    stress(d, "fake", {"STRESS_THREADS": "2"}, finalized=True)
 
 
 def test_stress_activity_records(d):
@@ -396,7 +401,7 @@ def test_stress_activity_records(d):
     (GPROF_CUPTI_API=activity) instead of the agent's own callback: every
     kernel still joined to its launch."""
     stress(d, "fake", {"STRESS_THREADS": "2", "GPROF_CUPTI_API": "activity"}, ARGS.bursts // 3,
-           finalized=False)
+           finalized=True)
 
 
 def test_byte_limit(d):
@@ -445,7 +450,9 @@ def test_stress_stuck_ids(d):
     agent says why nothing is tied."""
     # a GPU 20 ms behind: most windows end before their first kernel ran
     # (the tail then waits by count: an id tells it nothing)
-    stress(d, "fake", {"FAKE_CUPTI_STUCK_IDS": "1", "FAKE_CUPTI_GPU_LAG_US": "20000"},
+    # only without a finalize (which renumbers): the unsubscribe policy
+    stress(d, "fake", {"FAKE_CUPTI_STUCK_IDS": "1", "FAKE_CUPTI_GPU_LAG_US": "20000",
+                       "GPROF_CUPTI_RELEASE": "unsubscribe"},
            ARGS.bursts // 3, finalized=False)
     log = open(os.path.join(d, "agent.log")).read()
     assert "repeat a correlation id (CUPTI did not number this burst)" in log, log[-3000:]
@@ -467,13 +474,11 @@ def test_stress_finalize_two_threads(d):
     assert "call CUDA: CUPTI is given back by unsubscribing" in log, log[-3000:]
 
 
-def test_stress_teardown_two_threads(d):
-    """GPROF_CUPTI_RELEASE=teardown with two threads calling CUDA: CUPTI is
-    finalized after every burst, from a runtime-API exit callback, the
-    subscriber gone first (the stand-in aborts the program otherwise), and
-    every request is still delivered."""
-    stress(d, "fake", {"GPROF_CUPTI_RELEASE": "teardown", "STRESS_THREADS": "2"},
-           ARGS.bursts // 3, finalized=True)
+def test_stress_unsubscribe(d):
+    """GPROF_CUPTI_RELEASE=unsubscribe with two threads calling CUDA: given
+    back by unsubscribing, never finalized."""
+    stress(d, "fake", {"GPROF_CUPTI_RELEASE": "unsubscribe", "STRESS_THREADS": "2"},
+           ARGS.bursts // 3, finalized=False)
 
 
 def test_stress_program(d):
@@ -491,7 +496,7 @@ def main():
     tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_activity_records,
              test_byte_limit, test_stress_stuck_ids,
              test_stress_finalize_one_thread, test_stress_finalize_two_threads,
-             test_stress_teardown_two_threads]
+             test_stress_unsubscribe]
     if ARGS.program:
         tests = [test_stress_program]
     elif ARGS.only:
