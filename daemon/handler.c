@@ -2,8 +2,11 @@
  * handler: see handler.h. The table is indexed by message type; a type
  * with no entry is one clients never send (replies, events).
  */
+#include <errno.h>
+
 #include "handler.h"
 #include "log.h"
+#include "pbuf.h"
 #include "upload.h"
 
 #define R_AGENT (1u << MSG_ROLE_AGENT)
@@ -60,4 +63,28 @@ void handler_dispatch(struct conn *c, const struct msg *m)
 		return;
 	}
 	h->fn(c, m);
+}
+
+void handler_send_page(struct conn *c, struct msg *r, void *v, size_t n, size_t from,
+                       size_t max, handler_page_fn *page, const char *what)
+{
+	size_t k = n - from < max ? n - from : max;
+	struct perr err;
+	struct pbuf b;
+	int rc;
+
+	for (;;) {
+		page(r, v, n, from, k);
+		pbuf_init(&b, 0);
+		if ((rc = msg_encode(&b, r, &err)) == 0 || rc != -EMSGSIZE || k <= 1)
+			break;
+		pbuf_deinit(&b);
+		k /= 2;
+	}
+	if (rc == 0) {
+		conn_send(c, &b);
+		return;
+	}
+	pbuf_deinit(&b);
+	conn_send_error(c, r->id, MSG_E_INTERNAL, "cannot send the %s: %s", what, err.msg);
 }

@@ -16,6 +16,15 @@
  * auth where needed) and the sender's role, then calls its handler. */
 void handler_dispatch(struct conn *c, const struct msg *m);
 
+/* Sends reply r as one page of the n elements at v, from `from`:
+ * page(r, v, n, from, k) points r's list at elements [from, from + k) and
+ * sets its next_offset; k starts at max and is halved until the page fits
+ * one frame (the client asks again from next_offset). `what` names the
+ * list in the error sent when not even one element fits. */
+typedef void handler_page_fn(struct msg *r, void *v, size_t n, size_t from, size_t k);
+void handler_send_page(struct conn *c, struct msg *r, void *v, size_t n, size_t from,
+                       size_t max, handler_page_fn *page, const char *what);
+
 void hsession_hello(struct conn *c, const struct msg *m);
 void hsession_auth(struct conn *c, const struct msg *m);
 void hagent_register(struct conn *c, const struct msg *m);

@@ -11,6 +11,14 @@
 #include "peer.h"
 #include "registry.h"
 
+/* A page of the process list (handler_send_page). */
+static void proc_page(struct msg *r, void *v, size_t n, size_t from, size_t k)
+{
+	r->u.process_list_reply.procs.v = (struct msg_proc_info *)v + from;
+	r->u.process_list_reply.procs.n = k;
+	r->u.process_list_reply.next_offset = from + k < n ? (int64_t)(from + k) : 0;
+}
+
 void hinfo_process_list(struct conn *c, const struct msg *m)
 {
 	const struct msg_process_list *q = &m->u.process_list;
@@ -38,33 +46,10 @@ void hinfo_process_list(struct conn *c, const struct msg *m)
 	}
 	/* A page from offset, as many as one frame holds: 10,000 processes do
 	 * not fit in one (1 MiB), so the client asks again from next_offset. */
-	{
-		size_t from = q->offset < (int64_t)n ? (size_t)q->offset : n;
-		size_t k = n - from < 4096 ? n - from : 4096;
-		struct perr err;
-		struct pbuf b;
-		int rc;
-
-		msg_init(&r, MSG_PROCESS_LIST_REPLY, m->id);
-		r.u.process_list_reply.total = (int64_t)n;
-		for (;;) {
-			r.u.process_list_reply.procs.v = infos + from;
-			r.u.process_list_reply.procs.n = k;
-			r.u.process_list_reply.next_offset = from + k < n ? (int64_t)(from + k) : 0;
-			pbuf_init(&b, 0);
-			if ((rc = msg_encode(&b, &r, &err)) == 0 || rc != -EMSGSIZE || k <= 1)
-				break;
-			pbuf_deinit(&b);
-			k /= 2;
-		}
-		if (rc == 0)
-			conn_send(c, &b);
-		else {
-			pbuf_deinit(&b);
-			conn_send_error(c, m->id, MSG_E_INTERNAL, "cannot send the process list: %s",
-			                err.msg);
-		}
-	}
+	msg_init(&r, MSG_PROCESS_LIST_REPLY, m->id);
+	r.u.process_list_reply.total = (int64_t)n;
+	handler_send_page(c, &r, infos, n, q->offset < (int64_t)n ? (size_t)q->offset : n, 4096,
+	                  proc_page, "process list");
 out:
 	free(infos);
 	free(ppids);

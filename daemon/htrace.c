@@ -137,17 +137,22 @@ static bool list_match(struct conn *c, const struct msg_trace_ref *q, const stru
  * the request's offset: as many as one frame holds (halving until the
  * reply encodes), so a daemon with many traces answers in several pages
  * (next_offset) instead of a frame past the limit. */
+/* A page of the trace list (handler_send_page). */
+static void trace_page(struct msg *r, void *v, size_t n, size_t from, size_t k)
+{
+	r->u.trace_list_reply.traces.v = (struct msg_trace_summary *)v + from;
+	r->u.trace_list_reply.traces.n = k;
+	r->u.trace_list_reply.next_offset = from + k < n ? (int64_t)(from + k) : 0;
+}
+
 void htrace_list(struct conn *c, const struct msg *m)
 {
 	const struct msg_trace_ref *q = &m->u.trace_ref;
 	struct msg_trace_summary *sums = NULL;
 	struct msg_trace_file *files = NULL;
-	size_t ns = 0, nf = 0, i, from, k;
+	size_t ns = 0, nf = 0, i, from;
 	struct stored *s;
-	struct perr err;
-	struct pbuf b;
 	struct msg r;
-	int rc;
 
 	for (s = c->d->stored; s != NULL; s = s->next)
 		if (list_match(c, q, s)) {
@@ -187,25 +192,9 @@ void htrace_list(struct conn *c, const struct msg *m)
 		sum->files.n = s->nfiles;
 	}
 	from = q->offset < (int64_t)ns ? (size_t)q->offset : ns;
-	k = ns - from;
 	msg_init(&r, MSG_TRACE_LIST_REPLY, m->id);
 	r.u.trace_list_reply.total = (int64_t)ns;
-	for (;;) {
-		r.u.trace_list_reply.traces.v = sums + from;
-		r.u.trace_list_reply.traces.n = k;
-		r.u.trace_list_reply.next_offset = from + k < ns ? (int64_t)(from + k) : 0;
-		pbuf_init(&b, 0);
-		if ((rc = msg_encode(&b, &r, &err)) == 0 || rc != -EMSGSIZE || k <= 1)
-			break;
-		pbuf_deinit(&b);
-		k /= 2;
-	}
-	if (rc == 0)
-		conn_send(c, &b);
-	else {
-		pbuf_deinit(&b);
-		conn_send_error(c, m->id, MSG_E_INTERNAL, "cannot send the trace list: %s", err.msg);
-	}
+	handler_send_page(c, &r, sums, ns, from, ns, trace_page, "trace list");
 out:
 	free(sums);
 	free(files);
