@@ -126,7 +126,10 @@ static int n_pool;
 
 static void pool_fill(void)
 {
-	while (n_pool < POOL_MAX && atomic_load(&buf_bytes) + BUF_SIZE <= max_bytes) {
+	/* at most half the burst's budget: the rest stays for the buffers
+	 * and API-record chunks charged as they come (a pool that took it all
+	 * cut a small burst that did not need the pool at all) */
+	while (n_pool < POOL_MAX && atomic_load(&buf_bytes) + BUF_SIZE <= max_bytes / 2) {
 		uint8_t *b = malloc(BUF_SIZE);
 
 		if (b == NULL)

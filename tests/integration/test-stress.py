@@ -409,7 +409,9 @@ def test_byte_limit(d):
     own callback (two CUDA threads): the program lives, the trace is
     delivered, marked cut and counting the records it lost, the agent log
     names the API records left out, and the next burst starts clean."""
-    dm = daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, "limits:\n  trace_bytes: 9M\n")
+    # half of it is the CUPTI side's (the other half the CPU events'): room
+    # for a 20 ms burst, far from enough for a 3 s one
+    dm = daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, "limits:\n  trace_bytes: 24M\n")
     env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
                GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d,
                STRESS_FAKE_CUDA="1", GPROF_CUPTI_PATH=ARGS.fake_cupti, STRESS_THREADS="2",
