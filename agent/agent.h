@@ -126,6 +126,7 @@ struct window {
 	uint64_t cpu_bytes;     /* the CPU side's part of it (rec.c) */
 	char *arena;            /* its address space, cpu_bytes long (rec_arena_new) */
 	bool index;             /* the writer builds the range index (GPU kinds on) */
+	uint32_t torch_opts;    /* GPROF_WINDOW_SHAPES.. asked of the Python helper (ops.c) */
 };
 
 struct agent {
@@ -247,6 +248,22 @@ AGENT_HIDDEN void gpu_write_devices(struct tw *w);
 AGENT_HIDDEN void gpu_write_meta(struct tw *w);
 AGENT_HIDDEN void gpu_reset(void);
 AGENT_HIDDEN void gpu_atfork_child(void);
+
+/* ops.c: PyTorch operators from the job's own profiler (agent thread).
+ * ops_begin at a burst's start makes the window's private directory;
+ * ops_collect after its end waits for the Python helper's file and keeps
+ * its operators in [t0, t1]; ops_write (writer.c) writes them and the
+ * notes; ops_crosses says whether one of thread tid's operators spans a
+ * step boundary (b: sorted boundaries); ops_end frees them; ops_cancel
+ * (a cancelled or failed burst) removes the directory too. */
+struct tw;
+AGENT_HIDDEN uint32_t ops_opts_env(void);
+AGENT_HIDDEN void ops_begin(void);
+AGENT_HIDDEN void ops_collect(uint64_t t0, uint64_t t1);
+AGENT_HIDDEN bool ops_crosses(int tid, const uint64_t *b, size_t nb);
+AGENT_HIDDEN void ops_write(struct tw *w);
+AGENT_HIDDEN void ops_end(void);
+AGENT_HIDDEN void ops_cancel(void);
 
 /* writer.c */
 struct trace_result { uint64_t events, dropped, bytes; bool cut; };

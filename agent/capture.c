@@ -157,6 +157,9 @@ static void begin(struct link *l, const struct cmd *c)
 		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sno CPU events (no "
 		         "memory for them)", note[0] ? "; " : "");
 	}
+	/* PyTorch operators: the Python helper polls these at each step */
+	A.win.torch_opts = ops_opts_env();
+	ops_begin();
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
 	/* The daemon chose the step every rank begins on; a process already
@@ -291,6 +294,8 @@ static void finish(struct link *l)
 		gpu_reset();
 		goto out;
 	}
+	/* the job's own operators, from its profiler's file (ops.c) */
+	ops_collect(atomic_load(&A.t_start), atomic_load(&A.t_end));
 	if (why_end == END_CUT || (gpu_on && gpu_cut()))
 		snprintf(note + strlen(note), sizeof(note) - strlen(note),
 		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",
@@ -330,6 +335,7 @@ out:
 		rec_free(tk, ntk);
 		rec_arena_free();
 	}
+	ops_cancel();
 	A.win.iter_range[0] = '\0';
 }
 

@@ -14,6 +14,7 @@
 #ifndef GPROF_AGENT_H
 #define GPROF_AGENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -36,6 +37,33 @@ GPROF_API void gprof_range_pop(void);
 
 /* The number of gprof_step calls so far. */
 GPROF_API uint64_t gprof_steps(void);
+
+/*
+ * What the current capture window wants of the program, for helpers that
+ * poll it at step boundaries (python/gprof_agent): the GPROF_WINDOW_* bits
+ * in the low 32 bits, the burst's number in the high 32 (a new number is a
+ * new window). Cheap: a few atomic loads and an uncontended lock.
+ */
+#define GPROF_WINDOW_OPEN    (1u << 0) /* a window is recording now */
+#define GPROF_WINDOW_OPS     (1u << 1) /* it takes PyTorch operators (gprof_ops_path) */
+#define GPROF_WINDOW_SHAPES  (1u << 2) /* with input shapes (--record-shapes) */
+#define GPROF_WINDOW_MODULES (1u << 3) /* with nn.Module scopes (--with-modules) */
+#define GPROF_WINDOW_STACK   (1u << 4) /* asked: --with-stack */
+#define GPROF_WINDOW_FLOPS   (1u << 5) /* asked: --with-flops */
+#define GPROF_WINDOW_MEMORY  (1u << 6) /* asked: --profile-memory */
+GPROF_API uint64_t gprof_window_flags(void);
+
+/* Claims the open window's operator file: writes its path (a file in a
+ * directory private to this process, made for this window) into buf and
+ * returns the window's number (the high half of gprof_window_flags), or 0
+ * when the window takes no operators or the file is claimed already. The
+ * claimer must call gprof_ops_done once the file is written (or not). */
+GPROF_API uint64_t gprof_ops_path(char *buf, size_t n);
+
+/* The operator file of window gen is complete (or, with why set, absent or
+ * partial: why goes into the trace's note). The agent merges it into the
+ * window's trace; it waits for this call at most GPROF_TORCH_OPS_WAIT_MS. */
+GPROF_API void gprof_ops_done(uint64_t gen, const char *why);
 
 #ifdef __cplusplus
 }

@@ -478,6 +478,8 @@ static int64_t step_row(const struct taken *t, uint64_t t0, uint64_t t1)
 			b[nb++] = e->end_ns;
 		}
 	qsort(b, nb, sizeof(*b), cmp_u64);
+	if (ops_crosses(t->tid, b, nb)) /* Optimizer.step, whose hook steps */
+		row = ITER_ROW(t->tid);
 	FOR_EACH_EV(e, c, j, t->head) {
 		size_t lo = 0, hi = nb;
 
@@ -843,6 +845,7 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 	res->dropped += cpu_dropped;
 	collect_ranges(w, tk, ntk, t0, t1);
 	write_cpu(w, tk, ntk, t0, t1);
+	ops_write(w);
 	gpu_write(w, t0, t1);
 	write_projections(w);
 	write_rows(w, tk, ntk);

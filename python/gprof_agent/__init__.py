@@ -6,7 +6,9 @@ With libgprof_agent named by the environment (CUDA_INJECTION64_PATH,
 NVTX_INJECTION64_PATH or GPROF_AGENT, as `gprofctl launch` sets them),
 every optimizer step calls gprof_step(), so `gprofctl trace --iterations N`
 captures exactly N training steps and the trace shows them as
-ProfilerStep#<n>. Without the agent it does nothing.
+ProfilerStep#<n>; during a capture window it also records the job's
+PyTorch operators (ops.py; GPROF_TORCH_OPS=off turns that off). Without
+the agent it does nothing.
 
 The same without touching the code: put this folder's parent on PYTHONPATH
 and set GPROF_TORCH_STEPS=1 (python/sitecustomize.py calls install()).
@@ -98,8 +100,27 @@ def range_pop():
         lib.gprof_range_pop()
 
 
+_poll = None
+_poll_tried = False
+
+
 def _hook(optimizer, args, kwargs):
+    """After each optimizer step: the boundary, then what the capture
+    window wants (PyTorch operators: ops.py)."""
+    global _poll, _poll_tried
     step()
+    try:
+        if _poll is not None:
+            _poll()
+        elif not _poll_tried:
+            _poll_tried = True
+            if _lib is not None:
+                from . import ops
+                _poll = ops.poller(_lib)
+                if _poll is not None:
+                    _poll()
+    except Exception:  # never break the job over profiling
+        pass
 
 
 _registered = False

@@ -1,0 +1,665 @@
+/*
+ * ops.c: PyTorch operators in the agent's trace. During a capture window
+ * python/gprof_agent runs the job's own profiler with CPU activities only
+ * (never CUPTI, which the agent holds) and exports its Kineto trace to a
+ * file this file names; at the burst's end the agent merges that file's
+ * operators into its own trace (docs/AGENT.md, "Operators").
+ *
+ * Data flow of one burst:
+ *   agent thread, begin (capture.c): ops_begin makes a private directory
+ *     (mkdtemp, 0700, under the agent's trace directory) unless
+ *     GPROF_TORCH_OPS=off;
+ *   application thread, at the step that opens the window: Python polls
+ *     gprof_window_flags(), sees OPEN|OPS, asks gprof_ops_path() for the
+ *     file (and so tells the agent that an export will come), starts its
+ *     profiler; at the first step after the window's end it stops it,
+ *     exports, and calls gprof_ops_done(gen, note);
+ *   agent thread, finish: ops_collect waits (bounded: GPROF_TORCH_OPS_WAIT_MS,
+ *     10 s by default) for that call, reads the file (O_NOFOLLOW, a regular
+ *     file of the agent's uid, at most a quarter of the burst's budget),
+ *     keeps its cpu_op, user_annotation and python_function events (and
+ *     the fwdbwd flows between them) that lie in the window, converted to
+ *     the agent's clock (CLOCK_REALTIME ns, as torch's are), and removes
+ *     the file and the directory; writer.c writes them (ops_write) with
+ *     the process's pid and the OS thread id torch gave them, which is
+ *     the thread id the agent's CUDA API records carry, so each launch
+ *     lies inside its operator on the same row.
+ *
+ * The file is untrusted input (the job's code wrote it): it is parsed one
+ * top-level value and one event at a time with cJSON (memory bounded by the
+ * file's cap), and anything wrong (not JSON, no traceEvents, a bad event)
+ * drops the whole file or the one event, with the reason in the trace's
+ * gprof_note; never a crash, never a failed trace.
+ *
+ * Ownership: everything here belongs to the agent thread, except the
+ * handshake (lock, cond, taken_gen, done_gen, py_note) with the Python
+ * thread. The events (ev) live from ops_collect to ops_end.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "gprof_agent.h"
+#include "writer.h"
+
+#define OPS_FILE "ops.json"
+#define OPS_WAIT_MS_DEFAULT 10000
+
+enum { CAT_OP, CAT_ANNOT, CAT_PYFN, CAT_FLOW_S, CAT_FLOW_F };
+static const char *const cat_names[] = { "cpu_op", "user_annotation", "python_function",
+                                         "fwdbwd", "fwdbwd" };
+
+struct op {
+	int tid;
+	uint8_t cat;
+	uint64_t start, end;  /* CLOCK_REALTIME ns; end == start for flows */
+	int64_t flow_id;
+	char *name;           /* NULL for flows */
+	char *args;           /* the event's args, as JSON text, or NULL */
+};
+
+/* Python <-> agent thread */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond;
+static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
+static uint64_t dir_gen;      /* the burst the directory is for; 0: none */
+static char dir[480];
+static uint64_t taken_gen, done_gen;
+static char py_note[400];
+
+/* agent thread */
+static struct op *ev;
+static size_t nev, capev;
+static char note[600];
+
+static void cond_init(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&cond, &a);
+	pthread_condattr_destroy(&a);
+}
+
+static void add_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void add_note(const char *fmt, ...)
+{
+	size_t n = strlen(note);
+	va_list ap;
+
+	if (n + 3 >= sizeof(note))
+		return;
+	if (n > 0) {
+		memcpy(note + n, "; ", 2);
+		n += 2;
+		note[n] = '\0';
+	}
+	va_start(ap, fmt);
+	vsnprintf(note + n, sizeof(note) - n, fmt, ap);
+	va_end(ap);
+}
+
+static bool ops_wanted(void)
+{
+	const char *v = getenv("GPROF_TORCH_OPS");
+
+	return v == NULL || strcmp(v, "off") != 0;
+}
+
+/* The torch options a window asks for: the request's (A.win.torch_opts)
+ * and the job owner's standing GPROF_TORCH_OPTS (a comma list of shapes,
+ * modules, stack, flops, memory). */
+uint32_t ops_opts_env(void)
+{
+	static const struct { const char *name; uint32_t bit; } t[] = {
+		{ "shapes", GPROF_WINDOW_SHAPES }, { "modules", GPROF_WINDOW_MODULES },
+		{ "stack", GPROF_WINDOW_STACK }, { "flops", GPROF_WINDOW_FLOPS },
+		{ "memory", GPROF_WINDOW_MEMORY },
+	};
+	const char *v = getenv("GPROF_TORCH_OPTS"), *p;
+	uint32_t bits = 0;
+	size_t i, n;
+
+	for (p = v; p != NULL && *p; p += n + (p[n] == ',')) {
+		n = strcspn(p, ",");
+		for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+			if (strlen(t[i].name) == n && memcmp(t[i].name, p, n) == 0)
+				bits |= t[i].bit;
+	}
+	return bits;
+}
+
+uint64_t gprof_window_flags(void)
+{
+	uint64_t gen = atomic_load_explicit(&A.gen, memory_order_acquire);
+	uint32_t f = 0;
+
+	if (!atomic_load_explicit(&A.rec_on, memory_order_acquire) ||
+	    atomic_load_explicit(&A.end_reason, memory_order_relaxed) != END_NONE)
+		return gen << 32;
+	f = GPROF_WINDOW_OPEN | (uint32_t)A.win.torch_opts;
+	pthread_mutex_lock(&lock);
+	if (dir_gen == gen)
+		f |= GPROF_WINDOW_OPS;
+	pthread_mutex_unlock(&lock);
+	return (gen << 32) | f;
+}
+
+uint64_t gprof_ops_path(char *buf, size_t n)
+{
+	uint64_t gen = atomic_load(&A.gen), r = 0;
+
+	pthread_mutex_lock(&lock);
+	if (buf != NULL && n > 0 && dir_gen == gen && gen != 0 && taken_gen != gen &&
+	    atomic_load(&A.rec_on) && (size_t)snprintf(buf, n, "%s/" OPS_FILE, dir) < n) {
+		taken_gen = gen;
+		r = gen & 0xffffffffu;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+void gprof_ops_done(uint64_t gen, const char *why)
+{
+	pthread_once(&cond_once, cond_init);
+	pthread_mutex_lock(&lock);
+	if (gen != 0 && taken_gen != 0 && (taken_gen & 0xffffffffu) == gen) {
+		done_gen = taken_gen;
+		snprintf(py_note, sizeof(py_note), "%s", why ? why : "");
+		pthread_cond_signal(&cond);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void ops_begin(void)
+{
+	const char *base = getenv("GPROF_AGENT_TRACE_DIR");
+	char path[sizeof(dir)];
+
+	pthread_once(&cond_once, cond_init);
+	note[0] = '\0';
+	if (!ops_wanted())
+		return;
+	if (base == NULL || !*base)
+		base = getenv("TMPDIR");
+	if (base == NULL || !*base)
+		base = "/tmp";
+	if ((size_t)snprintf(path, sizeof(path), "%s/gprof-ops-%d-XXXXXX", base, A.pid) >=
+	    sizeof(path) || mkdtemp(path) == NULL) {
+		agent_log("trace %s: no directory for PyTorch operators under %s: %s",
+		          A.win.trace_id, base, strerror(errno));
+		return;
+	}
+	pthread_mutex_lock(&lock);
+	snprintf(dir, sizeof(dir), "%s", path);
+	dir_gen = atomic_load(&A.gen);
+	taken_gen = done_gen = 0;
+	py_note[0] = '\0';
+	pthread_mutex_unlock(&lock);
+}
+
+static uint64_t wait_ms(void)
+{
+	const char *v = getenv("GPROF_TORCH_OPS_WAIT_MS");
+	char *end;
+	unsigned long long ms;
+
+	if (v == NULL || !*v)
+		return OPS_WAIT_MS_DEFAULT;
+	ms = strtoull(v, &end, 10);
+	return *end == '\0' && ms <= 600000 ? ms : OPS_WAIT_MS_DEFAULT;
+}
+
+/* ---- reading the file ---- */
+
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* One JSON value at p (cJSON), its end in *next; NULL if not JSON. */
+static cJSON *value_at(const char *p, const char *end, const char **next)
+{
+	const char *e = NULL;
+	cJSON *v = cJSON_ParseWithLengthOpts(p, (size_t)(end - p), &e, 0);
+
+	*next = v != NULL && e != NULL ? e : NULL;
+	return v;
+}
+
+/* A Kineto timestamp in microseconds (relative to base_ns) as ns. */
+static bool to_ns(const cJSON *v, int64_t base_ns, uint64_t *out)
+{
+	double us, ns;
+
+	if (!cJSON_IsNumber(v))
+		return false;
+	us = v->valuedouble;
+	ns = (double)base_ns + us * 1000.0;
+	if (!isfinite(us) || ns < 0 || ns > 9.2e18)
+		return false;
+	*out = (uint64_t)llround(ns);
+	return true;
+}
+
+struct scan { int64_t base; bool have_base; const char *events; size_t bad, outside, steps; };
+
+/* Passes over the array at p, one element at a time (no tree of the
+ * whole); its end in *next. */
+static const char *skip_array(const char *p, const char *end, const char **next)
+{
+	cJSON *e;
+
+	if (p >= end || *p != '[')
+		return "traceEvents is not an array";
+	p = skip_ws(p + 1, end);
+	while (p < end && *p != ']') {
+		if ((e = value_at(p, end, next)) == NULL)
+			return "an event is not JSON";
+		cJSON_Delete(e);
+		p = skip_ws(*next, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+		else if (p < end && *p != ']')
+			return "events not separated by commas";
+	}
+	if (p >= end)
+		return "the event array is cut short";
+	*next = p + 1;
+	return NULL;
+}
+
+/* The top level: the array of events (the whole document, for the legacy
+ * profiler's), and baseTimeNanoseconds where the file has one (newer
+ * Kineto; older files have absolute microseconds). Returns why not. */
+static const char *find_events(const char *p, const char *end, struct scan *s)
+{
+	const char *next, *err;
+	cJSON *k, *v;
+
+	p = skip_ws(p, end);
+	if (p < end && *p == '[') {
+		s->events = p;
+		return NULL;
+	}
+	if (p >= end || *p != '{')
+		return "not a JSON object";
+	p = skip_ws(p + 1, end);
+	while (p < end && *p != '}') {
+		if ((k = value_at(p, end, &next)) == NULL || !cJSON_IsString(k)) {
+			cJSON_Delete(k);
+			return "not JSON";
+		}
+		p = skip_ws(next, end);
+		if (p >= end || *p != ':') {
+			cJSON_Delete(k);
+			return "not JSON";
+		}
+		p = skip_ws(p + 1, end);
+		if (strcmp(k->valuestring, "traceEvents") == 0) {
+			/* Kineto writes baseTimeNanoseconds after the events
+			 * (gprofd's own traces before): pass over them, one
+			 * at a time, and read on */
+			cJSON_Delete(k);
+			s->events = p;
+			if ((err = skip_array(p, end, &next)) != NULL)
+				return err;
+			p = skip_ws(next, end);
+			if (p < end && *p == ',')
+				p = skip_ws(p + 1, end);
+			continue;
+		}
+		v = value_at(p, end, &next);
+		if (v == NULL) {
+			cJSON_Delete(k);
+			return "not JSON";
+		}
+		if (strcmp(k->valuestring, "baseTimeNanoseconds") == 0 && cJSON_IsNumber(v) &&
+		    v->valuedouble >= 0 && v->valuedouble < 9.2e18) {
+			s->base = (int64_t)v->valuedouble;
+			s->have_base = true;
+		}
+		cJSON_Delete(k);
+		cJSON_Delete(v);
+		p = skip_ws(next, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+	}
+	return s->events != NULL ? NULL : "no traceEvents";
+}
+
+static bool keep(struct op *o)
+{
+	if (nev == capev) {
+		size_t cap = capev ? capev * 2 : 1024;
+		struct op *p = realloc(ev, cap * sizeof(*p));
+
+		if (p == NULL)
+			return false;
+		ev = p;
+		capev = cap;
+	}
+	ev[nev++] = *o;
+	return true;
+}
+
+/* One event of the file: kept (in the window, a kind the trace takes),
+ * skipped, or counted bad. */
+static void take_event(const cJSON *e, struct scan *s, uint64_t t0, uint64_t t1)
+{
+	const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
+	const cJSON *cat = cJSON_GetObjectItemCaseSensitive(e, "cat");
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+	struct op o = { 0 };
+	uint64_t dur = 0;
+	int c;
+
+	if (!cJSON_IsString(ph) || !cJSON_IsString(cat))
+		return; /* metadata rows and the like: the agent writes its own */
+	for (c = 0; c < CAT_FLOW_S; c++)
+		if (strcmp(cat->valuestring, cat_names[c]) == 0)
+			break;
+	if (c == CAT_FLOW_S && strcmp(cat->valuestring, "fwdbwd") != 0)
+		return;
+	if (c < CAT_FLOW_S && strcmp(ph->valuestring, "X") != 0)
+		return;
+	if (c == CAT_FLOW_S) {
+		if (strcmp(ph->valuestring, "f") == 0)
+			c = CAT_FLOW_F;
+		else if (strcmp(ph->valuestring, "s") != 0)
+			return;
+	}
+	/* the tid torch writes is the OS thread's (gettid): the agent's
+	 * records of the same thread carry it too */
+	if (!cJSON_IsNumber(tid) || tid->valuedouble < 1 || tid->valuedouble >= (1 << 22) ||
+	    !to_ns(cJSON_GetObjectItemCaseSensitive(e, "ts"), s->base, &o.start)) {
+		s->bad++;
+		return;
+	}
+	o.tid = (int)tid->valuedouble;
+	o.cat = (uint8_t)c;
+	if (c < CAT_FLOW_S) {
+		const cJSON *d = cJSON_GetObjectItemCaseSensitive(e, "dur");
+
+		if (!cJSON_IsString(name) || !to_ns(d, 0, &dur)) {
+			s->bad++;
+			return;
+		}
+		/* ProfilerStep# is the agent's to write (one per step) */
+		if (strncmp(name->valuestring, "ProfilerStep#", 13) == 0) {
+			s->steps++;
+			return;
+		}
+	} else {
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+
+		if (!cJSON_IsNumber(id)) {
+			s->bad++;
+			return;
+		}
+		o.flow_id = (int64_t)id->valuedouble;
+	}
+	o.end = o.start + dur;
+	if (o.start < t0 || o.end > t1) {
+		s->outside++;
+		return;
+	}
+	if (c < CAT_FLOW_S && (o.name = strdup(name->valuestring)) == NULL)
+		return;
+	if (cJSON_IsObject(args) && (o.args = cJSON_PrintUnformatted(args)) == NULL) {
+		free(o.name);
+		return;
+	}
+	if (!keep(&o)) {
+		free(o.name);
+		free(o.args);
+	}
+}
+
+/* Reads the events of the array at s->events; returns why not, or NULL. */
+static const char *read_events(const char *p, const char *end, struct scan *s, uint64_t t0,
+                               uint64_t t1)
+{
+	const char *next;
+	cJSON *e;
+
+	p = skip_ws(s->events, end);
+	if (p >= end || *p != '[')
+		return "traceEvents is not an array";
+	p = skip_ws(p + 1, end);
+	while (p < end && *p != ']') {
+		if ((e = value_at(p, end, &next)) == NULL)
+			return "an event is not JSON";
+		if (cJSON_IsObject(e))
+			take_event(e, s, t0, t1);
+		else
+			s->bad++;
+		cJSON_Delete(e);
+		p = skip_ws(next, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+		else if (p < end && *p != ']')
+			return "events not separated by commas";
+	}
+	return p < end ? NULL : "the event array is cut short";
+}
+
+/* The file, opened without following a link: a regular file of ours, no
+ * larger than cap. */
+static char *slurp(const char *path, size_t cap, size_t *len, char *why, size_t n)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t got = 0;
+	ssize_t k;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(why, n, "cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		snprintf(why, n, "%s is not a regular file of this process's user", path);
+		goto out;
+	}
+	if ((uint64_t)st.st_size > cap) {
+		snprintf(why, n, "the operator trace (%lld MB) is larger than its cap of %zu MB "
+		         "(a quarter of the burst's budget: GPROF_AGENT_MAX_MB)",
+		         (long long)(st.st_size >> 20), cap >> 20);
+		goto out;
+	}
+	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		snprintf(why, n, "no memory for the operator trace");
+		goto out;
+	}
+	while (got < (size_t)st.st_size &&
+	       (k = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
+		got += (size_t)k;
+	buf[got] = '\0';
+	*len = got;
+out:
+	close(fd);
+	return buf;
+}
+
+/* Removes the file and the directory (nothing else is ever in it). */
+static void remove_dir(void)
+{
+	char path[sizeof(dir) + 16];
+
+	pthread_mutex_lock(&lock);
+	if (dir_gen != 0) {
+		snprintf(path, sizeof(path), "%s/" OPS_FILE, dir);
+		unlink(path);
+		if (rmdir(dir) < 0 && errno != ENOENT)
+			agent_log("trace %s: cannot remove %s: %s", A.win.trace_id, dir,
+			          strerror(errno));
+	}
+	dir_gen = 0;
+	pthread_mutex_unlock(&lock);
+}
+
+void ops_collect(uint64_t t0, uint64_t t1)
+{
+	uint64_t gen = atomic_load(&A.gen), taken, done;
+	char path[sizeof(dir) + 16], why[300];
+	struct scan s = { 0 };
+	struct timespec due;
+	const char *err;
+	size_t len = 0;
+	char *buf;
+
+	if (t0 == 0)
+		t0 = t1; /* as the writer takes it */
+	pthread_mutex_lock(&lock);
+	if (dir_gen != gen) {
+		pthread_mutex_unlock(&lock);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &due);
+	due.tv_sec += (time_t)(wait_ms() / 1000);
+	due.tv_nsec += (long)(wait_ms() % 1000) * 1000000L;
+	if (due.tv_nsec >= 1000000000L) {
+		due.tv_sec++;
+		due.tv_nsec -= 1000000000L;
+	}
+	/* the Python side stops its profiler at the first step after the
+	 * window's end; a job that never steps again is not waited for long */
+	while (taken_gen == gen && done_gen != gen &&
+	       pthread_cond_timedwait(&cond, &lock, &due) == 0)
+		;
+	taken = taken_gen;
+	done = done_gen;
+	snprintf(path, sizeof(path), "%s/" OPS_FILE, dir);
+	if (py_note[0])
+		add_note("%s", py_note);
+	taken_gen = 0; /* a late gprof_ops_done is ignored */
+	pthread_mutex_unlock(&lock);
+	if (taken != gen)
+		goto out; /* no Python helper ran a profiler in this window */
+	if (done != gen) {
+		add_note("no PyTorch operators: the job did not reach a step boundary within %llu ms "
+		         "of the window's end (GPROF_TORCH_OPS_WAIT_MS)",
+		         (unsigned long long)wait_ms());
+		goto out;
+	}
+	if (access(path, F_OK) < 0 && py_note[0])
+		goto out; /* the helper said why there is no file */
+	buf = slurp(path, (size_t)(A.win.max_bytes / 4), &len, why, sizeof(why));
+	if (buf == NULL) {
+		add_note("PyTorch operators left out: %s", why);
+		goto out;
+	}
+	err = find_events(buf, buf + len, &s);
+	if (err == NULL)
+		err = read_events(buf, buf + len, &s, t0, t1);
+	free(buf);
+	if (err != NULL) {
+		ops_end();
+		add_note("PyTorch operators left out: their trace is malformed (%s)", err);
+		goto out;
+	}
+	if (s.bad)
+		add_note("%zu events of the PyTorch operator trace left out: malformed", s.bad);
+	if (nev == 0 && s.outside > 0)
+		add_note("all %zu PyTorch operator events fell outside the window (a clock the "
+		         "agent does not share?)", s.outside);
+out:
+	if (note[0])
+		agent_log("trace %s: %s", A.win.trace_id, note);
+	remove_dir();
+}
+
+bool ops_crosses(int tid, const uint64_t *b, size_t nb)
+{
+	size_t i;
+
+	for (i = 0; i < nev; i++) {
+		const struct op *o = &ev[i];
+		size_t lo = 0, hi = nb;
+
+		if (o->tid != tid || o->cat >= CAT_FLOW_S)
+			continue;
+		while (lo < hi) { /* the first boundary after the op's start */
+			size_t mid = (lo + hi) / 2;
+
+			if (b[mid] <= o->start)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < nb && b[lo] < o->end)
+			return true;
+	}
+	return false;
+}
+
+void ops_write(struct tw *w)
+{
+	size_t i;
+
+	for (i = 0; i < nev; i++) {
+		const struct op *o = &ev[i];
+
+		tw_thread(w, o->tid);
+		if (o->cat >= CAT_FLOW_S) {
+			tw_event(w);
+			tw_lit(w, "\"ph\":\"");
+			tw_raw(w, o->cat == CAT_FLOW_S ? "s" : "f", 1);
+			tw_lit(w, "\",\"id\":");
+			tw_int(w, o->flow_id);
+			tw_lit(w, ",\"pid\":");
+			tw_int(w, A.pid);
+			tw_lit(w, ",\"tid\":");
+			tw_int(w, o->tid);
+			tw_lit(w, ",\"ts\":");
+			tw_ts(w, o->start);
+			tw_lit(w, ",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"");
+			if (o->cat == CAT_FLOW_F)
+				tw_lit(w, ",\"bp\":\"e\"");
+			tw_lit(w, "}");
+			continue;
+		}
+		tw_x(w, cat_names[o->cat], o->name, (size_t)-1, A.pid, o->tid, o->start, o->end);
+		if (o->args != NULL) {
+			tw_lit(w, ",\"args\":");
+			tw_raw(w, o->args, strlen(o->args));
+		}
+		tw_lit(w, "}");
+	}
+	if (note[0])
+		tw_note(w, note);
+}
+
+void ops_end(void)
+{
+	size_t i;
+
+	for (i = 0; i < nev; i++) {
+		free(ev[i].name);
+		cJSON_free(ev[i].args);
+	}
+	free(ev);
+	ev = NULL;
+	nev = capev = 0;
+}
+
+void ops_cancel(void)
+{
+	remove_dir();
+	ops_end();
+}

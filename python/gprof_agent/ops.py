@@ -1,0 +1,231 @@
+"""PyTorch operators for the agent's capture windows (docs/AGENT.md).
+
+At each optimizer step gprof_agent asks the agent what the current window
+wants (gprof_window_flags: one call, a few atomic loads). When a window
+that takes operators opens, the job's own profiler starts, recording CPU
+activities only (the agent holds CUPTI: the profiler never asks for it);
+at the first step after the window's end it stops and exports its Kineto
+trace to the private file the agent named (gprof_ops_path), and says so
+(gprof_ops_done); the agent merges the operators into its trace.
+
+The mechanism is chosen by GPROF_TORCH_OPS:
+  kineto-cpu (default)  torch.profiler.profile(activities=[CPU],
+                        record_shapes=<--record-shapes>,
+                        with_modules=<--with-modules>)
+  legacy                torch.autograd.profiler.profile(use_kineto=False),
+                        its events written in Kineto's shape by this file
+  off                   nothing (the poll is not even installed)
+--with-modules also puts an "nn.Module: <Class>_<n>" scope (a
+record_function, so a user_annotation) around each module's forward, from
+global module hooks registered for the window only: eager PyTorch's
+with_modules records nothing without TorchScript.
+
+Rules: nothing here changes what the job computes; outside a window it
+costs one ctypes call per step; every exception is swallowed, and its
+text goes into the trace's note through gprof_ops_done.
+"""
+import ctypes
+import os
+import threading
+import time
+
+OPEN, OPS, SHAPES, MODULES, STACK, FLOPS, MEMORY = (1 << i for i in range(7))
+_UNHONOURED = ((STACK, "--with-stack"), (FLOPS, "--with-flops"),
+               (MEMORY, "--profile-memory"))
+
+
+def _err(e):
+    return "%s: %s" % (type(e).__name__, str(e)[:200])
+
+
+class _Modules:
+    """nn.Module scopes from global forward hooks, for one window."""
+
+    def __init__(self, torch):
+        self._torch = torch
+        self._names = {}
+        self._count = {}
+        self._tls = threading.local()
+        mod = torch.nn.modules.module
+        self._handles = [mod.register_module_forward_pre_hook(self._pre),
+                         mod.register_module_forward_hook(self._post)]
+
+    def _name(self, m):
+        n = self._names.get(id(m))
+        if n is None:
+            cls = type(m).__name__
+            k = self._count.get(cls, 0)
+            self._count[cls] = k + 1
+            n = self._names[id(m)] = "nn.Module: %s_%d" % (cls, k)
+        return n
+
+    def _pre(self, m, args):
+        stack = getattr(self._tls, "s", None)
+        if stack is None:
+            stack = self._tls.s = []
+        stack.append(self._torch.ops.profiler._record_function_enter_new(self._name(m), None))
+
+    def _post(self, m, args, out):
+        stack = getattr(self._tls, "s", None)
+        if stack:
+            self._torch.ops.profiler._record_function_exit(stack.pop())
+
+    def close(self):
+        for h in self._handles:
+            h.remove()
+        self._names.clear()
+
+
+class _KinetoCpu:
+    def __init__(self, torch, flags):
+        self._prof = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            record_shapes=bool(flags & SHAPES), with_modules=bool(flags & MODULES))
+
+    def start(self):
+        self._prof.start()
+
+    def stop(self, path):
+        self._prof.stop()
+        self._prof.export_chrome_trace(path)
+
+
+class _Legacy:
+    """The autograd profiler without Kineto; its events (times relative to
+    its start, its own thread numbers) written as Kineto's, on the wall
+    clock and the OS thread of the thread that started it."""
+
+    def __init__(self, torch, flags):
+        self._prof = torch.autograd.profiler.profile(
+            use_kineto=False, record_shapes=bool(flags & SHAPES))
+        self.note = None
+
+    def start(self):
+        self._t0 = time.time_ns()
+        self._tid = threading.get_native_id()
+        self._prof.__enter__()
+
+    def stop(self, path):
+        import json
+        self._prof.__exit__(None, None, None)
+        evs = list(self._prof.function_events)
+        threads = {}
+        for e in evs:
+            threads[e.thread] = threads.get(e.thread, 0) + 1
+        main = max(threads, key=threads.get) if threads else None
+        out, other = [], 0
+        for e in evs:
+            if e.thread != main:
+                other += 1
+                continue
+            args = {"Sequence number": e.sequence_nr, "Fwd thread id": e.fwd_thread or 0}
+            if e.input_shapes:
+                args["Input Dims"] = e.input_shapes
+            out.append({"ph": "X", "cat": "cpu_op", "name": e.name, "pid": os.getpid(),
+                        "tid": self._tid, "ts": e.time_range.start,
+                        "dur": e.time_range.end - e.time_range.start, "args": args})
+        if other:
+            self.note = ("%d operators of other threads left out (the legacy profiler "
+                         "does not name OS threads)" % other)
+        with open(path, "w") as f:
+            json.dump({"baseTimeNanoseconds": self._t0, "traceEvents": out}, f)
+
+
+MECHANISMS = {"kineto-cpu": _KinetoCpu, "legacy": _Legacy}
+
+
+class Poller:
+    """The per-step poll: starts and stops the profiler at window edges."""
+
+    def __init__(self, lib, kind):
+        lib.gprof_window_flags.restype = ctypes.c_uint64
+        lib.gprof_window_flags.argtypes = []
+        lib.gprof_ops_path.restype = ctypes.c_uint64
+        lib.gprof_ops_path.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        lib.gprof_ops_done.restype = None
+        lib.gprof_ops_done.argtypes = [ctypes.c_uint64, ctypes.c_char_p]
+        self._lib = lib
+        self._flags = lib.gprof_window_flags
+        self._kind = kind
+        self._gen = 0        # the window a profiler runs for
+        self._seen = 0       # the last window begun (or refused)
+        self._session = None
+        self._modules = None
+        self._path = None
+        self._notes = []
+
+    def __call__(self):
+        f = self._flags()
+        gen = f >> 32
+        if self._gen and (not (f & OPEN) or gen != self._gen):
+            self._end()
+        if not self._gen and (f & (OPEN | OPS)) == OPEN | OPS and gen != self._seen:
+            self._seen = gen
+            self._begin(f)
+
+    def _begin(self, f):
+        buf = ctypes.create_string_buffer(4096)
+        gen = self._lib.gprof_ops_path(buf, len(buf))
+        if not gen:
+            return
+        self._gen, self._path, self._notes = gen, buf.value.decode(), []
+        asked = [n for bit, n in _UNHONOURED if f & bit]
+        if asked:
+            self._notes.append("%s asked for, not recorded on the agent path (the Kineto "
+                               "path records them)" % ", ".join(asked))
+        try:
+            import torch
+            mech = MECHANISMS.get(self._kind)
+            if mech is None:
+                raise ValueError("GPROF_TORCH_OPS=%s is not one of kineto-cpu, legacy, off"
+                                 % self._kind)
+            self._session = mech(torch, f)
+            if f & MODULES:
+                self._modules = _Modules(torch)
+            self._session.start()
+        except Exception as e:  # never break the job over profiling
+            self._notes.append("PyTorch operators not recorded: the profiler did not "
+                               "start (%s)" % _err(e))
+            self._close_modules()
+            self._session = None
+            self._done()
+
+    def _close_modules(self):
+        if self._modules is not None:
+            try:
+                self._modules.close()
+            except Exception as e:
+                self._notes.append("module hooks: %s" % _err(e))
+            self._modules = None
+
+    def _end(self):
+        self._close_modules()
+        if self._session is not None:
+            try:
+                self._session.stop(self._path)
+                if getattr(self._session, "note", None):
+                    self._notes.append(self._session.note)
+            except Exception as e:
+                self._notes.append("PyTorch operators not recorded: the profiler's stop or "
+                                   "export failed (%s)" % _err(e))
+            self._session = None
+        self._done()
+
+    def _done(self):
+        note = "; ".join(self._notes).encode(errors="replace") or None
+        try:
+            self._lib.gprof_ops_done(self._gen, note)
+        finally:
+            self._gen = 0
+
+
+def poller(lib):
+    """The poll to run after each step, or None (GPROF_TORCH_OPS=off, or
+    an agent without operator support)."""
+    kind = os.environ.get("GPROF_TORCH_OPS", "kineto-cpu")
+    if kind == "off":
+        return None
+    try:
+        return Poller(lib, kind)
+    except AttributeError:
+        return None
