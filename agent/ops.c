@@ -38,7 +38,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,18 +238,83 @@ static cJSON *value_at(const char *p, const char *end, const char **next)
 	return v;
 }
 
-/* A Kineto timestamp in microseconds (relative to base_ns) as ns. */
-static bool to_ns(const cJSON *v, int64_t base_ns, uint64_t *out)
+/* Microseconds as written ("1700000000123456.789"), exactly, in ns: a
+ * double holds absolute microseconds only to a quarter of one, and a
+ * launch at the edge of its operator would then stick out of it. */
+static bool us_text(const char *p, const char *end, uint64_t *ns)
 {
-	double us, ns;
+	uint64_t v = 0;
+	int frac = -1, digits = 0;
 
-	if (!cJSON_IsNumber(v))
+	for (; p < end && ((*p >= '0' && *p <= '9') || (*p == '.' && frac < 0)); p++) {
+		if (*p == '.') {
+			frac = 0;
+			continue;
+		}
+		if (frac >= 3)
+			continue; /* below a nanosecond */
+		if (v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*p - '0');
+		digits++;
+		if (frac >= 0)
+			frac++;
+	}
+	if (digits == 0 || (p < end && (*p == 'e' || *p == 'E' || *p == '-' || *p == '+')))
 		return false;
-	us = v->valuedouble;
-	ns = (double)base_ns + us * 1000.0;
-	if (!isfinite(us) || ns < 0 || ns > 9.2e18)
+	for (frac = frac < 0 ? 0 : frac; frac < 3; frac++) {
+		if (v > UINT64_MAX / 10)
+			return false;
+		v *= 10;
+	}
+	*ns = v;
+	return true;
+}
+
+/* The text of the number under key at the top level of the object text
+ * [p, end) (valid JSON: cJSON parsed it), or NULL. */
+static const char *member(const char *p, const char *end, const char *key)
+{
+	size_t klen = strlen(key);
+	int depth = 0;
+	bool at_key = false;
+
+	for (; p < end; p++) {
+		if (*p == '"') {
+			const char *q = ++p;
+
+			while (p < end && *p != '"')
+				p += *p == '\\' ? 2 : 1;
+			if (p >= end)
+				return NULL;
+			if (depth == 1 && at_key && (size_t)(p - q) == klen && memcmp(q, key, klen) == 0) {
+				p = skip_ws(p + 1, end);
+				return p < end && *p == ':' ? skip_ws(p + 1, end) : NULL;
+			}
+			at_key = false;
+		} else if (*p == '{' || *p == '[') {
+			depth++;
+			at_key = depth == 1;
+		} else if (*p == '}' || *p == ']') {
+			depth--;
+		} else if (*p == ',' && depth == 1) {
+			at_key = true;
+		}
+	}
+	return NULL;
+}
+
+/* An event's time field in ns on the agent's clock. */
+static bool to_ns(const cJSON *v, const char *text, const char *end, const char *key,
+                  int64_t base_ns, uint64_t *out)
+{
+	const char *num;
+	uint64_t ns;
+
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || (num = member(text, end, key)) == NULL ||
+	    !us_text(num, end, &ns) || ns > UINT64_MAX - (uint64_t)base_ns)
 		return false;
-	*out = (uint64_t)llround(ns);
+	*out = ns + (uint64_t)base_ns;
 	return true;
 }
 
@@ -357,7 +421,8 @@ static bool keep(struct op *o)
 
 /* One event of the file: kept (in the window, a kind the trace takes),
  * skipped, or counted bad. */
-static void take_event(const cJSON *e, struct scan *s, uint64_t t0, uint64_t t1)
+static void take_event(const cJSON *e, const char *text, const char *tend, struct scan *s,
+                       uint64_t t0, uint64_t t1)
 {
 	const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
 	const cJSON *cat = cJSON_GetObjectItemCaseSensitive(e, "cat");
@@ -386,7 +451,7 @@ static void take_event(const cJSON *e, struct scan *s, uint64_t t0, uint64_t t1)
 	/* the tid torch writes is the OS thread's (gettid): the agent's
 	 * records of the same thread carry it too */
 	if (!cJSON_IsNumber(tid) || tid->valuedouble < 1 || tid->valuedouble >= (1 << 22) ||
-	    !to_ns(cJSON_GetObjectItemCaseSensitive(e, "ts"), s->base, &o.start)) {
+	    !to_ns(cJSON_GetObjectItemCaseSensitive(e, "ts"), text, tend, "ts", s->base, &o.start)) {
 		s->bad++;
 		return;
 	}
@@ -395,7 +460,7 @@ static void take_event(const cJSON *e, struct scan *s, uint64_t t0, uint64_t t1)
 	if (c < CAT_FLOW_S) {
 		const cJSON *d = cJSON_GetObjectItemCaseSensitive(e, "dur");
 
-		if (!cJSON_IsString(name) || !to_ns(d, 0, &dur)) {
+		if (!cJSON_IsString(name) || !to_ns(d, text, tend, "dur", 0, &dur)) {
 			s->bad++;
 			return;
 		}
@@ -445,7 +510,7 @@ static const char *read_events(const char *p, const char *end, struct scan *s, u
 		if ((e = value_at(p, end, &next)) == NULL)
 			return "an event is not JSON";
 		if (cJSON_IsObject(e))
-			take_event(e, s, t0, t1);
+			take_event(e, p, next, s, t0, t1);
 		else
 			s->bad++;
 		cJSON_Delete(e);

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""PyTorch operators on the agent path (issue 27), with no torch: a real
+gprofd and gprofctl, and a real python process that loads the agent (as
+CUDA's injection would), the stand-in CUPTI (bench/fake_cupti.c) and the
+stand-in torch (tests/fixtures/torch_ops: a Kineto-shaped CPU profiler,
+operators that launch kernels through the stand-in CUPTI, backward on
+autograd's own thread), with GPROF_TORCH_STEPS=1 and python/ on its path
+as `gprofctl launch` sets them. It steps freely before, during and after
+a 3-iteration window.
+
+usage: test-torch-ops.py GPROFD GPROFCTL AGENT FAKE_CUPTI VALIDATE_TRACE PYTHON_DIR TORCH_DIR
+
+What must hold:
+  operators: the trace validates; it holds exactly the window's operators
+    (16 per step, 3 steps: nothing from before or after), with their args
+    as torch wrote them (Input Dims, Sequence number, Fwd thread id) and
+    their fwdbwd flows; every cudaLaunchKernel lies inside an operator on
+    the same thread (pid, tid), innermost aten::addmm/aten::mm/...; every
+    kernel keeps its launch and flow;
+  old-format: the same from a file with absolute microseconds and no
+    baseTimeNanoseconds (torch before 2.0);
+  modules: with modules asked, nn.Module: <Class>_<n> scopes around the
+    modules' operators;
+  hostile: a symlink, a FIFO, garbage, a cut file, a file over its cap, a
+    failing export, malformed events: the trace is still delivered and
+    valid, the note says why, the job carries on, and nothing is left in
+    the trace directory;
+  off: GPROF_TORCH_OPS=off records no operators.
+"""
+import glob
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+GPROFD, GPROFCTL, AGENT, FAKE, VALIDATOR, PYDIR, TORCHDIR = sys.argv[1:8]
+sys.path.insert(0, os.path.dirname(VALIDATOR))
+from validate_trace import validate  # noqa: E402
+import daemonlog  # noqa: E402
+import runner  # noqa: E402
+
+TIMEOUT = 30
+OPS_PER_STEP = 16  # 2 x (linear, t, addmm), relu, clamp_min; 2 x 3 backward; 2 x add_
+LAUNCHES_PER_STEP = 7  # 2 addmm, clamp_min, 2 mm, 2 add_
+
+PROGRAM = r"""
+import ctypes, os, select, sys
+ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()  # as cuInit does
+import torch, torch.nn as nn
+m = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+opt = torch.optim.SGD(m.parameters())
+print("ready", flush=True)
+n = 0
+while not select.select([sys.stdin], [], [], 0)[0]:
+    m([32, 64]); nn.backward(); opt.step(); n += 1
+print("steps", n, flush=True)
+"""
+
+
+class Job:
+    def __init__(self, d, sock, **env):
+        e = dict(os.environ, GPROF_SOCKET=sock, GPROF_JOB_ID="opsjob",
+                 GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d,
+                 CUDA_INJECTION64_PATH=AGENT, GPROF_CUPTI_PATH=FAKE, FAKE_CUPTI_PATH=FAKE,
+                 GPROF_TORCH_STEPS="1", PYTHONPATH=PYDIR + ":" + TORCHDIR)
+        e.update(runner.sanitizer_env(AGENT))
+        e.update(env)
+        self.p = subprocess.Popen([sys.executable, "-c", PROGRAM], env=e, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        assert self.p.stdout.readline() == "ready\n", self.p.stderr.read()
+
+    def finish(self):
+        out, err = self.p.communicate("stop\n", timeout=TIMEOUT)
+        return self.p.returncode, out, err
+
+
+def traced(d, iterations=3, **env):
+    """One job traced once: the trace's events, its notes, the job's exit."""
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
+    job = None
+    try:
+        job = Job(d, dm.sock, **env)
+        assert dm.wait("registered pid %d" % job.p.pid), dm.log()
+        out = os.path.join(d, "out")
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "--json", "trace", "--job", "opsjob",
+                            "--iterations", str(iterations), "--output-dir", out,
+                            "--timeout", str(TIMEOUT)], capture_output=True, text=True,
+                           timeout=TIMEOUT + 10)
+        assert r.returncode == 0, (r.stdout, r.stderr, open(os.path.join(d, "agent.log")).read())
+        rc, so, se = job.finish()
+        job = None
+        assert rc == 0 and se == "", (rc, se)
+        assert int(so.split()[1]) > iterations, so  # steps after the window too
+    finally:
+        if job is not None:
+            job.p.kill()
+            job.p.wait()
+        dm.stop()
+    path = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))[0]
+    summary, errs = validate(path, steps=iterations)
+    assert not errs, "trace invalid:\n  " + "\n  ".join(errs)
+    ev = json.load(gzip.open(path, "rt"))["traceEvents"]
+    notes = [e["args"]["note"] for e in ev if e.get("ph") == "M" and e["name"] == "gprof_note"]
+    assert not glob.glob(os.path.join(d, "gprof-ops-*")), os.listdir(d)
+    return ev, notes
+
+
+def inside(a, b):
+    """X event a lies within X event b (the trace's 3-decimal microseconds)."""
+    return b["ts"] <= a["ts"] and a["ts"] + a["dur"] <= b["ts"] + b["dur"] + 1e-6
+
+
+def check_ops(ev, iterations=3):
+    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    assert len(steps) == iterations, steps
+    lo, hi = steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    assert len(ops) == OPS_PER_STEP * iterations, (len(ops), sorted(set(o["name"] for o in ops)))
+    assert all(lo <= o["ts"] and o["ts"] + o["dur"] <= hi for o in ops), "an op outside the window"
+    pid = steps[0]["pid"]
+    assert all(o["pid"] == pid for o in ops)
+    by_tid = {}
+    for o in ops:
+        by_tid.setdefault(o["tid"], []).append(o)
+    assert len(by_tid) == 2, "forward and autograd threads: %s" % list(by_tid)
+    calls = [e for e in ev if e.get("cat") == "cuda_runtime"]
+    assert len(calls) == LAUNCHES_PER_STEP * iterations, len(calls)
+    for c in calls:
+        around = [o for o in by_tid.get(c["tid"], []) if c["pid"] == o["pid"] and inside(c, o)]
+        assert around, "launch %s outside every op of its thread" % c
+        inner = min(around, key=lambda o: o["dur"])
+        assert inner["name"] in ("aten::addmm", "aten::mm", "aten::clamp_min", "aten::add_"), inner
+    # every kernel has its launch (a call with its correlation) and its flow
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    corr = {c["args"]["correlation"] for c in calls}
+    flows = {(e["ph"], e["id"]) for e in ev if e.get("cat") == "ac2g"}
+    assert kernels and all(k["args"]["correlation"] in corr for k in kernels)
+    assert all(("s", k["args"]["correlation"]) in flows and ("f", k["args"]["correlation"]) in flows
+               for k in kernels)
+    # args as torch wrote them; backward linked to forward
+    addmm = [o for o in ops if o["name"] == "aten::addmm"]
+    assert addmm[0]["args"]["Input Dims"] == [[128], [32, 64], [64, 128], [], []], addmm[0]
+    assert addmm[0]["args"]["Input type"][3] == "Scalar"
+    bwd = [o for o in ops if o["name"] == "AddmmBackward0"]
+    fwd_seq = {o["args"]["Sequence number"] for o in ops if o["name"] == "aten::linear"}
+    assert bwd and {b["args"]["Sequence number"] for b in bwd} <= fwd_seq, (bwd, fwd_seq)
+    fwd_tid = {o["tid"] for o in ops if o["name"] == "aten::linear"}
+    assert all(b["args"]["Fwd thread id"] in fwd_tid for b in bwd), bwd
+    fb = [e for e in ev if e.get("cat") == "fwdbwd"]
+    assert fb and {e["id"] for e in fb if e["ph"] == "s"} >= {e["id"] for e in fb
+                                                              if e["ph"] == "f"}, fb
+    return ops
+
+
+def test_operators(d):
+    ev, notes = traced(d, GPROF_TORCH_OPTS="shapes")
+    check_ops(ev)
+    assert not notes, notes
+
+
+def test_old_format(d):
+    ev, notes = traced(d, GPROF_TORCH_OPTS="shapes", FAKE_TORCH_FORMAT="old")
+    check_ops(ev)
+
+
+def test_modules(d):
+    ev, notes = traced(d, GPROF_TORCH_OPTS="shapes,modules,stack,flops")
+    ops = check_ops(ev)
+    mods = [e for e in ev if e.get("cat") == "user_annotation" and
+            e["name"].startswith("nn.Module: ")]
+    assert {m["name"] for m in mods} == {"nn.Module: Sequential_0", "nn.Module: Linear_0",
+                                         "nn.Module: Linear_1", "nn.Module: ReLU_0"}, mods
+    for o in (o for o in ops if o["name"] == "aten::addmm"):
+        assert [m for m in mods if m["name"].startswith("nn.Module: Linear") and inside(o, m)], o
+    assert [n for n in notes if "--with-stack, --with-flops asked for, not recorded" in n], notes
+
+
+HOSTILE = {
+    "symlink": "cannot open",
+    "fifo": "not a regular file",
+    "garbage": "malformed",
+    "cut": "malformed",
+    "huge": "larger than its cap",
+    "raise": "export failed (OSError: stand-in: export failed on purpose)",
+}
+
+
+def test_hostile(d):
+    for mode, why in sorted(HOSTILE.items()):
+        sub = os.path.join(d, mode)
+        os.mkdir(sub)
+        ev, notes = traced(sub, FAKE_TORCH_EXPORT=mode, GPROF_AGENT_MAX_MB="8")
+        assert not [e for e in ev if e.get("cat") == "cpu_op"], mode
+        assert [n for n in notes if why in n], (mode, notes)
+        kernels = [e for e in ev if e.get("cat") == "kernel"]
+        assert len(kernels) >= LAUNCHES_PER_STEP * 3, (mode, len(kernels), notes)
+    sub = os.path.join(d, "badevents")
+    os.mkdir(sub)
+    ev, notes = traced(sub, FAKE_TORCH_EXPORT="badevents")
+    check_ops(ev)
+    assert [n for n in notes if "3 events of the PyTorch operator trace left out" in n], notes
+
+
+def test_off(d):
+    ev, notes = traced(d, GPROF_TORCH_OPS="off")
+    assert not [e for e in ev if e.get("cat") == "cpu_op"]
+    assert not notes, notes
+
+
+def main():
+    tests = [test_operators, test_old_format, test_modules, test_hostile, test_off]
+    only = os.environ.get("TEST_ONLY")
+    if only:
+        tests = [t for t in tests if t.__name__ == only]
+
+    def on_fail(d):
+        for log in glob.glob(os.path.join(d, "**", "agent.log"), recursive=True):
+            print("---- %s\n%s" % (log, open(log).read()[-3000:]))
+    return runner.run(tests, "gprof-torch-ops-", on_fail)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
