@@ -25,6 +25,7 @@ Captures (--configs, comma-separated, run in that order):
                   (docs/AGENT.md: GPROF_CUPTI_API, GPROF_CUPTI_FILTER...)
   torch           torch.profiler, CUDA activities only, over WINDOW steps
   torch-cpu       torch.profiler, CPU and CUDA
+  torch-cpu-shapes the same with record_shapes=True
 torch.profiler keeps CUPTI once it has run, so torch windows come last.
 Only "during" steps well inside the window count: from the step the
 capture reported "capturing" (agent) or started (torch), +10, for
@@ -133,9 +134,9 @@ def window(cfg):
         run(a.window, during)
     elif cfg.startswith("torch"):
         acts = [torch.profiler.ProfilerActivity.CUDA]
-        if cfg == "torch-cpu":
+        if cfg.startswith("torch-cpu"):
             acts.append(torch.profiler.ProfilerActivity.CPU)
-        prof = torch.profiler.profile(activities=acts)
+        prof = torch.profiler.profile(activities=acts, record_shapes=cfg == "torch-cpu-shapes")
         prof.start()
         start = 0
         run(a.window, during)

@@ -14,7 +14,7 @@ The mechanism is chosen by GPROF_TORCH_OPS:
                         with_modules=<--with-modules>)
   legacy                torch.autograd.profiler.profile(use_kineto=False),
                         its events written in Kineto's shape by this file
-  off                   nothing (the poll is not even installed)
+  off                   nothing (the agent offers no window operators)
 --with-modules also puts an "nn.Module: <Class>_<n>" scope (a
 record_function, so a user_annotation) around each module's forward, from
 global module hooks registered for the window only: eager PyTorch's
@@ -175,10 +175,11 @@ class Poller:
                                "path records them)" % ", ".join(asked))
         try:
             import torch
-            mech = MECHANISMS.get(self._kind)
+            kind = os.environ.get("GPROF_TORCH_OPS", self._kind)  # per window: benchmarks
+            mech = MECHANISMS.get(kind)
             if mech is None:
                 raise ValueError("GPROF_TORCH_OPS=%s is not one of kineto-cpu, legacy, off"
-                                 % self._kind)
+                                 % kind)
             self._session = mech(torch, f)
             if f & MODULES:
                 self._modules = _Modules(torch)
@@ -220,11 +221,10 @@ class Poller:
 
 
 def poller(lib):
-    """The poll to run after each step, or None (GPROF_TORCH_OPS=off, or
-    an agent without operator support)."""
+    """The poll to run after each step, or None (an agent without operator
+    support). With GPROF_TORCH_OPS=off the agent offers no window operators,
+    so the poll starts nothing."""
     kind = os.environ.get("GPROF_TORCH_OPS", "kineto-cpu")
-    if kind == "off":
-        return None
     try:
         return Poller(lib, kind)
     except AttributeError:

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tests/gpu/ops.sh: PyTorch operators on the agent path (issue 27) on a GPU
+# host, building nothing (prepare with tests/gpu/prepare.sh, carry .devlibs).
+#
+# Cost: bench/capture_overhead.py in one process per width (2048, 256) and
+# round (OPS_ROUNDS, default 3): steps before, during and after each window
+# (OPS_WINDOW steps, default 120), configs interleaved OPS_REPEAT times:
+#   none                              nothing (chance drift)
+#   agent+GPROF_TORCH_OPS=off         the agent without operators
+#   agent                             operators (torch.profiler CPU-only, merged)
+#   agent+GPROF_TORCH_OPTS=shapes     operators with input shapes
+#   agent+GPROF_TORCH_OPS=legacy      the autograd profiler without Kineto
+#   torch-cpu, torch-cpu-shapes       torch.profiler CPU+CUDA (+record_shapes), last
+# Every window is printed; tests/gpu/ops_check.py prints each config's
+# inflation per round and the cost ratio against torch.profiler, and
+# validates every agent trace that has operators (cpu_op per step, every
+# launch inside an op on its thread, every kernel with its launch).
+# Results: $OUT/ops-summary.txt, $OUT/ops.jsonl.
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-/tmp/gprof-gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$root/.devlibs/lib
+B=$root/.devlibs/bin
+A=$root/.devlibs/lib/libgprof_agent.so
+work=$(mktemp -d)
+sock=$work/gprofd.sock
+traces=$work/traces
+log() { echo "== $*" | tee -a "$OUT/ops-summary.txt"; }
+
+log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+log "$(python3 -c 'import torch; print("torch", torch.__version__)')"
+"$B/gprofd" --socket "$sock" --tcp off --metrics off --state-dir "$work/state" -v \
+	2>"$OUT/ops-gprofd.log" &
+gpid=$!
+for i in $(seq 100); do grep -q " running: " "$OUT/ops-gprofd.log" && break; sleep 0.1; done
+
+cfgs=${OPS_CONFIGS:-none,agent+GPROF_TORCH_OPS=off,agent,agent+GPROF_TORCH_OPTS=shapes,agent+GPROF_TORCH_OPS=legacy,torch-cpu,torch-cpu-shapes}
+rm -f "$OUT/ops.jsonl"
+for r in $(seq "${OPS_ROUNDS:-3}"); do
+	for w in 2048 256; do
+		CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock \
+			PYTHONPATH=$root/python GPROF_AGENT_TRACE_DIR=$work \
+			python3 "$root/bench/capture_overhead.py" --gprofctl "$B/gprofctl" \
+			--out "$OUT/ops.jsonl" --tag "r$r" --width "$w" --window "${OPS_WINDOW:-120}" \
+			--repeat "${OPS_REPEAT:-3}" --configs "$cfgs" 2>&1 | sed "s/^/  r$r w$w /" |
+			tee -a "$OUT/ops-summary.txt"
+	done
+done
+# the traces the agent windows left (capture_overhead.py downloads them there)
+mapfile -t files < <(ls -t /tmp/capture-overhead/*/*.pt.trace.json.gz 2>/dev/null | head -40)
+python3 "$root/tests/gpu/ops_check.py" "$OUT/ops.jsonl" "${files[@]}" 2>&1 | tee -a "$OUT/ops-summary.txt"
+rc=${PIPESTATUS[0]}
+log "ops_check exit status $rc"
+kill $gpid; wait $gpid
+exit "$rc"
