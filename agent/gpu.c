@@ -265,10 +265,17 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	int releasing = CS_RELEASING;
 
 	(void)ud;
-	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cb == NULL)
+	if (cb == NULL)
+		return;
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API) { /* a launch; never a finalize from here */
+		if (gpu_api_armed())
+			gpu_api_record(d, id, cb, api_now());
+		return;
+	}
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API)
 		return;
 	if (gpu_api_armed()) { /* a burst records this call (gpu_api.c) */
-		gpu_api_record(id, cb, api_now());
+		gpu_api_record(d, id, cb, api_now());
 		return;
 	}
 	if (cb->callbackSite != CUPTI_API_EXIT)
@@ -482,6 +489,46 @@ static bool api_by_activity(void)
 	return v != NULL && strcmp(v, "activity") == 0;
 }
 
+/*
+ * Launches made through the driver API: NCCL's collectives
+ * (cuLaunchKernelEx) and Triton's kernels (cuLaunchKernel). Without their
+ * calls their kernels have no launch, and HTA, which keeps only GPU work
+ * whose launch lies in a ProfilerStep, drops them (0 % communication in
+ * its breakdowns of a DDP job: issue 27). Recorded by the same callback as
+ * the runtime calls, by default: they are a few per step. Not when the
+ * request asks for every driver call (the DRIVER kind records them), nor
+ * with GPROF_CUPTI_DRIVER_LAUNCH=off.
+ */
+static bool driver_kind_asked;
+static const CUpti_CallbackId driver_launches[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+};
+
+static void driver_launches_on(void)
+{
+	const char *v = getenv("GPROF_CUPTI_DRIVER_LAUNCH");
+	size_t i;
+
+	if (driver_kind_asked || (v != NULL && strcmp(v, "off") == 0))
+		return;
+	for (i = 0; i < sizeof(driver_launches) / sizeof(driver_launches[0]); i++)
+		if (p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i]) !=
+		    CUPTI_SUCCESS)
+			agent_log("driver-API launch callback %u not enabled: its launches go "
+			          "unrecorded", (unsigned)driver_launches[i]);
+}
+
 static CUptiResult runtime_on(void)
 {
 	bool all = getenv("GPROF_CUPTI_ALL_RUNTIME") != NULL;
@@ -504,8 +551,11 @@ static CUptiResult runtime_on(void)
 		if (p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS)
 			r = CUPTI_SUCCESS;
 	}
-	if (r != CUPTI_SUCCESS)
+	if (r != CUPTI_SUCCESS) {
 		gpu_api_disarm();
+		return r;
+	}
+	driver_launches_on();
 	return r;
 }
 
@@ -640,6 +690,7 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	atomic_store(&returned, 0);
 	pool_fill();
 	k = kinds_for(activities, &nk);
+	driver_kind_asked = (activities & MSG_ACT_DRIVER) != 0;
 	n_enabled = 0;
 	for (i = 0; i < nk; i++) {
 		r = k[i] == CUPTI_ACTIVITY_KIND_RUNTIME ? runtime_on() : p_cuptiActivityEnable(k[i]);
@@ -883,6 +934,7 @@ void gpu_atfork_child(void)
 void gpu_kind_off(int64_t kind)
 {
 	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && gpu_api_armed()) {
+		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
 		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
 		gpu_api_disarm();
 		return;

@@ -8,7 +8,9 @@
  *
  * Data flow: gpu.c enables the callback call by call (the quiet queries
  * never get one, so they cost nothing) and forwards each runtime-API
- * callback here (gpu_api_record, on the application's thread). The entry
+ * callback here (gpu_api_record, on the application's thread), and the
+ * driver API's launch calls (cuLaunchKernelEx: NCCL, Triton) made outside
+ * any runtime call, so every kernel has its launch. The entry
  * leaves its timestamp in CUPTI's per-call slot (correlationData); the
  * exit writes a CUpti_ActivityAPI record, shaped as CUPTI's, into the
  * calling thread's chunk. A full chunk, and at the burst's end every
@@ -54,6 +56,7 @@ static atomic_bool after_end;   /* a call recorded that began after the window's
 static _Thread_local struct chunk *my_chunk;
 static _Thread_local unsigned my_gen;
 static _Thread_local uint32_t my_tid;
+static _Thread_local unsigned my_depth, my_depth_gen; /* runtime calls entered */
 
 void gpu_api_arm(void)
 {
@@ -166,16 +169,31 @@ static void hand_over(struct chunk *c)
 	gpu_add_own(c, c->data, c->used);
 }
 
-void gpu_api_record(CUpti_CallbackId id, const CUpti_CallbackData *cb, uint64_t now)
+void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_CallbackData *cb,
+                    uint64_t now)
 {
+	bool driver = d == CUPTI_CB_DOMAIN_DRIVER_API;
+	unsigned g = atomic_load_explicit(&gen, memory_order_relaxed);
 	struct chunk *c;
 	CUpti_ActivityAPI *a;
 	uint64_t te;
 
+	/* runtime calls this thread is inside, this burst: a driver launch
+	 * inside one is the runtime's own doing, and the runtime call is
+	 * the launch its GPU work names */
+	if (my_depth_gen != g) {
+		my_depth_gen = g;
+		my_depth = 0;
+	}
+	if (driver && my_depth > 0)
+		return;
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		*cb->correlationData = now;
+		my_depth += !driver;
 		return;
 	}
+	if (!driver && my_depth > 0)
+		my_depth--;
 	atomic_fetch_add(&writers, 1);
 	/* after `writers`: gpu_api_disarm clears `on` before it reads them.
 	 * A call entered before the callback was on has no entry time (the
@@ -197,7 +215,7 @@ void gpu_api_record(CUpti_CallbackId id, const CUpti_CallbackData *cb, uint64_t 
 		my_tid = (uint32_t)syscall(SYS_gettid);
 	a = (CUpti_ActivityAPI *)(c->data + c->used);
 	memset(a, 0, sizeof(*a));
-	a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	a->kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
 	a->cbid = id;
 	a->start = *cb->correlationData;
 	a->end = now > a->start ? now : a->start + 1;

@@ -65,8 +65,11 @@ AGENT_HIDDEN bool gpu_api_armed(void);
  * chunk over (gpu_add_own). The callbacks must be off in CUPTI already or
  * at once after: a late one records nothing. */
 AGENT_HIDDEN void gpu_api_disarm(void);
-/* One runtime-API callback, on the application's thread; now: CUPTI's clock. */
-AGENT_HIDDEN void gpu_api_record(CUpti_CallbackId id, const CUpti_CallbackData *cb, uint64_t now);
+/* One runtime-API callback, or a driver-API launch's, on the application's
+ * thread; now: CUPTI's clock. A driver call inside a runtime call is not
+ * recorded (the runtime call is the launch). */
+AGENT_HIDDEN void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id,
+                                 const CUpti_CallbackData *cb, uint64_t now);
 /* Whether a call that began after the window's end (A.t_end) was recorded:
  * its correlation id bounds what was launched inside the window. */
 AGENT_HIDDEN bool gpu_api_after_end(void);

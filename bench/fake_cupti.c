@@ -81,14 +81,17 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int finalizer_tid;        /* a thread inside cuptiFinalize */
 /* the API callback this thread is inside: 0 none, else the site + 1 */
 static _Thread_local int in_callback;
+#define DRIVER_CALLBACK 100 /* in_callback inside a driver-API callback */
 static atomic_bool initialized;
 static bool kind_on[64];
 /* runtime-API callbacks enabled one by one (cuptiEnableCallback), for the
  * two calls fake_cuda_call makes; cuptiEnableDomain sets both */
 static bool cb_launch, cb_sync;
+/* the driver-API callback of cuLaunchKernelEx (fake_cuda_driver_launch) */
+static bool cb_drv_launch;
 static uint8_t *cur;                    /* the buffer being filled */
 static size_t cur_size, cur_off;
-static char *names[4];                  /* this session's kernel names */
+static char *names[5];                  /* this session's kernel names */
 static uint32_t next_corr = 1;
 /* launched kernels the lagging GPU has not completed: a FIFO */
 struct inflight { uint32_t corr; int k; uint64_t due; };
@@ -225,6 +228,8 @@ CUptiResult cuptiFinalize(void)
 {
 	size_t i;
 
+	if (in_callback == DRIVER_CALLBACK)
+		die("cuptiFinalize called in a driver-API callback");
 	if (in_callback != CUPTI_API_EXIT + 1)
 		die(in_callback ? "cuptiFinalize called in an API entry callback"
 		                : "cuptiFinalize called outside an API callback");
@@ -267,6 +272,11 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s, CUpti_C
 {
 	(void)s;
 	enter("cuptiEnableDomain", false);
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API) {
+		pthread_mutex_lock(&lock);
+		cb_drv_launch = enable != 0;
+		pthread_mutex_unlock(&lock);
+	}
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		pthread_mutex_lock(&lock);
 		cb_launch = cb_sync = enable != 0;
@@ -280,6 +290,13 @@ CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s, CUpti
 {
 	(void)s;
 	enter("cuptiEnableCallback", false);
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && cbid > 0 && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE) {
+		pthread_mutex_lock(&lock);
+		if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)
+			cb_drv_launch = enable != 0;
+		pthread_mutex_unlock(&lock);
+		return CUPTI_SUCCESS;
+	}
 	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cbid == 0 || cbid >= CUPTI_RUNTIME_TRACE_CBID_SIZE)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
@@ -375,8 +392,12 @@ CUptiResult cuptiGetResultString(CUptiResult r, const char **s)
 
 CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const char **name)
 {
-	(void)d;
 	enter("cuptiGetCallbackName", false);
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API) {
+		*name = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ? "cuLaunchKernelEx"
+		                                                         : "cuDriverCall";
+		return CUPTI_SUCCESS;
+	}
 	*name = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ? "cudaLaunchKernel_v7000"
 	      : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 ? "cudaMemcpyAsync_v3020"
 	      : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020 ?
@@ -440,8 +461,26 @@ static void complete_due(void)
  * One CUDA runtime call on the calling thread: cudaLaunchKernel of kernel
  * k (0-3) when k >= 0, else a call that launches nothing (a stream sync).
  */
+static void cuda_call(int k, bool driver);
 void fake_cuda_call(int k);
 void fake_cuda_call(int k)
+{
+	cuda_call(k, false);
+}
+
+/*
+ * One driver-API launch on the calling thread, as NCCL makes them:
+ * cuLaunchKernelEx of kernel k (4: an NCCL all-reduce), outside any
+ * runtime call: the driver-API callback when enabled, a DRIVER record when
+ * that kind is on, and the kernel.
+ */
+void fake_cuda_driver_launch(int k);
+void fake_cuda_driver_launch(int k)
+{
+	cuda_call(k, true);
+}
+
+static void cuda_call(int k, bool driver)
 {
 	CUpti_CallbackData cb;
 	uint64_t slot = 0;
@@ -451,34 +490,38 @@ void fake_cuda_call(int k)
 	bool domain;
 	uint64_t t0 = now_ns(), t1;
 	uint32_t corr;
-	uint32_t cbid = k >= 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
+	uint32_t cbid = driver ? CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx
+	              : k >= 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
 	                       : CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
+	CUpti_CallbackDomain dom = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
+	CUpti_ActivityKind kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
 
 	pthread_mutex_lock(&lock);
 	corr = ids_stuck ? next_corr : next_corr++;
-	domain = subscribed && (k >= 0 ? cb_launch : cb_sync);
+	domain = subscribed && (driver ? cb_drv_launch : k >= 0 ? cb_launch : cb_sync);
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);
 	memset(&cb, 0, sizeof(cb));
 	cb.correlationId = corr;
 	cb.correlationData = &slot;
-	cb.functionName = k >= 0 ? "cudaLaunchKernel" : "cudaStreamSynchronize";
+	cb.functionName = driver ? "cuLaunchKernelEx" : k >= 0 ? "cudaLaunchKernel"
+	                                                       : "cudaStreamSynchronize";
 	cb.functionReturnValue = &ret;
 	if (domain && fn) {
 		cb.callbackSite = CUPTI_API_ENTER;
-		in_callback = CUPTI_API_ENTER + 1;
-		fn(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
+		in_callback = driver ? DRIVER_CALLBACK : CUPTI_API_ENTER + 1;
+		fn(ud, dom, cbid, &cb);
 		in_callback = 0;
 	}
 	t1 = now_ns();
 	pthread_mutex_lock(&lock);
-	if (kind_on[CUPTI_ACTIVITY_KIND_RUNTIME]) {
+	if (kind_on[kind]) {
 		CUpti_ActivityAPI *a = (CUpti_ActivityAPI *)room(ALIGN8(sizeof(*a)));
 
 		if (a != NULL) {
 			memset(a, 0, sizeof(*a));
-			a->kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+			a->kind = kind;
 			a->cbid = cbid;
 			a->start = t0;
 			a->end = t1 > t0 ? t1 : t0 + 1;
@@ -502,14 +545,14 @@ void fake_cuda_call(int k)
 			f->due = t1 + (uint64_t)gpu_lag_ns();
 		}
 	}
-	domain = subscribed && (k >= 0 ? cb_launch : cb_sync);
+	domain = subscribed && (driver ? cb_drv_launch : k >= 0 ? cb_launch : cb_sync);
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);
 	if (domain && fn) {
 		cb.callbackSite = CUPTI_API_EXIT;
 		in_callback = CUPTI_API_EXIT + 1;
-		fn(ud, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb); /* may finalize */
+		fn(ud, dom, cbid, &cb); /* may finalize */
 		in_callback = 0;
 	}
 }
@@ -517,10 +560,11 @@ void fake_cuda_call(int k)
 /* A kernel's record, as the GPU completes it. Lock held. */
 static void write_kernel(uint32_t corr, int k, uint64_t start)
 {
-	static const char *const kname[4] = { "_Z5scalePff", "_Z7add_onePf", "gemm_128x64",
-	                                       "elementwise" };
+	static const char *const kname[5] = { "_Z5scalePff", "_Z7add_onePf", "gemm_128x64",
+	                                       "elementwise",
+	                                       "ncclDevKernel_AllReduce_Sum_f32_RING_LL" };
 	static uint64_t stream_end[3]; /* a stream runs one kernel at a time */
-	uint32_t stream = k == 3 ? 9 : 7 + (uint32_t)(k & 1);
+	uint32_t stream = k == 3 || k == 4 ? 9 : 7 + (uint32_t)(k & 1);
 	CUpti_ActivityKernel10 *r = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*r)));
 
 	if (r == NULL)
@@ -528,8 +572,9 @@ static void write_kernel(uint32_t corr, int k, uint64_t start)
 	if (start < stream_end[stream - 7])
 		start = stream_end[stream - 7];
 	stream_end[stream - 7] = start + 2000;
-	if (names[k & 3] == NULL)
-		names[k & 3] = strdup(kname[k & 3]);
+	k = k == 4 ? 4 : k & 3;
+	if (names[k] == NULL)
+		names[k] = strdup(kname[k]);
 	memset(r, 0, sizeof(*r));
 	r->kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 	r->start = start;
@@ -538,7 +583,7 @@ static void write_kernel(uint32_t corr, int k, uint64_t start)
 	r->correlationId = corr;
 	r->gridX = r->gridY = r->gridZ = 1;
 	r->blockX = 256; r->blockY = r->blockZ = 1;
-	r->name = names[k & 3];
+	r->name = names[k];
 	cur_off += ALIGN8(sizeof(*r));
 	atomic_fetch_add(&n_records, 1);
 }

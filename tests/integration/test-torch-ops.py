@@ -15,8 +15,10 @@ What must hold:
     (16 per step, 3 steps: nothing from before or after), with their args
     as torch wrote them (Input Dims, Sequence number, Fwd thread id) and
     their fwdbwd flows; every cudaLaunchKernel lies inside an operator on
-    the same thread (pid, tid), innermost aten::addmm/aten::mm/...; every
-    kernel keeps its launch and flow;
+    the same thread (pid, tid), innermost aten::addmm/aten::mm/..., and
+    the all-reduce's cuLaunchKernelEx (a driver-API launch, as NCCL's)
+    inside record_param_comms; every kernel keeps its launch and flow, so
+    HTA's rule (tests/tools/hta_rule.py) keeps every kernel;
   old-format: the same from a file with absolute microseconds and no
     baseTimeNanoseconds (torch before 2.0);
   modules: with modules asked, nn.Module: <Class>_<n> scopes around the
@@ -38,11 +40,14 @@ GPROFD, GPROFCTL, AGENT, FAKE, VALIDATOR, PYDIR, TORCHDIR = sys.argv[1:8]
 sys.path.insert(0, os.path.dirname(VALIDATOR))
 from validate_trace import validate  # noqa: E402
 import daemonlog  # noqa: E402
+import hta_rule  # noqa: E402
 import runner  # noqa: E402
 
 TIMEOUT = 30
-OPS_PER_STEP = 16  # 2 x (linear, t, addmm), relu, clamp_min; 2 x 3 backward; 2 x add_
-LAUNCHES_PER_STEP = 7  # 2 addmm, clamp_min, 2 mm, 2 add_
+# 2 x (linear, t, addmm), relu, clamp_min; 2 x 3 backward, record_param_comms; 2 x add_
+OPS_PER_STEP = 17
+# 2 addmm, clamp_min, 2 mm, 2 add_ (cudaLaunchKernel); the all-reduce (cuLaunchKernelEx)
+LAUNCHES_PER_STEP = 8
 
 PROGRAM = r"""
 import ctypes, os, select, sys
@@ -125,13 +130,15 @@ def check_ops(ev, iterations=3):
     for o in ops:
         by_tid.setdefault(o["tid"], []).append(o)
     assert len(by_tid) == 2, "forward and autograd threads: %s" % list(by_tid)
-    calls = [e for e in ev if e.get("cat") == "cuda_runtime"]
+    calls = [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     assert len(calls) == LAUNCHES_PER_STEP * iterations, len(calls)
     for c in calls:
         around = [o for o in by_tid.get(c["tid"], []) if c["pid"] == o["pid"] and inside(c, o)]
         assert around, "launch %s outside every op of its thread" % c
         inner = min(around, key=lambda o: o["dur"])
-        assert inner["name"] in ("aten::addmm", "aten::mm", "aten::clamp_min", "aten::add_"), inner
+        assert inner["name"] in ("aten::addmm", "aten::mm", "aten::clamp_min", "aten::add_",
+                                 "record_param_comms"), inner
+        assert (c["cat"] == "cuda_driver") == (inner["name"] == "record_param_comms"), (c, inner)
     # every kernel has its launch (a call with its correlation) and its flow
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     corr = {c["args"]["correlation"] for c in calls}
@@ -139,6 +146,9 @@ def check_ops(ev, iterations=3):
     assert kernels and all(k["args"]["correlation"] in corr for k in kernels)
     assert all(("s", k["args"]["correlation"]) in flows and ("f", k["args"]["correlation"]) in flows
                for k in kernels)
+    # HTA keeps every one of them: each launch lies in a ProfilerStep
+    assert not hta_rule.dropped(ev), hta_rule.dropped(ev)
+    assert [k for k in kernels if k["name"].startswith("ncclDevKernel")]
     # args as torch wrote them; backward linked to forward
     addmm = [o for o in ops if o["name"] == "aten::addmm"]
     assert addmm[0]["args"]["Input Dims"] == [[128], [32, 64], [64, 128], [], []], addmm[0]
