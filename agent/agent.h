@@ -264,6 +264,16 @@ AGENT_HIDDEN bool ops_crosses(int tid, const uint64_t *b, size_t nb);
 AGENT_HIDDEN void ops_write(struct tw *w);
 AGENT_HIDDEN void ops_end(void);
 AGENT_HIDDEN void ops_cancel(void);
+/* The parser alone (ops_collect's, for tests and the fuzzer): keeps the
+ * operators of the file text [buf, buf + len) that lie in [t0, t1];
+ * NULL, or why the whole file was refused; *bad: events left out as
+ * malformed; *outside: outside the window. ops_get reads kept event i
+ * (flows have no name). */
+AGENT_HIDDEN const char *ops_parse(const char *buf, size_t len, uint64_t t0, uint64_t t1,
+                                   size_t *bad, size_t *outside);
+AGENT_HIDDEN size_t ops_count(void);
+AGENT_HIDDEN bool ops_get(size_t i, int *tid, uint64_t *start, uint64_t *end, const char **name,
+                          const char **args);
 
 /* writer.c */
 struct trace_result { uint64_t events, dropped, bytes; bool cut; };

@@ -523,6 +523,41 @@ static const char *read_events(const char *p, const char *end, struct scan *s, u
 	return p < end ? NULL : "the event array is cut short";
 }
 
+const char *ops_parse(const char *buf, size_t len, uint64_t t0, uint64_t t1, size_t *bad,
+                      size_t *outside)
+{
+	struct scan s = { 0 };
+	const char *err;
+
+	ops_end();
+	err = find_events(buf, buf + len, &s);
+	if (err == NULL)
+		err = read_events(buf, buf + len, &s, t0, t1);
+	if (err != NULL)
+		ops_end(); /* the whole file or nothing */
+	*bad = s.bad;
+	*outside = s.outside;
+	return err;
+}
+
+size_t ops_count(void)
+{
+	return nev;
+}
+
+bool ops_get(size_t i, int *tid, uint64_t *start, uint64_t *end, const char **name,
+             const char **args)
+{
+	if (i >= nev)
+		return false;
+	*tid = ev[i].tid;
+	*start = ev[i].start;
+	*end = ev[i].end;
+	*name = ev[i].name;
+	*args = ev[i].args;
+	return true;
+}
+
 /* The file, opened without following a link: a regular file of ours, no
  * larger than cap. */
 static char *slurp(const char *path, size_t cap, size_t *len, char *why, size_t n)
@@ -582,7 +617,7 @@ void ops_collect(uint64_t t0, uint64_t t1)
 {
 	uint64_t gen = atomic_load(&A.gen), taken, done;
 	char path[sizeof(dir) + 16], why[300];
-	struct scan s = { 0 };
+	size_t bad = 0, outside = 0;
 	struct timespec due;
 	const char *err;
 	size_t len = 0;
@@ -629,20 +664,17 @@ void ops_collect(uint64_t t0, uint64_t t1)
 		add_note("PyTorch operators left out: %s", why);
 		goto out;
 	}
-	err = find_events(buf, buf + len, &s);
-	if (err == NULL)
-		err = read_events(buf, buf + len, &s, t0, t1);
+	err = ops_parse(buf, len, t0, t1, &bad, &outside);
 	free(buf);
 	if (err != NULL) {
-		ops_end();
 		add_note("PyTorch operators left out: their trace is malformed (%s)", err);
 		goto out;
 	}
-	if (s.bad)
-		add_note("%zu events of the PyTorch operator trace left out: malformed", s.bad);
-	if (nev == 0 && s.outside > 0)
+	if (bad)
+		add_note("%zu events of the PyTorch operator trace left out: malformed", bad);
+	if (nev == 0 && outside > 0)
 		add_note("all %zu PyTorch operator events fell outside the window (a clock the "
-		         "agent does not share?)", s.outside);
+		         "agent does not share?)", outside);
 out:
 	if (note[0])
 		agent_log("trace %s: %s", A.win.trace_id, note);

@@ -111,4 +111,26 @@ for sub in sorted(os.listdir(traces)):
 write("report", "empty-events", b'{"traceEvents":[]}')
 write("report", "cut", b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":')
 write("report", "not-json", b"hello")
+# agent/ops.c: PyTorch operator files as the job's profiler exports them
+# (the stand-in torch's shapes: Kineto with the base after the events, the
+# absolute-microsecond form, the legacy array) and broken ones
+OPS_EV = ('{"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 9, "tid": 77, '
+          '"ts": 10.500, "dur": 5.250, "args": {"External id": 1, "Input Dims": [[128], '
+          '[32, 64], [64, 128], [], []], "Input type": ["float", "float", "float", "Scalar", '
+          '"Scalar"], "Sequence number": 4, "Fwd thread id": 0}}, {"ph": "X", "cat": '
+          '"user_annotation", "name": "nn.Module: Linear_0", "pid": 9, "tid": 77, "ts": 9, '
+          '"dur": 8}, {"ph": "s", "id": 4, "pid": 9, "tid": 77, "ts": 11.0, "cat": "fwdbwd", '
+          '"name": "fwdbwd"}, {"ph": "f", "id": 4, "pid": 9, "tid": 78, "ts": 30.125, "cat": '
+          '"fwdbwd", "name": "fwdbwd", "bp": "e"}')
+write("ops", "kineto", ('{"schemaVersion": 1, "deviceProperties": [], "traceEvents": [%s], '
+                        '"traceName": "x", "baseTimeNanoseconds": 1000}' % OPS_EV).encode())
+write("ops", "base-first", ('{"baseTimeNanoseconds": 0, "traceEvents": [%s]}' % OPS_EV).encode())
+write("ops", "absolute", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "tid": 5, '
+      b'"ts": 1764081234567890.123, "dur": 0.001}]}')
+write("ops", "legacy", b'[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "tid": 3, "ts": 7, '
+      b'"dur": 2, "args": {}}]')
+write("ops", "escapes", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a\\"ts\\": 3", '
+      b'"args": {"ts": 5}, "tid": 5, "dur": 1, "ts": 2}]}')
+write("ops", "cut", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "tid": 5, "ts": ')
+write("ops", "not-json", b"this is not a trace {")
 print("seeds written under", os.path.join(HERE, "corpus"))

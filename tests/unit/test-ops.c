@@ -1,0 +1,169 @@
+/* Unit tests for agent/ops.c's parser (ops_parse): the PyTorch operator
+ * file the job's profiler exports, as the agent reads it before merging
+ * it into its trace (issue 27). Known answers for every shape torch has
+ * written (Kineto with baseTimeNanoseconds after the events or before
+ * them, absolute microseconds, the legacy profiler's bare array), times
+ * exact to the nanosecond, and bad input: refused whole (not JSON, cut,
+ * no events) or event by event (wrong types, overflow, exponents), with
+ * "ts" in args or inside a string never mistaken for the event's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent.h"
+
+#define ALL 0, UINT64_MAX
+
+static const char *parse(const char *text, uint64_t t0, uint64_t t1, size_t *bad,
+                         size_t *outside)
+{
+	return ops_parse(text, strlen(text), t0, t1, bad, outside);
+}
+
+static void get(size_t i, int *tid, uint64_t *s, uint64_t *e, const char **name,
+                const char **args)
+{
+	assert_true(ops_get(i, tid, s, e, name, args));
+}
+
+static void test_kineto_base_after(void **state)
+{
+	/* Kineto writes baseTimeNanoseconds after traceEvents */
+	const char *t =
+		"{\"schemaVersion\": 1, \"deviceProperties\": [], \"traceEvents\": [\n"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 9, "
+		"\"tid\": 77, \"ts\": 10.500, \"dur\": 5.250, \"args\": {\"External id\": 1, "
+		"\"Input Dims\": [[128, 64], [32]], \"Sequence number\": 4}},\n"
+		"{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#3\", "
+		"\"pid\": 9, \"tid\": 77, \"ts\": 1.0, \"dur\": 100},\n"
+		"{\"ph\": \"s\", \"id\": 4, \"pid\": 9, \"tid\": 77, \"ts\": 11.0, \"cat\": \"fwdbwd\", "
+		"\"name\": \"fwdbwd\"},\n"
+		"{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, "
+		"\"ts\": 12, \"dur\": 1},\n"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"late\", \"pid\": 9, \"tid\": 77, "
+		"\"ts\": 900, \"dur\": 1},\n"
+		"{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 9, \"tid\": 0}\n"
+		"], \"traceName\": \"x\", \"displayTimeUnit\": \"ms\", "
+		"\"baseTimeNanoseconds\": 1000000000000}";
+	size_t bad, outside;
+	uint64_t s, e;
+	const char *name, *args;
+	int tid;
+
+	(void)state;
+	assert_null(parse(t, 1000000000000ull, 1000000500000ull, &bad, &outside));
+	assert_int_equal(bad, 0);
+	assert_int_equal(outside, 1); /* "late"; the kernel and ProfilerStep are not taken */
+	assert_int_equal(ops_count(), 2);
+	get(0, &tid, &s, &e, &name, &args);
+	assert_int_equal(tid, 77);
+	assert_int_equal(s, 1000000010500ull);
+	assert_int_equal(e, 1000000015750ull);
+	assert_string_equal(name, "aten::linear");
+	assert_string_equal(args, "{\"External id\":1,\"Input Dims\":[[128,64],[32]],"
+	                    "\"Sequence number\":4}");
+	get(1, &tid, &s, &e, &name, &args);
+	assert_null(name); /* the flow */
+	assert_int_equal(s, 1000000011000ull);
+	ops_end();
+}
+
+static void test_absolute_exact(void **state)
+{
+	/* no base: absolute microseconds, which a double holds only to 0.25 us */
+	const char *t = "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", "
+	                "\"args\": {\"ts\": 5, \"dur\": \"x\"}, \"name\": \"a\\\"ts\\\": 3\", "
+	                "\"pid\": 1, \"tid\": 5, \"dur\": 0.001, \"ts\": 1764081234567890.123}]}";
+	size_t bad, outside;
+	uint64_t s, e;
+	const char *name, *args;
+	int tid;
+
+	(void)state;
+	assert_null(parse(t, ALL, &bad, &outside));
+	assert_int_equal(ops_count(), 1);
+	get(0, &tid, &s, &e, &name, &args);
+	assert_int_equal(s, 1764081234567890123ull);
+	assert_int_equal(e, 1764081234567890124ull);
+	assert_string_equal(name, "a\"ts\": 3");
+	ops_end();
+}
+
+static void test_legacy_array(void **state)
+{
+	const char *t = "[{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", "
+	                "\"pid\": 1, \"tid\": 3, \"ts\": 7, \"dur\": 2}]";
+	size_t bad, outside;
+
+	(void)state;
+	assert_null(parse(t, ALL, &bad, &outside));
+	assert_int_equal(ops_count(), 1);
+	ops_end();
+}
+
+static void test_bad_events(void **state)
+{
+	const char *t = "{\"traceEvents\": ["
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"s\", \"tid\": 1, \"ts\": \"1\", \"dur\": 1},"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"neg\", \"tid\": -1, \"ts\": 1, \"dur\": 1},"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"big\", \"tid\": 99999999, \"ts\": 1, "
+		"\"dur\": 1},"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"exp\", \"tid\": 1, \"ts\": 1e3, \"dur\": 1},"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"ovf\", \"tid\": 1, "
+		"\"ts\": 99999999999999999999999, \"dur\": 1},"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"negts\", \"tid\": 1, \"ts\": -4, \"dur\": 1},"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": 5, \"tid\": 1, \"ts\": 4, \"dur\": 1},"
+		"17, [],"
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"good\", \"tid\": 1, \"ts\": 4, \"dur\": 1}"
+		"], \"baseTimeNanoseconds\": 0}";
+	size_t bad, outside;
+	uint64_t s, e;
+	const char *name, *args;
+	int tid;
+
+	(void)state;
+	assert_null(parse(t, ALL, &bad, &outside));
+	assert_int_equal(bad, 9);
+	assert_int_equal(ops_count(), 1);
+	get(0, &tid, &s, &e, &name, &args);
+	assert_string_equal(name, "good");
+	assert_null(args);
+	ops_end();
+}
+
+static void test_refused_whole(void **state)
+{
+	static const char *const bad_files[] = {
+		"", "this is not a trace {", "{\"traceEvents\": 5}", "{\"schemaVersion\": 1}",
+		"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\", \"tid\": 1, "
+		"\"ts\": 1, \"dur\": 1}, {\"ph\": \"X\", \"ca",
+		"{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"a\", \"tid\": 1, "
+		"\"ts\": 1, \"dur\": 1} {}]}",
+		"{\"traceEvents\": [", "[1, 2",
+	};
+	size_t i, bad, outside;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad_files) / sizeof(bad_files[0]); i++) {
+		assert_non_null(parse(bad_files[i], ALL, &bad, &outside));
+		assert_int_equal(ops_count(), 0); /* nothing half-kept */
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kineto_base_after),
+		cmocka_unit_test(test_absolute_exact),
+		cmocka_unit_test(test_legacy_array),
+		cmocka_unit_test(test_bad_events),
+		cmocka_unit_test(test_refused_whole),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
