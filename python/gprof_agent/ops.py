@@ -90,25 +90,41 @@ class _KinetoCpu:
         self._prof.export_chrome_trace(path)
 
 
+_MARK = "gprof::clock"
+
+
 class _Legacy:
     """The autograd profiler without Kineto; its events (times relative to
     its start, its own thread numbers) written as Kineto's, on the wall
-    clock and the OS thread of the thread that started it."""
+    clock (through a marker scope timed on both clocks: within a microsecond
+    or two, so a launch at an operator's edge may stick out of it) and the
+    OS thread of the thread that started it (only the busiest thread's
+    operators: the others' OS threads are unknown)."""
 
     def __init__(self, torch, flags):
+        self._torch = torch
         self._prof = torch.autograd.profiler.profile(
             use_kineto=False, record_shapes=bool(flags & SHAPES))
         self.note = None
 
     def start(self):
-        self._t0 = time.time_ns()
         self._tid = threading.get_native_id()
         self._prof.__enter__()
+        # its clock's zero on the wall clock: a scope whose wall-clock
+        # bounds are known (to a microsecond or two)
+        a = time.time_ns()
+        with self._torch.autograd.profiler.record_function(_MARK):
+            b = time.time_ns()
+        self._mark = (a + b) // 2
 
     def stop(self, path):
         import json
         self._prof.__exit__(None, None, None)
         evs = list(self._prof.function_events)
+        mark = [e for e in evs if e.name == _MARK]
+        # wall-clock ns of the profiler's zero
+        t0 = self._mark - int(mark[0].time_range.start * 1000) if mark else time.time_ns()
+        evs = [e for e in evs if e.name != _MARK]
         threads = {}
         for e in evs:
             threads[e.thread] = threads.get(e.thread, 0) + 1
@@ -122,13 +138,13 @@ class _Legacy:
             if e.input_shapes:
                 args["Input Dims"] = e.input_shapes
             out.append({"ph": "X", "cat": "cpu_op", "name": e.name, "pid": os.getpid(),
-                        "tid": self._tid, "ts": e.time_range.start,
-                        "dur": e.time_range.end - e.time_range.start, "args": args})
+                        "tid": self._tid, "ts": round(e.time_range.start, 3),
+                        "dur": round(e.time_range.end - e.time_range.start, 3), "args": args})
         if other:
             self.note = ("%d operators of other threads left out (the legacy profiler "
                          "does not name OS threads)" % other)
         with open(path, "w") as f:
-            json.dump({"baseTimeNanoseconds": self._t0, "traceEvents": out}, f)
+            json.dump({"baseTimeNanoseconds": t0, "traceEvents": out}, f)
 
 
 MECHANISMS = {"kineto-cpu": _KinetoCpu, "legacy": _Legacy}

@@ -81,7 +81,7 @@ class Job:
         return self.p.returncode, out, err
 
 
-def traced(d, iterations=3, **env):
+def traced(d, iterations=3, validate_it=True, **env):
     """One job traced once: the trace's events, its notes, the job's exit."""
     dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
     job = None
@@ -105,6 +105,8 @@ def traced(d, iterations=3, **env):
         dm.stop()
     path = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))[0]
     summary, errs = validate(path, steps=iterations)
+    if not validate_it:  # only what does not depend on sub-microsecond alignment
+        errs = [e for e in errs if " overlaps " not in e]
     assert not errs, "trace invalid:\n  " + "\n  ".join(errs)
     ev = json.load(gzip.open(path, "rt"))["traceEvents"]
     notes = [e["args"]["note"] for e in ev if e.get("ph") == "M" and e["name"] == "gprof_note"]
@@ -187,6 +189,26 @@ def test_modules(d):
     assert [n for n in notes if "--with-stack, --with-flops asked for, not recorded" in n], notes
 
 
+def test_legacy(d):
+    """GPROF_TORCH_OPS=legacy: the autograd profiler without Kineto, its
+    events converted by the helper: the stepping thread's operators of the
+    window (10 a step: the others' OS threads are unknown, said in the
+    note), on that thread's row. Its clock is matched to the wall clock
+    through a marker scope (a microsecond or two), so launch nesting is not
+    asserted here: the validator's other rules are."""
+    ev, notes = traced(d, GPROF_TORCH_OPS="legacy", GPROF_TORCH_OPTS="shapes", validate_it=False)
+    steps = [e for e in ev if e["name"].startswith("ProfilerStep#")]
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    # 8 forward and 2 add_ a step, and the Optimizer.step scopes that closed in the window
+    assert len(ops) == 3 * (8 + 2) + 2, sorted(o["name"] for o in ops)
+    assert {o["tid"] for o in ops} == {steps[0]["tid"] & ~0x40000000}, ops
+    lo, hi = min(s["ts"] for s in steps), max(s["ts"] + s["dur"] for s in steps)
+    assert all(lo <= o["ts"] and o["ts"] + o["dur"] <= hi for o in ops)
+    assert [n for n in notes if "operators of other threads left out" in n], notes
+    addmm = [o for o in ops if o["name"] == "aten::addmm"]
+    assert addmm[0]["args"]["Input Dims"] == [[128], [32, 64], [64, 128], [], []], addmm[0]
+
+
 HOSTILE = {
     "symlink": "cannot open",
     "fifo": "not a regular file",
@@ -222,7 +244,7 @@ def test_off(d):
 
 
 def main():
-    tests = [test_operators, test_old_format, test_modules, test_hostile, test_off]
+    tests = [test_operators, test_old_format, test_modules, test_legacy, test_hostile, test_off]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
