@@ -618,6 +618,7 @@ void ops_collect(uint64_t t0, uint64_t t1)
 	uint64_t gen = atomic_load(&A.gen), taken, done;
 	char path[sizeof(dir) + 16], why[300];
 	size_t bad = 0, outside = 0;
+	bool said;
 	struct timespec due;
 	const char *err;
 	size_t len = 0;
@@ -645,7 +646,8 @@ void ops_collect(uint64_t t0, uint64_t t1)
 	taken = taken_gen;
 	done = done_gen;
 	snprintf(path, sizeof(path), "%s/" OPS_FILE, dir);
-	if (py_note[0])
+	said = py_note[0] != '\0';
+	if (said)
 		add_note("%s", py_note);
 	taken_gen = 0; /* a late gprof_ops_done is ignored */
 	pthread_mutex_unlock(&lock);
@@ -657,7 +659,7 @@ void ops_collect(uint64_t t0, uint64_t t1)
 		         (unsigned long long)wait_ms());
 		goto out;
 	}
-	if (access(path, F_OK) < 0 && py_note[0])
+	if (said && access(path, F_OK) < 0)
 		goto out; /* the helper said why there is no file */
 	buf = slurp(path, (size_t)(A.win.max_bytes / 4), &len, why, sizeof(why));
 	if (buf == NULL) {
