@@ -14,7 +14,8 @@
 # Every window is printed; tests/gpu/ops_check.py prints each config's
 # inflation per round and the cost ratio against torch.profiler, and
 # validates every agent trace that has operators (cpu_op per step, every
-# launch inside an op on its thread, every kernel with its launch).
+# launch inside an op on its thread, every kernel with its launch), and
+# applies HTA's kernel rule to them (tests/tools/hta_rule.py).
 # Results: $OUT/ops-summary.txt, $OUT/ops.jsonl.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -52,5 +53,11 @@ mapfile -t files < <(ls -t /tmp/capture-overhead/*/*.pt.trace.json.gz 2>/dev/nul
 python3 "$root/tests/gpu/ops_check.py" "$OUT/ops.jsonl" "${files[@]}" 2>&1 | tee -a "$OUT/ops-summary.txt"
 rc=${PIPESTATUS[0]}
 log "ops_check exit status $rc"
+# HTA's rule (issue 27): every kernel's launch (cudaLaunchKernel, or the
+# driver API's cuLaunchKernelEx of cuBLAS and NCCL) inside a ProfilerStep
+python3 "$root/tests/tools/hta_rule.py" "${files[@]}" 2>&1 | tee -a "$OUT/ops-summary.txt"
+hta=${PIPESTATUS[0]}
+log "hta_rule exit status $hta"
+[ "$hta" = 0 ] || rc=1
 kill $gpid; wait $gpid
 exit "$rc"
