@@ -651,8 +651,13 @@ void ops_collect(uint64_t t0, uint64_t t1)
 		add_note("%s", py_note);
 	taken_gen = 0; /* a late gprof_ops_done is ignored */
 	pthread_mutex_unlock(&lock);
-	if (taken != gen)
-		goto out; /* no Python helper ran a profiler in this window */
+	if (taken != gen) { /* no Python helper ran a profiler in this window */
+		if (A.win.torch_opts)
+			add_note("PyTorch operator options asked for, but no PyTorch helper ran in this "
+			         "window (python/gprof_agent, GPROF_TORCH_STEPS=1: it starts at an "
+			         "optimizer step)");
+		goto out;
+	}
 	if (done != gen) {
 		add_note("no PyTorch operators: the job did not reach a step boundary within %llu ms "
 		         "of the window's end (GPROF_TORCH_OPS_WAIT_MS)",
