@@ -472,7 +472,9 @@ static void take_event(const cJSON *e, const char *text, const char *tend, struc
 	} else {
 		const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
 
-		if (!cJSON_IsNumber(id)) {
+		/* an integer a double holds exactly (never a cast out of range) */
+		if (!cJSON_IsNumber(id) || id->valuedouble < -9007199254740992.0 ||
+		    id->valuedouble > 9007199254740992.0) {
 			s->bad++;
 			return;
 		}

@@ -133,4 +133,6 @@ write("ops", "escapes", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": 
       b'"args": {"ts": 5}, "tid": 5, "dur": 1, "ts": 2}]}')
 write("ops", "cut", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "tid": 5, "ts": ')
 write("ops", "not-json", b"this is not a trace {")
+write("ops", "regress-flow-id-huge", b'{"traceEvents": [{"ph": "s", "cat": "fwdbwd", "id": 1e300, '
+      b'"tid": 5, "ts": 2}]}')
 print("seeds written under", os.path.join(HERE, "corpus"))

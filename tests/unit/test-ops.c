@@ -119,6 +119,7 @@ static void test_bad_events(void **state)
 		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"negts\", \"tid\": 1, \"ts\": -4, \"dur\": 1},"
 		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": 5, \"tid\": 1, \"ts\": 4, \"dur\": 1},"
 		"17, [],"
+		"{\"ph\": \"s\", \"cat\": \"fwdbwd\", \"id\": 1e300, \"tid\": 1, \"ts\": 4},"
 		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"good\", \"tid\": 1, \"ts\": 4, \"dur\": 1}"
 		"], \"baseTimeNanoseconds\": 0}";
 	size_t bad, outside;
@@ -128,7 +129,7 @@ static void test_bad_events(void **state)
 
 	(void)state;
 	assert_null(parse(t, ALL, &bad, &outside));
-	assert_int_equal(bad, 9);
+	assert_int_equal(bad, 10);
 	assert_int_equal(ops_count(), 1);
 	get(0, &tid, &s, &e, &name, &args);
 	assert_string_equal(name, "good");
