@@ -265,20 +265,14 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	int releasing = CS_RELEASING;
 
 	(void)ud;
-	if (cb == NULL)
-		return;
-	if (d == CUPTI_CB_DOMAIN_DRIVER_API) { /* a launch; never a finalize from here */
-		if (gpu_api_armed())
-			gpu_api_record(d, id, cb, api_now());
-		return;
-	}
-	if (d != CUPTI_CB_DOMAIN_RUNTIME_API)
+	if (cb == NULL || (d != CUPTI_CB_DOMAIN_RUNTIME_API && d != CUPTI_CB_DOMAIN_DRIVER_API))
 		return;
 	if (gpu_api_armed()) { /* a burst records this call (gpu_api.c) */
 		gpu_api_record(d, id, cb, api_now());
 		return;
 	}
-	if (cb->callbackSite != CUPTI_API_EXIT)
+	/* finalize only from a runtime call's exit: never a driver launch's */
+	if (d != CUPTI_CB_DOMAIN_RUNTIME_API || cb->callbackSite != CUPTI_API_EXIT)
 		return;
 	/* never on the agent thread: it makes no CUDA call, but if it ever
 	 * did, finalizing there would race its own harvest */
@@ -490,30 +484,14 @@ static bool api_by_activity(void)
 }
 
 /*
- * Launches made through the driver API: NCCL's collectives
- * (cuLaunchKernelEx) and Triton's kernels (cuLaunchKernel). Without their
- * calls their kernels have no launch, and HTA, which keeps only GPU work
- * whose launch lies in a ProfilerStep, drops them (0 % communication in
- * its breakdowns of a DDP job: issue 27). Recorded by the same callback as
- * the runtime calls, by default: they are a few per step. Not when the
- * request asks for every driver call (the DRIVER kind records them), nor
+ * Launches made through the driver API (gpu_api_driver_launches: NCCL's
+ * cuLaunchKernelEx, cuBLAS's and Triton's): without them their kernels have
+ * no launch, and HTA, which keeps only GPU work launched in a ProfilerStep,
+ * drops them (issue 27). Recorded by default (a few per step), but not when
+ * the request asks for every driver call (the DRIVER kind has them), nor
  * with GPROF_CUPTI_DRIVER_LAUNCH=off.
  */
 static bool driver_kind_asked;
-static const CUpti_CallbackId driver_launches[] = {
-	CUPTI_DRIVER_TRACE_CBID_cuLaunch,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
-	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-};
 
 static void driver_launches_on(void)
 {
@@ -522,11 +500,11 @@ static void driver_launches_on(void)
 
 	if (driver_kind_asked || (v != NULL && strcmp(v, "off") == 0))
 		return;
-	for (i = 0; i < sizeof(driver_launches) / sizeof(driver_launches[0]); i++)
-		if (p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, driver_launches[i]) !=
-		    CUPTI_SUCCESS)
+	for (i = 0; i < gpu_api_n_driver_launches; i++)
+		if (p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
+		                          gpu_api_driver_launches[i]) != CUPTI_SUCCESS)
 			agent_log("driver-API launch callback %u not enabled: its launches go "
-			          "unrecorded", (unsigned)driver_launches[i]);
+			          "unrecorded", (unsigned)gpu_api_driver_launches[i]);
 }
 
 static CUptiResult runtime_on(void)

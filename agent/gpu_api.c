@@ -58,6 +58,23 @@ static _Thread_local unsigned my_gen;
 static _Thread_local uint32_t my_tid;
 static _Thread_local unsigned my_depth, my_depth_gen; /* runtime calls entered */
 
+const CUpti_CallbackId gpu_api_driver_launches[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+};
+const size_t gpu_api_n_driver_launches =
+	sizeof(gpu_api_driver_launches) / sizeof(gpu_api_driver_launches[0]);
+
 void gpu_api_arm(void)
 {
 	atomic_fetch_add(&gen, 1);

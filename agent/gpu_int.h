@@ -58,7 +58,10 @@ AGENT_HIDDEN void gpu_meta_load(uint32_t cupti_version);
 AGENT_HIDDEN void gpu_meta_probe(void);
 AGENT_HIDDEN bool gpu_meta_probed(void);
 
-/* Runtime calls recorded by the agent's own callback (gpu_api.c). */
+/* Runtime calls recorded by the agent's own callback (gpu_api.c), and the
+ * driver API's launch calls it records too (their callback ids). */
+AGENT_HIDDEN extern const CUpti_CallbackId gpu_api_driver_launches[];
+AGENT_HIDDEN extern const size_t gpu_api_n_driver_launches;
 AGENT_HIDDEN void gpu_api_arm(void);       /* a burst starts recording */
 AGENT_HIDDEN bool gpu_api_armed(void);
 /* Stops recording; waits for threads inside the callback, then hands every
