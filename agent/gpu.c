@@ -52,7 +52,6 @@
 
 #include "agent.h"
 #include "gpu_int.h"
-#include "writer.h"
 
 #define BUF_SIZE (4u << 20)
 

@@ -17,7 +17,7 @@
 
 #include "agent.h"
 #include "gpu_int.h"
-#include "writer.h"
+#include "tw.h"
 
 /* API calls by correlation id: open addressing, sized once per write.
  * An id names one call: a runtime call, and the driver calls made inside

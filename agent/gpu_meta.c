@@ -15,7 +15,7 @@
 
 #include "agent.h"
 #include "gpu_int.h"
-#include "writer.h"
+#include "tw.h"
 
 #define CU_FN(f) static __typeof__(f) *p_##f
 CU_FN(cuDeviceGetCount);

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "agent.h"
-#include "writer.h"
+#include "tw.h"
 
 bool gpu_usable(char *why, size_t n)
 {
