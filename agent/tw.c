@@ -21,6 +21,11 @@
 #include "agent.h"
 #include "tw.h"
 
+/* What rec.c reserved for each range is what the index holds for it: its
+ * entry and qsort's scratch copy (glibc's qsort sorts through a copy). */
+_Static_assert(2 * sizeof(struct rng) <= REC_RANGE_RESERVE,
+               "the range index holds more per range than rec.c reserves (rec.h)");
+
 /* -errno of a failed gzip write or close (ENOSPC on a full disk), else -EIO */
 static int gz_errno(gzFile gz, int saved)
 {

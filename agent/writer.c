@@ -23,7 +23,7 @@
  * written from the chunks. The range index (for the GPU projection, only
  * with GPU kinds on) and step_row's boundaries live for one writer_write
  * call, and their bytes were charged to the burst's budget when the events
- * were recorded (writer_range_bytes, writer_step_bytes), so the writer's
+ * were recorded (REC_RANGE_RESERVE, REC_STEP_RESERVE), so the writer's
  * memory is sized from the budget, not from what arrived.
  */
 #include <errno.h>
@@ -45,12 +45,10 @@
  * (step_row): Linux thread ids stay below 2^22, so bit 30 is free. */
 #define ITER_ROW(tid) ((tid) | 0x40000000)
 
-/* What rec.c charges, per event, for what this file will hold: the range
- * index entry and qsort's scratch of the same size (glibc's qsort sorts
- * through a copy when it can get one), and for each iteration its two
- * boundaries and their scratch (step_row). */
-const size_t writer_range_bytes = 2 * sizeof(struct rng);
-const size_t writer_step_bytes = 4 * sizeof(uint64_t);
+/* What rec.c reserved for each iteration is what step_row holds for it:
+ * its two boundaries, and qsort's scratch copy of them. */
+_Static_assert(4 * sizeof(uint64_t) <= REC_STEP_RESERVE,
+               "step_row holds more per iteration than rec.c reserves (rec.h)");
 
 /* Every CPU event of a taken buffer, chunk by chunk. */
 #define FOR_EACH_EV(e, c, i, head) \
@@ -69,7 +67,7 @@ static bool in_window(const struct cev *e, uint64_t t0, uint64_t t1)
 
 /* The range index, for the GPU projection: only when GPU kinds are on (no
  * kernel to project otherwise), and then every range's entry was charged
- * to the budget when it was recorded (writer_range_bytes). */
+ * to the budget when it was recorded (REC_RANGE_RESERVE). */
 static void collect_ranges(struct tw *w, const struct taken *tk, size_t ntk, uint64_t t0,
                            uint64_t t1)
 {
@@ -200,7 +198,7 @@ static void write_cpu(struct tw *w, const struct taken *tk, size_t ntk, uint64_t
 				     A.pid, tk[i].tid, e->start_ns, e->end_ns);
 				tw_lit(w, ",\"args\":{\"External id\":");
 				tw_int(w, (int64_t)e->id);
-				if (e->domain && (dn = nvtx_domain_name(e->domain)) != NULL) {
+				if (e->domain && (dn = rec_domain_name(e->domain)) != NULL) {
 					tw_lit(w, ",\"domain\":");
 					tw_str(w, dn, (size_t)-1);
 				}
