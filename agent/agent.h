@@ -37,9 +37,13 @@
  */#ifndef GPROF_AGENT_INTERNAL_H
 #define GPROF_AGENT_INTERNAL_H
 
+#include "gpu.h"
+#include "gpu_events.h"
+#include "gpu_meta.h"
 #include "msg.h"
 #include "rec.h"
 #include "state.h"
+#include "tw.h"
 
 /* agent.c */
 AGENT_HIDDEN void agent_init(void);
@@ -63,25 +67,6 @@ AGENT_HIDDEN void link_status(struct link *l, const char *trace_id, int state,
                               int64_t bytes);
 AGENT_HIDDEN int link_upload(struct link *l, const char *trace_id, const char *path,
                              int64_t *bytes);
-
-/* gpu.c (or gpu_none.c): CUPTI, loaded at the first burst */
-struct tw;
-AGENT_HIDDEN bool gpu_usable(char *why, size_t n);
-/* Takes CUPTI (settling an earlier burst's release) and enables the kinds;
- * 0, or a negative code with why filled in. */
-AGENT_HIDDEN int gpu_start(int64_t activities, uint64_t max_bytes, char *why, size_t n);
-/* Disables, flushes, copies out what the writer needs, and gives CUPTI
- * back; from here to the next gpu_start the agent makes no CUPTI call. */
-AGENT_HIDDEN void gpu_stop(void);
-AGENT_HIDDEN uint64_t gpu_dropped(void);
-AGENT_HIDDEN bool gpu_cut(void);
-/* Writes the GPU and CUDA API events whose launch falls in the window
- * (writer.c calls it; gpu_events.c). */
-AGENT_HIDDEN void gpu_write(struct tw *w, uint64_t t0, uint64_t t1);
-AGENT_HIDDEN void gpu_write_devices(struct tw *w);
-AGENT_HIDDEN void gpu_write_meta(struct tw *w);
-AGENT_HIDDEN void gpu_reset(void);
-AGENT_HIDDEN void gpu_atfork_child(void);
 
 /* writer.c */
 struct trace_result { uint64_t events, dropped, bytes; bool cut; };

@@ -13,8 +13,8 @@
 
 #include <cuda.h>
 
-#include "agent.h"
-#include "gpu_int.h"
+#include "gpu_meta.h"
+#include "state.h"
 #include "tw.h"
 
 #define CU_FN(f) static __typeof__(f) *p_##f

@@ -5,7 +5,9 @@
  */
 #include <stdio.h>
 
-#include "agent.h"
+#include "gpu.h"
+#include "gpu_events.h"
+#include "gpu_meta.h"
 #include "tw.h"
 
 bool gpu_usable(char *why, size_t n)

@@ -18,7 +18,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "agent.h"
+#include "rec.h"
+#include "state.h"
 #include "tw.h"
 
 /* What rec.c reserved for each range is what the index holds for it: its
