@@ -35,8 +35,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "agent.h"
+#include "gpu.h"
+#include "gpu_events.h"
+#include "gpu_meta.h"
+#include "rec.h"
+#include "state.h"
 #include "tw.h"
+#include "writer.h"
 
 /* Kineto's base-time rule: floor to a multiple of 7,889,238 s, so ranks and
  * hosts started within ~3 months share the base. */

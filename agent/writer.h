@@ -1,0 +1,22 @@
+/*
+ * writer.h: one burst written as Kineto's Chrome-trace JSON into a gzip
+ * file (writer.c). capture.c calls it once per burst, after the window's
+ * end and gpu_stop; it reads rec.c's thread buffers and the GPU parts'
+ * harvest, and writes through tw.c.
+ */
+#ifndef GPROF_AGENT_WRITER_H
+#define GPROF_AGENT_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+struct trace_result { uint64_t events, dropped, bytes; bool cut; };
+
+/* Writes the trace of the burst that just ended to path (created 0600):
+ * 0, or a negative errno with why saying what failed and what to do. */
+AGENT_HIDDEN int writer_write(const char *path, struct trace_result *res, char *why, size_t n);
+
+#endif
