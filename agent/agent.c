@@ -12,6 +12,10 @@
  * second finds the first through the exported gprof_steps symbol and
  * stays inert: one instance per process.
  *
+ * The top floor (agent.h lists them): it calls link.c (the thread), rec.c
+ * (gprof_*), gpu.c (after fork) and state.c; nothing of the agent calls
+ * it but nvtx.c's entry point.
+ *
  * After fork the child has no agent thread: it stays dormant (a DataLoader
  * worker must not register, flush CUPTI or open sockets it did not make).
  * Its NVTX handlers see rec_on == 0 and return.

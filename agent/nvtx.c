@@ -6,6 +6,11 @@
  * left unset stay no-ops. Handling NVTX here, not through CUPTI, keeps
  * ranges working when another tool owns CUPTI, and idle costs one flag.
  *
+ * An entry point beside agent.c at the top of the agent: it starts the
+ * agent (agent_init) and its handlers call rec.c, nothing else. A domain's
+ * name is kept in rec.c (rec_domain), where the writer reads it by the
+ * index events carry.
+ *
  * Domains and registered strings are handles we hand out: small structs
  * that live for the process (NVTX has no "free" for strings; a domain's
  * destroy is rare and its handle may still be used by racing threads, so

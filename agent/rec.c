@@ -1,6 +1,10 @@
 /*
  * rec.c: what application threads do when they call NVTX or gprof_*:
  * record ranges, marks and iterations into their own thread's buffer.
+ * Called by nvtx.c's handlers and agent.c's gprof_* API on application
+ * threads, by capture.c on the agent thread (arena, end, take), and read
+ * by writer.c and tw.c (rec.h); it calls only state.c, so the hot path
+ * depends on nothing above it. It also keeps the NVTX domains' names.
  *
  * The cost model (DESIGN.md, performance): while no window is open every
  * entry point reads A.rec_on (and A.armed) and returns. While recording,
