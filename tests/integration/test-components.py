@@ -8,6 +8,7 @@ is the part that is down) says gprofd_component_up 0 and
 gprofd_component_degraded 1. No NVIDIA driver on this host is NVML absent,
 not a fault (exit 0), unless sampling.gpu_required asks for GPU metrics.
 Everything up: exit 0, and the trace and store figures follow a real trace.
+The state directory removed under the daemon: store down, exit 4.
 promtool checks every exposition.
 
 usage: test-components.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT NVML_STUB
@@ -272,7 +273,28 @@ def test_everything_up(d):
         dm.stop()
 
 
+def test_store_gone(d):
+    """The state directory removed under a running daemon (traces could no
+    longer be stored): store down with the reason, status exits 4."""
+    dm = Daemon(d, kineto_name(), metrics="off")
+    try:
+        rc, out, err, host = dm.status()
+        assert rc == 0 and parts(host)["store"]["state"] == "up", (rc, out, err)
+        shutil.rmtree(os.path.join(d, "state"))
+
+        # the store's filesystem is read each second, off the loop
+        until("the store down in gprofctl status", lambda: dm.ctl("status").returncode == 4)
+        rc, out, err, host = dm.status()
+        assert rc == 4, (rc, out, err)
+        state, detail = line_of(out, "store")
+        assert state == "DOWN" and "cannot read its filesystem" in detail, out
+        assert "store down" in err and parts(host)["store"]["degraded"] is True, (err, host)
+        assert parts(host)["metrics"]["state"] == "off", host  # off is no fault
+    finally:
+        dm.stop()
+
+
 if __name__ == "__main__":
     sys.exit(runner.run([test_kineto_name_taken, test_metrics_port_busy,
-                         test_nvml_absent_is_not_degraded, test_everything_up],
+                         test_nvml_absent_is_not_degraded, test_everything_up, test_store_gone],
                         "gprof-comp-"))
