@@ -92,7 +92,8 @@ import json  # noqa: E402
 traces = os.path.join(HERE, "..", "fixtures", "traces")
 for sub in sorted(os.listdir(traces)):
     for name in sorted(os.listdir(os.path.join(traces, sub))):
-        with gzip.open(os.path.join(traces, sub, name)) as f:
+        with (gzip.open if name.endswith(".gz") else open)(os.path.join(traces, sub, name),
+                                                          "rb") as f:
             t = json.load(f)
         for per in (2, 4):
             seen, keep = {}, []
