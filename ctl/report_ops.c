@@ -52,8 +52,11 @@ struct rop {
 	double child_cpu, gself, gtotal;
 };
 
-struct rlaunch { int64_t corr, pid, tid; double ts; };
-struct rgpu { int64_t corr; double dur; };
+/* A CUDA call and a GPU record are most of a trace's events: 16 and 12
+ * bytes each (CUPTI's correlation ids are 32 bits; the call's thread an
+ * index into threads). */
+struct rlaunch { double ts; uint32_t corr, thr; };
+struct thread { int64_t pid, tid; };
 
 struct strtab { char **v; size_t n, cap; size_t *slot; size_t mask; };
 
@@ -62,8 +65,11 @@ struct rops {
 	size_t nops, capops, nmods, capmods;
 	struct rlaunch *l;
 	size_t nl, capl;
-	struct rgpu *g;
-	size_t ng, capg;
+	uint32_t *gcorr;           /* GPU records: correlation ids, durations */
+	double *gdur;
+	size_t ng, capg, capg2;
+	struct thread *thr;
+	size_t nthr, capthr, lastthr;
 	struct strtab names, shapes, modules;
 	uint64_t cpu_ops;          /* cpu_op events: the table exists when > 0 */
 	double gpu_total, gpu_unattributed, cpu_self_total;
@@ -152,6 +158,26 @@ static bool add_span(struct rop **v, size_t *n, size_t *cap, const struct rop *r
 	return true;
 }
 
+/* The index of thread (pid, tid); NONE when out of memory. A trace has a
+ * few dozen threads and runs of calls on one: the last one found first. */
+static uint32_t thread_of(struct rops *o, int64_t pid, int64_t tid)
+{
+	size_t i;
+
+	if (o->nthr > o->lastthr && o->thr[o->lastthr].pid == pid && o->thr[o->lastthr].tid == tid)
+		return (uint32_t)o->lastthr;
+	for (i = 0; i < o->nthr; i++)
+		if (o->thr[i].pid == pid && o->thr[i].tid == tid)
+			break;
+	if (i == o->nthr) {
+		if (i >= NONE || !grow((void **)&o->thr, &o->capthr, i + 1, sizeof(*o->thr)))
+			return NONE;
+		o->thr[o->nthr++] = (struct thread){ pid, tid };
+	}
+	o->lastthr = i;
+	return (uint32_t)i;
+}
+
 bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 {
 	static const char modp[] = "nn.Module: ";
@@ -184,13 +210,15 @@ bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 		return r.name != NONE && (e->shape == NULL || !e->shape[0] || r.shape != NONE) &&
 		       add_span(&o->ops, &o->nops, &o->capops, &r);
 	}
-	if (e->corr < 0)
+	if (e->corr < 0 || e->corr > UINT32_MAX)
 		return true;
 	if (strcmp(e->cat, "cuda_runtime") == 0 || strcmp(e->cat, "cuda_driver") == 0 ||
 	    strcmp(e->cat, "Runtime") == 0 || strcmp(e->cat, "Driver") == 0) {
-		if (!grow((void **)&o->l, &o->capl, o->nl + 1, sizeof(*o->l)))
+		uint32_t t = thread_of(o, e->pid, e->tid);
+
+		if (t == NONE || !grow((void **)&o->l, &o->capl, o->nl + 1, sizeof(*o->l)))
 			return false;
-		o->l[o->nl++] = (struct rlaunch){ e->corr, e->pid, e->tid, e->ts };
+		o->l[o->nl++] = (struct rlaunch){ e->ts, (uint32_t)e->corr, t };
 	}
 	return true;
 }
@@ -202,13 +230,15 @@ bool report_ops_gpu(struct rstats *st, int64_t corr, double dur)
 	if (o == NULL && (st->ops = o = calloc(1, sizeof(*o))) == NULL)
 		return false;
 	o->gpu_total += dur;
-	if (corr < 0) {
+	if (corr < 0 || corr > UINT32_MAX) {
 		o->gpu_unattributed += dur;
 		return true;
 	}
-	if (!grow((void **)&o->g, &o->capg, o->ng + 1, sizeof(*o->g)))
+	if (!grow((void **)&o->gcorr, &o->capg, o->ng + 1, sizeof(*o->gcorr)) ||
+	    !grow((void **)&o->gdur, &o->capg2, o->ng + 1, sizeof(*o->gdur)))
 		return false;
-	o->g[o->ng++] = (struct rgpu){ corr, dur };
+	o->gcorr[o->ng] = (uint32_t)corr;
+	o->gdur[o->ng++] = dur;
 	return true;
 }
 
@@ -323,17 +353,17 @@ bool report_ops_finish(struct rstats *st)
 		return false;
 	/* GPU records to the operator that launched them */
 	for (i = 0; i < o->ng; i++) {
-		struct rlaunch key = { .corr = o->g[i].corr }, *l = NULL;
+		struct rlaunch key = { .corr = o->gcorr[i] }, *l = NULL;
 		int32_t op = -1;
 
 		if (o->nl)
 			l = bsearch(&key, o->l, o->nl, sizeof(*o->l), by_corr);
 		if (l != NULL)
-			op = innermost(o->ops, o->nops, l->pid, l->tid, l->ts);
+			op = innermost(o->ops, o->nops, o->thr[l->thr].pid, o->thr[l->thr].tid, l->ts);
 		if (op >= 0)
-			o->ops[op].gself += o->g[i].dur;
+			o->ops[op].gself += o->gdur[i];
 		else
-			o->gpu_unattributed += o->g[i].dur;
+			o->gpu_unattributed += o->gdur[i];
 	}
 	/* children come after their parent: walking back, each is complete
 	 * when it is added to its parent */
@@ -393,7 +423,9 @@ void report_ops_free(struct rstats *st)
 	free(o->ops);
 	free(o->mods);
 	free(o->l);
-	free(o->g);
+	free(o->gcorr);
+	free(o->gdur);
+	free(o->thr);
 	strtab_free(&o->names);
 	strtab_free(&o->shapes);
 	strtab_free(&o->modules);
