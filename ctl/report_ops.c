@@ -20,8 +20,9 @@
  *     the runtime call that launched it (the call with its correlation id)
  *     enclosing that call: CUDA self = the records launched by the
  *     operator itself, CUDA total = self plus the children's totals;
- *   - an operator's module is the innermost "nn.Module: X" scope around it
- *     on its thread, else (backward operators, which run on autograd's
+ *   - an operator's module is the innermost scope around it on its thread,
+ *     an "nn.Module: X" or a record_function (user_annotation other than
+ *     ProfilerStep#), else (backward operators, which run on autograd's
  *     thread outside any module) the module of the forward operator with
  *     its sequence number, else its parent's.
  * Rows group operators by name (ProfilerStep#N as ProfilerStep*, as
@@ -49,6 +50,7 @@ struct rop {
 	uint32_t module;           /* interned module name, NONE when none */
 	int32_t parent;            /* index among the sorted ops; -1 a root */
 	bool bwd;                  /* on autograd's backward pass */
+	bool scope;                /* a record_function scope (not ProfilerStep#) */
 	double child_cpu, gself, gtotal;
 };
 
@@ -186,7 +188,7 @@ bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 	struct rops *o = st->ops;
 	struct rop r = { .a = e->ts, .b = e->ts + e->dur, .dur = e->dur, .pid = e->pid, .tid = e->tid,
 	                 .seq = e->seq, .shape = NONE, .module = NONE, .parent = -1,
-	                 .bwd = e->fwd_tid > 0 };
+	                 .bwd = e->fwd_tid > 0, .scope = ann };
 
 	if (o == NULL && (st->ops = o = calloc(1, sizeof(*o))) == NULL)
 		return false;
@@ -202,6 +204,7 @@ bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 		if (strncmp(name, "ProfilerStep#", 13) == 0) {
 			snprintf(step, sizeof(step), "ProfilerStep*");
 			name = step;
+			r.scope = false;
 		}
 		o->cpu_ops += cpu_op;
 		r.name = intern(&o->names, name);
@@ -384,10 +387,21 @@ bool report_ops_finish(struct rstats *st)
 		struct rop *r = &o->ops[i];
 		int32_t m = innermost(o->mods, o->nmods, r->pid, r->tid, r->a);
 
+		int32_t u = r->parent;
+
 		while (m >= 0 && o->mods[m].b < r->b)
 			m = o->mods[m].parent;
 		if (m >= 0)
 			r->module = o->mods[m].name;
+		/* a record_function scope inside that module (or with none) is
+		 * the nearer one */
+		while (u >= 0 && !o->ops[u].scope)
+			u = o->ops[u].parent;
+		if (u >= 0 && (m < 0 || o->ops[u].a >= o->mods[m].a) &&
+		    (r->module = intern(&o->modules, o->names.v[o->ops[u].name])) == NONE) {
+			free(fwd);
+			return false;
+		}
 		if (r->parent >= 0 && o->ops[r->parent].bwd) /* parents come first */
 			r->bwd = true;
 		if (r->module != NONE && !r->bwd && r->seq >= 0) {

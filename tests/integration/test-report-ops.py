@@ -21,8 +21,10 @@ evaluate_function (1400-1500, seq 5) > AddmmBackward0 (1405-1495) >
 aten::mm (1410-1460, 60 us kernel). GPU time in all: 1360 us.
 By hand, as torch.profiler counts (self = total minus the children on the
 same thread; CUDA self = the kernels an op launched itself, total = self
-plus the children's): the table below. Backward ops belong to the module
-of the forward op with their sequence number (Linear_2 for seq 6).
+plus the children's): the table below. An op's module is the innermost
+nn.Module or record_function scope around it (aten::sum: loss); backward
+ops take the module of the forward op with their sequence number (Linear_2
+for seq 6).
 """
 import gzip
 import json
@@ -99,7 +101,7 @@ def test_by_name(d):
                     ("aten::mm", "Linear_2", True, 2, 300),
                     ("aten::addmm", "Linear_1", False, 1, 300),
                     ("aten::mm", "Linear_1", True, 1, 60),
-                    ("aten::sum", None, False, 1, 40),
+                    ("aten::sum", "loss", False, 1, 40),
                     ("loss", None, False, 1, 10)], mods
     f = doc["findings"]
     assert ("aten::addmm in Linear_2: 44% of GPU time (0.600 ms of kernels it launched itself, "
