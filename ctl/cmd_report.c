@@ -1,5 +1,6 @@
 /*
- * gprofctl report PATH... [--top N] [--html FILE]: what the traces say
+ * gprofctl report PATH... [--top N] [--html FILE] [--group-by-shape]: what
+ * the traces say
  * (report.c; text, --json, or one HTML page written to FILE), for
  * trace files (gzip or plain) or directories of them (one file per rank,
  * as gprofctl trace writes them). Works offline: no daemon is asked.
