@@ -257,10 +257,17 @@ struct msg_proc_info {
 	int64_t step_now; /* the daemon's estimate of its current step (0: none) */
 };
 struct msg_process_list_reply { MSG_ARRAY(struct msg_proc_info) procs; int64_t total, next_offset; };
+/* One part of the daemon (a socket, Kineto's service, NVML, the store):
+ * state is a token (up, off, absent, down; a newer daemon may add others),
+ * degraded says whether it is a fault (gprofctl status exits 4). */
+struct msg_component { const char *name, *state; bool degraded; const char *detail; };
 struct msg_daemon_status_reply {
 	const char *version; const char *host;
 	int64_t pid, started_us, processes, pending_traces, stored_traces, stored_bytes;
 	struct msg_nummap counters;
+	const char *commit;          /* the build's source revision */
+	int64_t store_free_bytes;    /* free on the store's filesystem; -1: unknown */
+	MSG_ARRAY(struct msg_component) components;
 };
 struct msg_metrics_query { int64_t history_s; };
 struct msg_sample { int64_t ts_us; struct msg_nummap values; };
@@ -310,7 +317,7 @@ struct msg {
 /* Element kinds, for msg_elem_init on array elements built by hand. */
 enum msg_elem {
 	MSG_ELEM_TRACE_PROC, MSG_ELEM_TRACE_FILE, MSG_ELEM_TRACE_SUMMARY,
-	MSG_ELEM_PROC_INFO, MSG_ELEM_SAMPLE,
+	MSG_ELEM_PROC_INFO, MSG_ELEM_SAMPLE, MSG_ELEM_COMPONENT,
 };
 
 /* Zeroes m and sets type, id and every field's default. */
