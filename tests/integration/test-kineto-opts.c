@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -64,9 +65,10 @@ static int teardown(void **state)
 	return td_finish(&D);
 }
 
-/* Starts `gprofctl trace --job JOB --duration-ms 60000` with the options
- * whose bits are in mask; its output is not read (it ends by SIGINT). */
-static pid_t ctl_start(const char *job, int64_t mask)
+/* Starts `gprofctl trace --job JOB --duration-ms 60000` (or, with
+ * iterations set, `--iterations 5`) with the options whose bits are in
+ * mask; its output is not read (it ends by SIGINT). */
+static pid_t ctl_start_win(const char *job, int64_t mask, bool iterations)
 {
 	const char *argv[32];
 	char out[300];
@@ -80,8 +82,8 @@ static pid_t ctl_start(const char *job, int64_t mask)
 	argv[n++] = "trace";
 	argv[n++] = "--job";
 	argv[n++] = job;
-	argv[n++] = "--duration-ms";
-	argv[n++] = "60000";
+	argv[n++] = iterations ? "--iterations" : "--duration-ms";
+	argv[n++] = iterations ? "5" : "60000";
 	argv[n++] = "--timeout";
 	argv[n++] = "120";
 	argv[n++] = "--output-dir";
@@ -101,6 +103,11 @@ static pid_t ctl_start(const char *job, int64_t mask)
 		_exit(127);
 	}
 	return pid;
+}
+
+static pid_t ctl_start(const char *job, int64_t mask)
+{
+	return ctl_start_win(job, mask, false);
 }
 
 /* Interrupts gprofctl, which cancels its trace everywhere before it
@@ -162,6 +169,15 @@ static void test_gprofctl_to_kineto(void **state)
 		assert_non_null(strstr(cfg, "\nACTIVITIES_DURATION_MSECS=60000\n"));
 		ctl_stop(pid, &from);
 	}
+	/* an iteration config: the options come before the window's lines, so
+	 * the duration the daemon appends for its fallback stays last */
+	pid = ctl_start_win("88", MSG_OPT_ALL, true);
+	poll_config(&k, &from, cfg, sizeof(cfg));
+	assert_options(cfg, MSG_OPT_ALL);
+	assert_non_null(strstr(cfg, "\nACTIVITIES_ITERATIONS=5\n"));
+	assert_true(strlen(cfg) > 28 &&
+	            strcmp(cfg + strlen(cfg) - 28, "\nACTIVITIES_DURATION_MSECS=0") == 0);
+	ctl_stop(pid, &from);
 	kc_close(&k);
 }
 
