@@ -1,5 +1,6 @@
 /*
- * gprofctl report PATH... [--top N] [--html FILE]: what the traces say
+ * gprofctl report PATH... [--top N] [--html FILE] [--group-by-shape]: what
+ * the traces say
  * (report.c; text, --json, or one HTML page written to FILE), for
  * trace files (gzip or plain) or directories of them (one file per rank,
  * as gprofctl trace writes them). Works offline: no daemon is asked.
@@ -112,7 +113,7 @@ static int write_html(const char *path, struct rstats **st, size_t n, size_t top
 	return 0;
 }
 
-static int run(struct inputs *in, bool json, const char *html, size_t top)
+static int run(struct inputs *in, bool json, const char *html, size_t top, bool by_shape)
 {
 	struct rstats **st = calloc(in->n ? in->n : 1, sizeof(*st));
 	size_t i, bad = 0;
@@ -126,6 +127,8 @@ static int run(struct inputs *in, bool json, const char *html, size_t top)
 			if (st[i] != NULL)
 				fprintf(stderr, "gprofctl report: %s: %s\n", in->v[i], st[i]->error);
 		}
+		if (st[i] != NULL)
+			st[i]->ops_by_shape = by_shape;
 	}
 	for (i = 0; i < in->n && st[i] != NULL; i++)
 		;
@@ -163,7 +166,7 @@ int report_dir(const char *dir, bool json)
 		free(in.v);
 		return EXIT_FAILED;
 	}
-	code = run(&in, json, NULL, 10);
+	code = run(&in, json, NULL, 10, false);
 	for (i = 0; i < in.n; i++)
 		free(in.v[i]);
 	free(in.v);
@@ -175,12 +178,14 @@ int cmd_report(struct opts *o, int argc, char **argv)
 	static const struct option lopts[] = {
 		{ "top", required_argument, NULL, 't' },
 		{ "html", required_argument, NULL, 'H' },
+		{ "group-by-shape", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct inputs in = { 0 };
 	long top = 10;
 	const char *html = NULL;
+	bool by_shape = false;
 	char *end;
 	int c, code;
 	size_t i;
@@ -194,14 +199,21 @@ int cmd_report(struct opts *o, int argc, char **argv)
 			}
 		} else if (c == 'H') {
 			html = optarg;
+		} else if (c == 'S') {
+			by_shape = true;
 		} else if (c == 'h') {
-			printf("usage: gprofctl [--json] report PATH... [--top N] [--html FILE]\n"
+			printf("usage: gprofctl [--json] report PATH... [--top N] [--html FILE] "
+			       "[--group-by-shape]\n"
 			       "What the traces say: per rank the window, GPU busy and idle time per device\n"
 			       "and stream (idle gaps by length, the longest located, those after\n"
 			       "synchronising calls), iterations, the top N kernels by GPU time (count,\n"
 			       "total, mean, median, max, share), copies and sets with bandwidth, ranges\n"
 			       "with CPU and GPU time, launch-bound stretches, data loading, CUDA API and\n"
-			       "NCCL time; across ranks the step time, GPU busy, NCCL wait; then findings\n"
+			       "NCCL time; for traces with PyTorch operators (cpu_op) the operator table\n"
+			       "of torch.profiler's key_averages (per name, or per name and input shapes\n"
+			       "with --group-by-shape: calls, CPU total and self, CUDA total and self,\n"
+			       "shares), sorted by self CUDA time; across ranks the step time, GPU busy,\n"
+			       "NCCL wait; then findings, naming operators and their modules,\n"
 			       "with their evidence and the usual fix. --html FILE writes it all as one\n"
 			       "self-contained page with charts (- for stdout). PATH is a trace file\n"
 			       "(.json or .json.gz, gprofd's or PyTorch's) or a directory of them (one per\n"
@@ -224,7 +236,7 @@ int cmd_report(struct opts *o, int argc, char **argv)
 		code = EXIT_USAGE;
 		goto out;
 	}
-	code = run(&in, o->json, html, (size_t)top);
+	code = run(&in, o->json, html, (size_t)top, by_shape);
 out:
 	for (i = 0; i < in.n; i++)
 		free(in.v[i]);

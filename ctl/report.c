@@ -17,12 +17,16 @@
 #define DEPTH_MAX 64
 
 enum key { K_OTHER, K_EVENTS, K_DIST, K_RANK, K_WORLD, K_NAME, K_CAT, K_PH, K_PID, K_TID,
-           K_TS, K_DUR, K_ARGS, K_BYTES };
+           K_TS, K_DUR, K_ARGS, K_BYTES, K_CORR, K_SEQ, K_FWD, K_DIMS };
 
 struct ev {
 	char name[512], cat[32], ph[4];
 	int64_t pid, tid;
 	double ts, dur, bytes;
+	int64_t corr, seq, fwd;    /* args: correlation, Sequence number, Fwd thread id */
+	char shape[1024];          /* args "Input Dims" as text: [[128, 1024], []] */
+	size_t shape_len;
+	bool shape_cut;
 };
 
 struct parse {
@@ -30,6 +34,8 @@ struct parse {
 	int depth, events_depth;   /* events_depth: the traceEvents array's depth */
 	enum key key[DEPTH_MAX + 1];
 	struct ev e;
+	int dims_depth;            /* the depth of the Input Dims array; 0 outside */
+	bool dims_sep;             /* the next dims element needs ", " first */
 	bool oom;
 };
 
@@ -193,6 +199,20 @@ static enum cat cat_of(const char *c)
 	return C_OTHER;
 }
 
+/* What the operator table keeps of an event (report_ops.c). */
+static bool fold_ops(struct rstats *st, const struct ev *e, enum cat c)
+{
+	struct rop_event o = { e->name, e->cat, e->shape_len ? e->shape : NULL, e->pid, e->tid,
+	                       e->corr, e->seq, e->fwd, e->ts, e->dur };
+
+	if (c == C_KERNEL || c == C_COPY)
+		return report_ops_gpu(st, e->corr, e->dur);
+	if (c == C_RUNTIME || c == C_ANNOTATION || strcmp(e->cat, "cpu_op") == 0 ||
+	    strcmp(e->cat, "python_function") == 0)
+		return report_ops_fold(st, &o);
+	return true;
+}
+
 /* One complete event: folded into the file's figures. */
 static bool fold(struct rstats *st, const struct ev *e)
 {
@@ -206,6 +226,8 @@ static bool fold(struct rstats *st, const struct ev *e)
 		st->t0 = e->ts;
 	if (e->ts + e->dur > st->t1)
 		st->t1 = e->ts + e->dur;
+	if (!fold_ops(st, e, c))
+		return false;
 	if (c == C_KERNEL || c == C_COPY) {
 		st->gpu_events++;
 		if ((g = gpu_get(st, e->pid, -1)) == NULL || !ivals_add(&g->iv, e->ts, e->ts + e->dur) ||
@@ -270,9 +292,10 @@ static enum key key_of(const char *k, size_t n)
 	               IS("dur") ? K_DUR : K_OTHER;
 	case 4: return IS("name") ? K_NAME : IS("args") ? K_ARGS : IS("rank") ? K_RANK : K_OTHER;
 	case 5: return IS("bytes") ? K_BYTES : K_OTHER;
-	case 10: return IS("world_size") ? K_WORLD : K_OTHER;
-	case 11: return IS("traceEvents") ? K_EVENTS : K_OTHER;
-	case 15: return IS("distributedInfo") ? K_DIST : K_OTHER;
+	case 10: return IS("world_size") ? K_WORLD : IS("Input Dims") ? K_DIMS : K_OTHER;
+	case 11: return IS("traceEvents") ? K_EVENTS : IS("correlation") ? K_CORR : K_OTHER;
+	case 13: return IS("Fwd thread id") ? K_FWD : K_OTHER;
+	case 15: return IS("distributedInfo") ? K_DIST : IS("Sequence number") ? K_SEQ : K_OTHER;
 	default: return K_OTHER;
 	}
 #undef IS
@@ -287,6 +310,34 @@ static bool in_args(const struct parse *p)
 {
 	return p->events_depth > 0 && p->depth == p->events_depth + 2 &&
 	       p->key[p->events_depth + 1] == K_ARGS;
+}
+
+/* Inside an event's args "Input Dims" array (at any depth). */
+static bool in_dims(const struct parse *p)
+{
+	return p->dims_depth > 0 && p->depth >= p->dims_depth;
+}
+
+/* Appends text to the shape being read (element: a number or an opening
+ * bracket, after ", " when one came before it); what does not fit is cut,
+ * once, to "...". */
+static void dims_put(struct parse *p, const char *s, size_t n, bool element)
+{
+	struct ev *e = &p->e;
+
+	if (element && p->dims_sep)
+		dims_put(p, ", ", 2, false);
+	if (e->shape_cut)
+		return;
+	if (e->shape_len + n + 4 > sizeof(e->shape)) {
+		memcpy(e->shape + e->shape_len, "...", 4);
+		e->shape_len += 3;
+		e->shape_cut = true;
+		return;
+	}
+	memcpy(e->shape + e->shape_len, s, n);
+	e->shape_len += n;
+	e->shape[e->shape_len] = '\0';
 }
 
 static bool in_dist(const struct parse *p)
@@ -319,6 +370,12 @@ static int on_number(struct parse *p, double v)
 		}
 	} else if (in_args(p) && p->key[p->depth] == K_BYTES) {
 		p->e.bytes = f;
+	} else if (in_args(p) && p->key[p->depth] == K_CORR) {
+		p->e.corr = as_int(v);
+	} else if (in_args(p) && p->key[p->depth] == K_SEQ) {
+		p->e.seq = as_int(v);
+	} else if (in_args(p) && p->key[p->depth] == K_FWD) {
+		p->e.fwd = as_int(v);
 	} else if (in_dist(p)) {
 		if (p->key[2] == K_RANK)
 			p->st->rank = as_int(v);
@@ -341,9 +398,16 @@ static int cb_number(void *ctx, const char *s, size_t n)
 
 	enum key k = p->depth <= DEPTH_MAX ? p->key[p->depth] : K_OTHER;
 
-	/* only these numbers are read: the rest (correlation ids, grids...) skipped */
+	/* the dimensions of an operator's inputs, as their text */
+	if (in_dims(p)) {
+		dims_put(p, s, n, true);
+		p->dims_sep = true;
+		return 1;
+	}
+	/* only these numbers are read: the rest (grids, External ids...) skipped */
 	if (!(in_event(p) && (k == K_PID || k == K_TID || k == K_TS || k == K_DUR)) &&
-	    !(in_args(p) && k == K_BYTES) && !(in_dist(p) && (k == K_RANK || k == K_WORLD)))
+	    !(in_args(p) && (k == K_BYTES || k == K_CORR || k == K_SEQ || k == K_FWD)) &&
+	    !(in_dist(p) && (k == K_RANK || k == K_WORLD)))
 		return 1;
 	if (n > 0 && s[0] == '-') {
 		neg = true;
@@ -410,9 +474,23 @@ static int open_level(struct parse *p, bool array)
 		p->events_depth = 2;
 	if (!array && in_event(p)) {
 		/* field by field: the name's 512 bytes need only their first */
-		p->e.name[0] = p->e.cat[0] = p->e.ph[0] = '\0';
+		p->e.name[0] = p->e.cat[0] = p->e.ph[0] = p->e.shape[0] = '\0';
 		p->e.ts = p->e.dur = p->e.bytes = 0;
-		p->e.pid = p->e.tid = -1;
+		p->e.pid = p->e.tid = p->e.corr = p->e.seq = p->e.fwd = -1;
+		p->e.shape_len = 0;
+		p->e.shape_cut = false;
+		p->dims_depth = 0;
+	}
+	if (array && in_dims(p)) {
+		dims_put(p, "[", 1, true);
+		p->dims_sep = false;
+	} else if (array && p->events_depth > 0 && p->depth == p->events_depth + 3 &&
+	           p->key[p->events_depth + 1] == K_ARGS && p->key[p->events_depth + 2] == K_DIMS) {
+		p->dims_depth = p->depth;
+		p->e.shape_len = 0;
+		p->e.shape_cut = false;
+		p->dims_sep = false;
+		dims_put(p, "[", 1, false);
 	}
 	return 1;
 }
@@ -445,6 +523,12 @@ static int cb_end_array(void *ctx)
 
 	if (p->depth == p->events_depth)
 		p->events_depth = 0;
+	if (in_dims(p)) {
+		dims_put(p, "]", 1, false);
+		p->dims_sep = true;
+		if (p->depth == p->dims_depth)
+			p->dims_depth = 0;
+	}
 	p->depth--;
 	return 1;
 }
@@ -646,6 +730,7 @@ void report_free(struct rstats *st)
 	kmap_free(&st->ranges);
 	kmap_free(&st->granges);
 	kmap_free(&st->syncs);
+	report_ops_free(st);
 	free(st->cpu_spans.v);
 	free(st->gpu_spans.v);
 	free(st->sync_spans.v);

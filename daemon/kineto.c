@@ -18,6 +18,7 @@
 #include "kineto.h"
 #include "peer.h"
 #include "kstep.h"
+#include "kconfig.h"
 #include "kipc.h"
 #include "log.h"
 #include "registry.h"
@@ -637,7 +638,7 @@ static int base_dir(struct daemon *d, struct perr *err)
 void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 {
 	struct proc *p = tp->proc;
-	char config[1024], why[300];
+	char config[PATH_MAX + 1024], why[300];
 	struct kwatch *w;
 	struct perr err;
 	int r, n;
@@ -688,6 +689,11 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	 * kineto.step_wait the same config with a duration is handed over once,
 	 * which Kineto captures by time if it still counts no steps. */
 	n = snprintf(config, sizeof(config), "ACTIVITIES_LOG_FILE=%s/" KFILE "\n", w->dir);
+	/* the profiler options, every one said true or false as `dyno
+	 * gputrace` says them; the buffer holds the longest directory and
+	 * them with room to spare */
+	r = kconfig_options_format(t->win.options, config, sizeof(config));
+	n += r > 0 ? r : 0;
 	if (t->win.iterations > 0)
 		n += snprintf(config + n, sizeof(config) - (size_t)n,
 		              "PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=%lld\n"

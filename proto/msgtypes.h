@@ -115,6 +115,19 @@ enum {
  * thread about once per 130 back-to-back bursts of a copy-heavy CUDA loop
  * (0 in 874 with either alone). The rest are opt-in. */
 #define MSG_ACT_DEFAULT (MSG_ACT_KERNEL | MSG_ACT_MEMCPY | MSG_ACT_RUNTIME | MSG_ACT_NVTX)
+/* What PyTorch's profiler records beyond the activities, as torch.profiler's
+ * arguments and `dyno gputrace`'s flags name them (a JSON array of names on
+ * the wire, "options"). A Kineto client gets each as its on-demand config
+ * key (proto/kconfig.h); an agent honours what it can and says in its
+ * trace's note what it left out. None by default. */
+enum {
+	MSG_OPT_RECORD_SHAPES = 1 << 0,  /* PROFILE_REPORT_INPUT_SHAPES */
+	MSG_OPT_PROFILE_MEMORY = 1 << 1, /* PROFILE_PROFILE_MEMORY */
+	MSG_OPT_WITH_STACK = 1 << 2,     /* PROFILE_WITH_STACK */
+	MSG_OPT_WITH_FLOPS = 1 << 3,     /* PROFILE_WITH_FLOPS */
+	MSG_OPT_WITH_MODULES = 1 << 4,   /* PROFILE_WITH_MODULES */
+};
+#define MSG_OPT_ALL 0x1f
 /* Agent capability flags. */
 enum { MSG_CAP_CUPTI = 1 << 0, MSG_CAP_NVTX = 1 << 1, MSG_CAP_STEPS = 1 << 2 };
 
@@ -156,6 +169,7 @@ struct msg_window {
 	                              job's ranks together), else the roundup */
 	int64_t activities;        /* MSG_ACT_* */
 	const char *iteration_range; /* NVTX range name that marks iterations */
+	int64_t options;           /* MSG_OPT_* */
 };
 
 struct msg_capture_start { const char *trace_id; struct msg_window win; int64_t max_bytes; };

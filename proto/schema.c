@@ -92,6 +92,9 @@ const char *const schema_activity_names[] = {
 	"kernel", "memcpy", "memset", "cuda_runtime", "cuda_driver", "sync",
 	"overhead", "memory", "nvtx", NULL,
 };
+const char *const schema_option_names[] = {
+	"record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", NULL,
+};
 static const char *const cap_names[] = { "cupti", "nvtx", "steps", NULL };
 
 /* ---- cross-field rules ---- */
@@ -206,7 +209,8 @@ static const struct field f_heartbeat[] = {
 	INT(S, win.iteration_roundup, "iteration_roundup", 0, 0, ID_, 0), \
 	INT(S, win.start_iteration, "start_iteration", 0, 0, ID_, 0), \
 	FLAGS(S, win.activities, "activities", schema_activity_names, MSG_ACT_DEFAULT), \
-	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX)
+	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX), \
+	FLAGS(S, win.options, "options", schema_option_names, 0)
 
 #define S struct msg_capture_start
 static const struct field f_capture_start[] = {

@@ -66,6 +66,10 @@ write("kipc", "short", req[:30])
 write("kconfig", "dyno-duration", GPUTRACE.split(b'"config": "')[1].split(b'",')[0].replace(b"\\n", b"\n"))
 write("kconfig", "iterations", b"PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=10\nACTIVITIES_ITERATIONS=5\nREQUEST_TRACE_ID=x\n")
 write("kconfig", "two-equals", b"A=B=C\n")
+write("kconfig", "options", b"PROFILE_REPORT_INPUT_SHAPES=true\nPROFILE_PROFILE_MEMORY=True\n"
+      b"PROFILE_MEMORY=1\nPROFILE_WITH_STACK=y\nPROFILE_WITH_FLOPS=no\nPROFILE_WITH_MODULES=T\n")
+write("kconfig", "options-both-ways", b"PYTHON_STACK_TRACE=1\nPROFILE_WITH_STACK=false\n"
+      b"CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION=maybe\n")
 write("config", "full", b"tcp: 127.0.0.1:1778\nstate_dir: /var/lib/gprofd\nlog_level: debug\n"
       b"limits:\n  connections: 10\n  frame_bytes: 2M\nretention:\n  max_age: 3d\n"
       b"kineto:\n  enabled: false\n  expiry: 30s\n")
@@ -92,7 +96,8 @@ import json  # noqa: E402
 traces = os.path.join(HERE, "..", "fixtures", "traces")
 for sub in sorted(os.listdir(traces)):
     for name in sorted(os.listdir(os.path.join(traces, sub))):
-        with gzip.open(os.path.join(traces, sub, name)) as f:
+        with (gzip.open if name.endswith(".gz") else open)(os.path.join(traces, sub, name),
+                                                          "rb") as f:
             t = json.load(f)
         for per in (2, 4):
             seen, keep = {}, []

@@ -14,7 +14,7 @@ static const char *const msg_samples[] = {
 	"{\"type\":\"register\",\"id\":4,\"pid\":1234,\"ppids\":[1000,1],\"job_id\":\"1234\",\"rank\":3,\"local_rank\":1,\"world_size\":8,\"host\":\"node-1\",\"gpus\":[0,1],\"caps\":[\"cupti\",\"nvtx\"],\"version\":\"0.1.0\",\"name\":\"python3\"}",
 	"{\"type\":\"register_reply\",\"id\":4,\"heartbeat_ms\":1000}",
 	"{\"type\":\"heartbeat\",\"steps\":42,\"last_step_us\":81234,\"median_step_us\":80000}",
-	"{\"type\":\"capture_start\",\"trace_id\":\"t-1\",\"iterations\":5,\"start_at_us\":1795000000123456,\"iteration_roundup\":10,\"activities\":[\"kernel\",\"memcpy\",\"nvtx\"],\"iteration_range\":\"train_step\",\"max_bytes\":268435456}",
+	"{\"type\":\"capture_start\",\"trace_id\":\"t-1\",\"iterations\":5,\"start_at_us\":1795000000123456,\"iteration_roundup\":10,\"activities\":[\"kernel\",\"memcpy\",\"nvtx\"],\"iteration_range\":\"train_step\",\"options\":[\"record_shapes\",\"with_modules\"],\"max_bytes\":268435456}",
 	"{\"type\":\"capture_cancel\",\"trace_id\":\"t-1\",\"reason\":\"cancelled by user\"}",
 	"{\"type\":\"capture_status\",\"trace_id\":\"t-1\",\"state\":\"failed\",\"reason\":\"CUPTI is held by another tool (Nsight Systems)\",\"events\":10,\"dropped\":2,\"bytes\":100}",
 	"{\"type\":\"upload_begin\",\"trace_id\":\"t-1\",\"transfer\":9}",
