@@ -118,6 +118,4 @@ struct daemon {
 	struct counters cnt;
 };
 
-int64_t daemon_now_us(void);
-
 #endif

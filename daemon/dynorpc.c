@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clock.h"
 #include "dyno.h"
 #include "dynorpc.h"
 #include "kconfig.h"
@@ -65,7 +66,7 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 	 * than answered "triggered" and left to hold the process until the
 	 * trace times out (issue 23, item 7). */
 	if (kconfig_window(&k, &req.win, &err) < 0 ||
-	    window_fits(&req.win, daemon_now_us(), (int64_t)c->d->cfg.trace_timeout_s * 1000,
+	    window_fits(&req.win, clock_now_us(), (int64_t)c->d->cfg.trace_timeout_s * 1000,
 	                &err) < 0) {
 		c->d->cnt.bad_messages++;
 		log_info("dyno request from %s refused: %s", c->peer.desc, err.msg);

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 
+#include "clock.h"
 #include "handler.h"
 #include "log.h"
 #include "metrics.h"
@@ -76,7 +77,7 @@ void hagent_heartbeat(struct conn *c, const struct msg *m)
 	if (c->proc == NULL)
 		return;
 	c->proc->steps = m->u.heartbeat.steps;
-	c->proc->heartbeat_us = daemon_now_us();
+	c->proc->heartbeat_us = clock_now_us();
 	c->proc->last_step_us = m->u.heartbeat.last_step_us;
 	c->proc->median_step_us = m->u.heartbeat.median_step_us;
 	metrics_proc_update(c->d, c->proc);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "download.h"
 #include "handler.h"
 #include "log.h"
@@ -31,7 +32,7 @@ void htrace_start(struct conn *c, const struct msg *m)
 	 * the rule the Dynolog RPC meets too (proto/window.h). */
 	timeout_ms = m->u.trace_start.timeout_ms ? m->u.trace_start.timeout_ms
 	                                         : (int64_t)c->d->cfg.trace_timeout_s * 1000;
-	if (window_fits(&m->u.trace_start.win, daemon_now_us(), timeout_ms, &err) < 0) {
+	if (window_fits(&m->u.trace_start.win, clock_now_us(), timeout_ms, &err) < 0) {
 		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "%s", err.msg);
 		return;
 	}

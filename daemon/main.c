@@ -27,6 +27,7 @@
 
 #include <uv.h>
 
+#include "clock.h"
 #include "auth.h"
 #include "conn.h"
 #include "daemon.h"
@@ -58,14 +59,6 @@ static bool verbose;
 static char default_path[PATH_MAX];
 static bool config_explicit;
 static bool config_from_file;
-
-int64_t daemon_now_us(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-}
 
 static void usage(FILE *f)
 {
@@ -328,7 +321,7 @@ static int run(struct daemon *d)
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&loop);
 	d->loop = &loop;
-	d->started_us = daemon_now_us();
+	d->started_us = clock_now_us();
 	if (gethostname(d->host, sizeof(d->host) - 1) != 0)
 		snprintf(d->host, sizeof(d->host), "localhost");
 	uv_signal_init(&loop, &d->sigint);

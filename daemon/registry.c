@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "ident.h"
 #include "log.h"
@@ -78,7 +79,7 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	p->local_rank = r->local_rank;
 	p->world_size = r->world_size;
 	p->caps = r->caps;
-	p->registered_us = daemon_now_us();
+	p->registered_us = clock_now_us();
 	p->start_time = peer_start_time(pid);
 	p->conn = c;
 	link_proc(d, p);
@@ -160,7 +161,7 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 	}
 	kineto_identity(d, p);
 	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
-	p->registered_us = p->last_seen_us = daemon_now_us();
+	p->registered_us = p->last_seen_us = clock_now_us();
 	p->start_time = peer_start_time(pid);
 	link_proc(d, p);
 	*out = p;
@@ -374,5 +375,5 @@ void registry_info(struct daemon *d, const struct proc *p, struct msg_proc_info 
 	info->steps = p->steps;
 	info->last_step_us = p->last_step_us;
 	info->launcher = registry_launcher(d, p, NULL, 0);
-	info->step_now = registry_step_now(p, daemon_now_us());
+	info->step_now = registry_step_now(p, clock_now_us());
 }

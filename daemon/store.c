@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "clock.h"
 #include "fsutil.h"
 #include "log.h"
 #include "store.h"
@@ -716,7 +717,7 @@ void store_delete(struct daemon *d, struct stored *s)
 
 void store_retain(struct daemon *d)
 {
-	int64_t cutoff = daemon_now_us() - (int64_t)d->cfg.retention_max_age_s * 1000000;
+	int64_t cutoff = clock_now_us() - (int64_t)d->cfg.retention_max_age_s * 1000000;
 	struct stored *s, *oldest;
 
 	for (;;) {

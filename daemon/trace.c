@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "kineto.h"
 #include "log.h"
@@ -337,7 +338,7 @@ static const char *sits_out(struct daemon *d, const struct trace *t, const struc
  */
 static int64_t common_start(const struct trace *t)
 {
-	int64_t now = daemon_now_us(), best = 0, r = t->win.iteration_roundup > 0 ?
+	int64_t now = clock_now_us(), best = 0, r = t->win.iteration_roundup > 0 ?
 	              t->win.iteration_roundup : 1;
 	size_t i;
 
@@ -417,7 +418,7 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 	else
 		msg_trace_id_new(t->id, sizeof(t->id));
 	t->owner = peer->uid;
-	t->created_us = daemon_now_us();
+	t->created_us = clock_now_us();
 	t->win = req->win;
 	if (req->win.iteration_range)
 		snprintf(t->iteration_range, sizeof(t->iteration_range), "%s",
