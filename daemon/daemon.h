@@ -26,6 +26,7 @@
 struct conn;
 struct proc;
 struct trace;
+struct tproc;
 struct stored;
 struct sjob;
 struct kwatch;
@@ -111,6 +112,21 @@ struct daemon {
 
 	/* metrics.c */
 	struct metrics *metrics;
+
+	/* The engines' upward calls. An engine tells the one above it through
+	 * these, never by including its header, so the include graph of
+	 * daemon/ stays a DAG (docs/ARCHITECTURE.md, .ci/include-cycles.py).
+	 * main.c installs them before the loop runs; none is ever NULL. */
+	struct daemon_hooks {
+		/* registry -> trace, metrics: p is removed and about to be freed */
+		void (*proc_gone)(struct daemon *d, struct proc *p);
+		/* trace -> kineto: leave t's config for tp's Kineto client; withdraw
+		 * p's config not yet handed over */
+		void (*kineto_capture)(struct daemon *d, struct trace *t, struct tproc *tp);
+		void (*kineto_withdraw)(struct proc *p);
+		/* store -> trace: is trace id running (its directory in use)? */
+		bool (*trace_running)(struct daemon *d, const char *id);
+	} hooks;
 
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t stop_timer;

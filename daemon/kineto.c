@@ -543,7 +543,7 @@ static void ingest_done(uv_work_t *req, int status)
 	snprintf(tp->file, sizeof(tp->file), "%s", in->name);
 	tp->stored_bytes = in->bytes;
 	tp->recording = true;
-	r = store_record(w->d, t, ingest_recorded, in);
+	r = store_record(w->d, trace_stored(t, MSG_TRACE_RUNNING, true), ingest_recorded, in);
 	if (r < 0)
 		ingest_recorded(in, r);
 }

@@ -310,6 +310,22 @@ static void on_retention(uv_timer_t *t)
 	store_retain(t->data);
 }
 
+/* registry -> the floors above it: a process is about to be freed. */
+static void on_proc_gone(struct daemon *d, struct proc *p)
+{
+	trace_proc_gone(d, p);
+	metrics_proc_gone(d, p);
+}
+
+/* Connects the engines' upward calls (daemon.h, struct daemon_hooks). */
+static void install_hooks(struct daemon *d)
+{
+	d->hooks.proc_gone = on_proc_gone;
+	d->hooks.kineto_capture = kineto_capture;
+	d->hooks.kineto_withdraw = kineto_withdraw;
+	d->hooks.trace_running = trace_running;
+}
+
 static int run(struct daemon *d)
 {
 	struct perr err;
@@ -321,6 +337,7 @@ static int run(struct daemon *d)
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&loop);
 	d->loop = &loop;
+	install_hooks(d);
 	d->started_us = clock_now_us();
 	if (gethostname(d->host, sizeof(d->host) - 1) != 0)
 		snprintf(d->host, sizeof(d->host), "localhost");

@@ -15,10 +15,8 @@
 #include "conn.h"
 #include "ident.h"
 #include "log.h"
-#include "metrics.h"
 #include "peer.h"
 #include "registry.h"
-#include "trace.h"
 
 static char *dup_or_empty(const char *s)
 {
@@ -170,8 +168,7 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 
 void registry_remove(struct daemon *d, struct proc *p)
 {
-	trace_proc_gone(d, p);
-	metrics_proc_gone(d, p);
+	d->hooks.proc_gone(d, p);
 	if (p->prev)
 		p->prev->next = p->next;
 	else

@@ -73,7 +73,8 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
  * and NULL returned. */
 struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid);
 
-/* Removes and frees p, telling the trace module first. */
+/* Removes and frees p, telling the floors above (d->hooks.proc_gone:
+ * traces, metrics) before it is freed. */
 void registry_remove(struct daemon *d, struct proc *p);
 
 /* Adds a Kineto client seen polling: pid and uid from its credentials,

@@ -227,7 +227,7 @@ static void complete(struct upload *u)
 	snprintf(tp->file, sizeof(tp->file), "%s", u->name);
 	tp->stored_bytes = (int64_t)u->received;
 	tp->recording = true;
-	r = store_record(u->d, t, on_recorded, u);
+	r = store_record(u->d, trace_stored(t, MSG_TRACE_RUNNING, true), on_recorded, u);
 	if (r < 0) {
 		on_recorded(u, r);
 		return;
