@@ -4,8 +4,8 @@
  * its own part:
  *
  *   server   listening sockets; accepts connections      (server.c)
- *   conns    client connections, each owning its decoder, write queue,
- *            uploads and download                       (conn.c)
+ *   sessions client connections: each a session (bus.c, session.h)
+ *            holding its transport (conn.c), uploads, download
  *   registry traceable processes                         (registry.c)
  *   traces   traces in progress and recently finished    (trace.c)
  *   store    trace files on disk, retention              (store.c)
@@ -22,8 +22,9 @@
 #include <uv.h>
 
 #include "config.h"
+#include "counters.h"
 
-struct conn;
+struct session;
 struct proc;
 struct trace;
 struct tproc;
@@ -31,29 +32,6 @@ struct stored;
 struct sjob;
 struct kwatch;
 struct tls_ctx;
-
-/* Counters exported in daemon_status (and, later, as metrics): one per
- * limit and per kind of bad input (STYLE.md rule 4). */
-struct counters {
-	uint64_t conns_accepted;
-	uint64_t conns_refused;       /* limits.connections */
-	uint64_t conns_timed_out;     /* limits.hello_timeout, limits.frame_timeout */
-	uint64_t frames_in;
-	uint64_t bad_frames;          /* framing errors, oversized frames */
-	uint64_t bad_messages;        /* failed validation */
-	uint64_t write_queue_drops;   /* limits.write_queue_bytes */
-	uint64_t processes_refused;   /* limits.processes */
-	uint64_t traces_refused;      /* limits.pending_traces */
-	uint64_t traces_started;
-	uint64_t uploads_failed;
-	uint64_t dyno_requests;
-	uint64_t auth_failures;
-	uint64_t tls_failures;        /* handshakes and records refused */
-	uint64_t retention_deleted;
-	uint64_t kineto_datagrams;
-	uint64_t kineto_malformed;    /* datagrams dropped */
-	uint64_t kineto_configs;      /* configs delivered */
-};
 
 struct daemon {
 	uv_loop_t *loop;
@@ -76,9 +54,9 @@ struct daemon {
 	char token[512];           /* auth token file contents */
 	size_t token_len;
 
-	/* conn.c */
-	struct conn *conns;
-	size_t nconns;
+	/* bus.c */
+	struct session *sessions;  /* every client connection's session */
+	size_t nconns;             /* how many */
 
 	/* registry.c */
 	struct proc *procs;

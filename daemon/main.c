@@ -29,13 +29,14 @@
 
 #include "clock.h"
 #include "auth.h"
-#include "conn.h"
+#include "bus.h"
 #include "daemon.h"
 #include "kineto.h"
 #include "log.h"
 #include "metrics.h"
 #include "sdnotify.h"
 #include "server.h"
+#include "session.h"
 #include "store.h"
 #include "tlsio.h"
 #include "trace.h"
@@ -161,15 +162,15 @@ static void stop_finish(struct daemon *d)
 
 static void on_deadlines(uv_timer_t *t)
 {
-	conn_deadlines(t->data);
+	bus_deadlines(t->data);
 }
 
 static bool uploads_in_flight(struct daemon *d)
 {
-	struct conn *c;
+	struct session *s;
 
-	for (c = d->conns; c != NULL; c = c->next)
-		if (c->uploads != NULL)
+	for (s = d->sessions; s != NULL; s = s->next)
+		if (s->uploads != NULL)
 			return true;
 	return false;
 }
@@ -185,13 +186,13 @@ static void on_stop_check(uv_timer_t *t)
 	if (uploads_in_flight(d))
 		log_warn("stopping with uploads still in flight; they are marked failed");
 	uv_timer_stop(t);
-	conn_close_all(d);
+	bus_close_all(d);
 	stop_finish(d);
 }
 
 static void daemon_stop(struct daemon *d)
 {
-	struct conn *c, *next;
+	struct session *s, *next;
 
 	if (d->stopping)
 		return;
@@ -201,10 +202,10 @@ static void daemon_stop(struct daemon *d)
 	kineto_stop(d);
 	metrics_stop(d);
 	/* Connections without uploads go now; uploads get a grace period. */
-	for (c = d->conns; c != NULL; c = next) {
-		next = c->next;
-		if (c->uploads == NULL)
-			conn_close(c, "daemon stopping");
+	for (s = d->sessions; s != NULL; s = next) {
+		next = s->next;
+		if (s->uploads == NULL)
+			conn_close(&s->conn, "daemon stopping");
 	}
 	uv_timer_start(&d->stop_timer, on_stop_check, 0, 100);
 }

@@ -25,7 +25,8 @@ void metrics_proc_update(struct daemon *d, struct proc *p);
 void metrics_proc_gone(struct daemon *d, struct proc *p);
 /* The port /metrics is served on (0 when off). */
 int metrics_http_port(struct daemon *d);
-/* Answers a metrics_query on c. */
-void metrics_query(struct conn *c, const struct msg *q);
+/* Answers a metrics_query on c, whose peer decides which process values
+ * it may see. */
+void metrics_query(struct daemon *d, struct conn *c, const struct msg *q);
 
 #endif

@@ -168,6 +168,8 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 
 void registry_remove(struct daemon *d, struct proc *p)
 {
+	if (p->ref != NULL)
+		*p->ref = NULL; /* its session lives on, unregistered */
 	d->hooks.proc_gone(d, p);
 	if (p->prev)
 		p->prev->next = p->next;
@@ -194,10 +196,10 @@ struct proc *registry_find(struct daemon *d, pid_t pid)
  * tells, to the clock tick. */
 static bool proc_gone(const struct proc *p)
 {
-	uv_os_fd_t fd;
+	int fd = p->conn != NULL ? conn_fileno(p->conn) : -1;
 	int alive = -1;
 
-	if (p->conn != NULL && uv_fileno(&p->conn->u.h, &fd) == 0)
+	if (fd >= 0)
 		alive = peer_unix_alive(fd);
 	if (alive >= 0)
 		return alive == 0;
@@ -214,9 +216,7 @@ struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid)
 		return p;
 	log_info("pid %d: the process that registered it has exited and the pid is now "
 	         "another's; its registration is dropped", (int)pid);
-	if (p->conn != NULL)
-		p->conn->proc = NULL; /* the connection lives on, unregistered */
-	registry_remove(d, p);
+	registry_remove(d, p); /* clears the session's p->ref */
 	return NULL;
 }
 

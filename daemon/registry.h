@@ -46,7 +46,9 @@ struct proc {
 	                                  (peer_start_time); 0 if unknown */
 	int64_t steps, last_step_us, median_step_us; /* last_step_us: its duration */
 	int64_t heartbeat_us;      /* when the last heartbeat (and steps) came */
-	struct conn *conn;         /* agents: their connection */
+	struct conn *conn;         /* agents: their connection (transport, conn.h) */
+	struct proc **ref;         /* agents: their session's pointer to this proc,
+	                            * cleared when the registry removes it */
 	struct trace *busy;        /* the trace capturing it now, if any */
 	size_t mslot;              /* metrics.c's slot for its step values, + 1 */
 	/* Kineto clients (kineto.c) */
@@ -73,8 +75,8 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
  * and NULL returned. */
 struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid);
 
-/* Removes and frees p, telling the floors above (d->hooks.proc_gone:
- * traces, metrics) before it is freed. */
+/* Removes and frees p: clears *p->ref, then tells the floors above
+ * (d->hooks.proc_gone: traces, metrics) before it is freed. */
 void registry_remove(struct daemon *d, struct proc *p);
 
 /* Adds a Kineto client seen polling: pid and uid from its credentials,
