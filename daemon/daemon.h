@@ -12,6 +12,9 @@
  *
  * All of it lives on one libuv loop thread; only file I/O runs on libuv's
  * thread pool, and its callbacks come back to the loop.
+ *
+ * Floor: the root object, below every module but the leaves; no .c of
+ * its own. d->hooks are the engines' upward calls (see there).
  */
 #ifndef GPROFD_DAEMON_H
 #define GPROFD_DAEMON_H

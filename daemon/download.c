@@ -1,5 +1,5 @@
 /*
- * download: see download.h.
+ * download: see download.h (ownership, callers).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,8 @@
 /*
  * hagent: what agents send about themselves: register, heartbeat and
- * capture_status. (Their uploads are upload.c's.)
+ * capture_status. (Their uploads are upload.c's.) Owns nothing: a
+ * registered process is the registry's, and its session points at it
+ * (s->proc). Called by the handler table (handler.c) for agent sessions.
  */
 #include <errno.h>
 

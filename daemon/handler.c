@@ -1,6 +1,8 @@
 /*
  * handler: see handler.h. The table is indexed by message type; a type
- * with no entry is one clients never send (replies, events).
+ * with no entry is one clients never send (replies, events). Owns the
+ * table. Called by bus.c (handler_dispatch) and by the handlers
+ * (handler_send_page).
  */
 #include <errno.h>
 

@@ -1,5 +1,6 @@
 /*
  * hinfo: read-only views: process_list, daemon_status, metrics_query.
+ * Owns nothing. Called by the handler table (handler.c).
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,7 @@
 /*
  * hsession: hello (version agreement, role) and auth (the token proof).
+ * Owns the session's role and authentication state (s->role, s->authed,
+ * s->nonce). Called by handler_dispatch, before any role check.
  */
 #include "auth.h"
 #include "daemon.h"

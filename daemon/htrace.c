@@ -1,7 +1,9 @@
 /*
  * htrace: gprofctl's trace requests: start, status, cancel, and the stored
  * traces: list, download, delete. A client sees only traces it owns,
- * unless it is an administrator.
+ * unless it is an administrator. Owns nothing: traces are trace.c's,
+ * stored traces store.c's, a download its session's. Called by the
+ * handler table (handler.c) for ctl sessions.
  */
 #include <errno.h>
 #include <stdio.h>

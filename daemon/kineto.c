@@ -1,5 +1,5 @@
 /*
- * kineto: see kineto.h.
+ * kineto: see kineto.h (ownership, callers).
  */
 #include <dirent.h>
 #include <errno.h>

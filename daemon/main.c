@@ -12,6 +12,10 @@
  *                    finish, fail what is left, close every handle, exit 0.
  * The loop must close with no handle left open: a leak of a handle is a
  * bug, reported and turned into exit status 1.
+ *
+ * Floor: the top; nobody calls it. It installs the engines' upward calls
+ * (d->hooks, install_hooks) before anything runs, and drives the others:
+ * server (listen), bus (deadlines, shutdown), store, kineto, metrics.
  */
 #include <errno.h>
 #include <getopt.h>

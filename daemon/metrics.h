@@ -2,6 +2,10 @@
  * metrics.h: always-on host, GPU and process metrics (metrics.c has the
  * data flow), exported over HTTP for Prometheus, as JSON lines, and to
  * gprofctl through metrics_query.
+ *
+ * Floor: an engine above the registry (it reads struct proc). Called by
+ * main.c (start, stop), hagent.c (step values), hinfo.c (metrics_query),
+ * and, through d->hooks.proc_gone, the registry (a process gone).
  */
 #ifndef GPROFD_METRICS_H
 #define GPROFD_METRICS_H

@@ -2,16 +2,24 @@
  * registry: the processes this host can trace.
  *
  * An agent's process is registered by its `register` message and lives
- * as long as its connection: conn.c calls registry_remove when the
- * connection closes. Kineto clients (issue 7) are added with kind
+ * as long as its connection: bus.c calls registry_remove when the
+ * session goes. Kineto clients (issue 7) are added with kind
  * MSG_KIND_KINETO and expire by silence instead. Either is dropped sooner
  * when its pid is claimed by another process (registry_find_live): a pid
  * names a process only while that process lives.
  *
  * Ownership: the registry owns every struct proc (d->procs, a doubly
  * linked list) and its strings. A proc's `conn` is a borrowed pointer that
- * is valid for the proc's whole life. Traces hold procs only weakly: the
- * trace module is told (trace_proc_gone) before a proc is freed.
+ * is valid for the proc's whole life; its `ref` is its session's pointer
+ * to it, which registry_remove clears. Traces hold procs only weakly: the
+ * trace module is told (trace_proc_gone, through d->hooks.proc_gone)
+ * before a proc is freed.
+ *
+ * Floor: the lowest engine: it includes only conn.h (an agent's conn,
+ * to know its process alive) and tells the floors above that a process
+ * is gone through d->hooks.proc_gone. Called by hagent.c (register),
+ * bus.c (a session gone), kineto.c, trace.c (matching), hinfo.c and
+ * metrics.c (reading).
  */
 #ifndef GPROFD_REGISTRY_H
 #define GPROFD_REGISTRY_H

@@ -33,6 +33,12 @@
  * Ownership: the daemon owns the list of stored traces (d->stored, newest
  * first); each struct stored owns its file array. The writer's jobs
  * (d->store_jobs) own copies, never a trace or a stored entry.
+ *
+ * Floor: an engine below the trace engine: it never sees a struct trace
+ * (trace_stored makes its record), and asks whether a trace still runs
+ * through d->hooks.trace_running. Called by main.c (init, retention,
+ * deinit), trace.c (add, find), upload.c and kineto.c (paths, records),
+ * htrace.c (list, download, delete).
  */
 #ifndef GPROFD_STORE_H
 #define GPROFD_STORE_H

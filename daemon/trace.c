@@ -1,5 +1,6 @@
 /*
- * trace: see trace.h.
+ * trace: see trace.h (ownership, callers). It sends only to conns (an
+ * agent's proc->conn, a follower's), never to a session.
  */
 #include <errno.h>
 #include <stdio.h>

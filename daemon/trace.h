@@ -9,10 +9,17 @@
  *
  * Ownership: the daemon owns every trace (d->traces, newest first). A
  * trace is freed only in its timer's close callback. Each tproc holds its
- * registry proc weakly: registry_remove calls trace_proc_gone first.
+ * registry proc weakly: registry_remove calls trace_proc_gone first
+ * (through d->hooks.proc_gone).
  * Followers are (conn, request id) pairs; trace_conn_gone drops a closing
  * conn's. Finished traces stay in memory (for trace_status and reasons)
  * until more than TRACE_KEEP_FINISHED have finished.
+ *
+ * Floor: an engine above the registry and the store; it sends to a
+ * conn (an agent's, a follower's) and never sees a session. Reaches
+ * Kineto clients through d->hooks.kineto_capture/kineto_withdraw. Called
+ * by htrace.c and dynorpc.c (requests), hagent.c, upload.c and kineto.c
+ * (progress), bus.c (a session gone), main.c (hooks, shutdown).
  */
 #ifndef GPROFD_TRACE_H
 #define GPROFD_TRACE_H

@@ -1,5 +1,5 @@
 /*
- * upload: see upload.h.
+ * upload: see upload.h (ownership, callers).
  */
 #include <errno.h>
 #include <fcntl.h>
