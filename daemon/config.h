@@ -11,6 +11,11 @@
  *
  * struct config holds no pointers, so a config is copied by assignment
  * and a reload is "parse into a new struct, then swap".
+ *
+ * Floor: a leaf. Owns struct config, which main.c embeds in the daemon
+ * (d->cfg). Called by main.c (load, reload, --check-config, --dump-config);
+ * every other module only reads d->cfg, and conn.c reads it through the
+ * pointer it was given at conn_init.
  */
 #ifndef GPROFD_CONFIG_H
 #define GPROFD_CONFIG_H

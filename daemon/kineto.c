@@ -1,5 +1,5 @@
 /*
- * kineto: see kineto.h.
+ * kineto: see kineto.h (ownership, callers).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +15,7 @@
 
 #include <zlib.h>
 
+#include "clock.h"
 #include "kineto.h"
 #include "peer.h"
 #include "kstep.h"
@@ -152,7 +153,7 @@ static const char *choose_config(struct proc *p, const struct kwatch *w, bool fr
 		kineto_withdraw(p); /* taken, and already done */
 		return NULL;
 	}
-	if (daemon_now_us() >= p->fallback_at_us) {
+	if (clock_now_us() >= p->fallback_at_us) {
 		*fell_back = true;
 		return p->fallback;
 	}
@@ -195,7 +196,7 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		sweep_arm(d);
 	}
 	if (p->kind == MSG_KIND_KINETO) {
-		p->last_seen_us = daemon_now_us();
+		p->last_seen_us = clock_now_us();
 		w = watch_of(d, p);
 		/* the activities bit clear: busy (or a bare heartbeat) */
 		config = choose_config(p, w, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
@@ -543,7 +544,7 @@ static void ingest_done(uv_work_t *req, int status)
 	snprintf(tp->file, sizeof(tp->file), "%s", in->name);
 	tp->stored_bytes = in->bytes;
 	tp->recording = true;
-	r = store_record(w->d, t, ingest_recorded, in);
+	r = store_record(w->d, trace_stored(t, MSG_TRACE_RUNNING, true), ingest_recorded, in);
 	if (r < 0)
 		ingest_recorded(in, r);
 }
@@ -721,7 +722,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 			p->pending = NULL;
 		if (asprintf(&p->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
 			p->fallback = NULL;
-		p->fallback_at_us = daemon_now_us() + wait_us;
+		p->fallback_at_us = clock_now_us() + wait_us;
 		w->wait_s = wait_us / 1000000;
 		if (p->fallback == NULL)
 			kineto_withdraw(p);
@@ -739,7 +740,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 static void on_sweep(uv_timer_t *timer)
 {
 	struct daemon *d = timer->data;
-	int64_t now = daemon_now_us(), limit = (int64_t)d->cfg.kineto_expiry_s * 1000000;
+	int64_t now = clock_now_us(), limit = (int64_t)d->cfg.kineto_expiry_s * 1000000;
 	struct kwatch *w, *wnext;
 	struct proc *p, *next;
 	bool clients = false;

@@ -12,6 +12,10 @@
  *                    finish, fail what is left, close every handle, exit 0.
  * The loop must close with no handle left open: a leak of a handle is a
  * bug, reported and turned into exit status 1.
+ *
+ * Floor: the top; nobody calls it. It installs the engines' upward calls
+ * (d->hooks, install_hooks) before anything runs, and drives the others:
+ * server (listen), bus (deadlines, shutdown), store, kineto, metrics.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,15 +31,17 @@
 
 #include <uv.h>
 
+#include "clock.h"
 #include "auth.h"
+#include "bus.h"
 #include "component.h"
-#include "conn.h"
 #include "daemon.h"
 #include "kineto.h"
 #include "log.h"
 #include "metrics.h"
 #include "sdnotify.h"
 #include "server.h"
+#include "session.h"
 #include "store.h"
 #include "tlsio.h"
 #include "trace.h"
@@ -59,14 +65,6 @@ static bool verbose;
 static char default_path[PATH_MAX];
 static bool config_explicit;
 static bool config_from_file;
-
-int64_t daemon_now_us(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-}
 
 static void usage(FILE *f)
 {
@@ -169,16 +167,16 @@ static void stop_finish(struct daemon *d)
 
 static void on_deadlines(uv_timer_t *t)
 {
-	conn_deadlines(t->data);
+	bus_deadlines(t->data);
 	component_scan(t->data); /* what /metrics says of the parts, each second */
 }
 
 static bool uploads_in_flight(struct daemon *d)
 {
-	struct conn *c;
+	struct session *s;
 
-	for (c = d->conns; c != NULL; c = c->next)
-		if (c->uploads != NULL)
+	for (s = d->sessions; s != NULL; s = s->next)
+		if (s->uploads != NULL)
 			return true;
 	return false;
 }
@@ -194,13 +192,13 @@ static void on_stop_check(uv_timer_t *t)
 	if (uploads_in_flight(d))
 		log_warn("stopping with uploads still in flight; they are marked failed");
 	uv_timer_stop(t);
-	conn_close_all(d);
+	bus_close_all(d);
 	stop_finish(d);
 }
 
 static void daemon_stop(struct daemon *d)
 {
-	struct conn *c, *next;
+	struct session *s, *next;
 
 	if (d->stopping)
 		return;
@@ -210,10 +208,10 @@ static void daemon_stop(struct daemon *d)
 	kineto_stop(d);
 	metrics_stop(d);
 	/* Connections without uploads go now; uploads get a grace period. */
-	for (c = d->conns; c != NULL; c = next) {
-		next = c->next;
-		if (c->uploads == NULL)
-			conn_close(c, "daemon stopping");
+	for (s = d->sessions; s != NULL; s = next) {
+		next = s->next;
+		if (s->uploads == NULL)
+			conn_close(&s->conn, "daemon stopping");
 	}
 	uv_timer_start(&d->stop_timer, on_stop_check, 0, 100);
 }
@@ -319,6 +317,22 @@ static void on_retention(uv_timer_t *t)
 	store_retain(t->data);
 }
 
+/* registry -> the floors above it: a process is about to be freed. */
+static void on_proc_gone(struct daemon *d, struct proc *p)
+{
+	trace_proc_gone(d, p);
+	metrics_proc_gone(d, p);
+}
+
+/* Connects the engines' upward calls (daemon.h, struct daemon_hooks). */
+static void install_hooks(struct daemon *d)
+{
+	d->hooks.proc_gone = on_proc_gone;
+	d->hooks.kineto_capture = kineto_capture;
+	d->hooks.kineto_withdraw = kineto_withdraw;
+	d->hooks.trace_running = trace_running;
+}
+
 static int run(struct daemon *d)
 {
 	struct perr err;
@@ -330,7 +344,8 @@ static int run(struct daemon *d)
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&loop);
 	d->loop = &loop;
-	d->started_us = daemon_now_us();
+	install_hooks(d);
+	d->started_us = clock_now_us();
 	if (gethostname(d->host, sizeof(d->host) - 1) != 0)
 		snprintf(d->host, sizeof(d->host), "localhost");
 	uv_signal_init(&loop, &d->sigint);

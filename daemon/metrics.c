@@ -701,9 +701,8 @@ static bool visible(const struct peer *peer, const struct mval *v)
 	return v->owner < 0 || peer_may(peer, (uid_t)v->owner);
 }
 
-void metrics_query(struct conn *c, const struct msg *q)
+void metrics_query(struct daemon *d, struct conn *c, const struct msg *q)
 {
-	struct daemon *d = c->d;
 	struct metrics *m = d->metrics;
 	struct msg_sample *samples;
 	struct msg r;

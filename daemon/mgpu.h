@@ -1,5 +1,7 @@
 /*
  * mgpu.h: GPU metrics through NVML, loaded at run time (mgpu.c).
+ *
+ * Floor: a leaf under metrics.c, its only caller (the sampler thread).
  */
 #ifndef GPROFD_MGPU_H
 #define GPROFD_MGPU_H

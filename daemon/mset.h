@@ -14,6 +14,8 @@
  * history ring's oldest) allocates nothing in the steady state.
  *
  * Ownership: an mset owns its value array and text; mset_free releases them.
+ *
+ * Floor: a leaf under metrics.c, mhost.c and mgpu.c, its callers.
  */
 #ifndef GPROFD_MSET_H
 #define GPROFD_MSET_H
