@@ -2,6 +2,7 @@
  * component: see component.h.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +11,6 @@
 #include "commit.h"
 #include "component.h"
 #include "daemon.h"
-#include "metrics.h"
 #include "mgpu.h"
 #include "mset.h"
 
@@ -41,11 +41,14 @@ const char *component_state_name(enum component_state st)
 	return st <= COMP_DOWN ? state_names[st] : "?";
 }
 
-void component_init(struct daemon *d)
+int component_init(struct daemon *d, struct perr *err)
 {
-	struct components *k = &d->comp;
+	struct components *k = calloc(1, sizeof(*k));
 	int i;
 
+	if (k == NULL)
+		return perr_set(err, -ENOMEM, "out of memory for the component table");
+	d->comp = k;
 	pthread_mutex_init(&k->lock, NULL);
 	for (i = 0; i < COMP_COUNT; i++) {
 		k->c[i].state = COMP_OFF;
@@ -57,14 +60,17 @@ void component_init(struct daemon *d)
 	snprintf(k->c[COMP_NVML].detail, sizeof(k->c[COMP_NVML].detail),
 	         "not loaded: the sampler is not running");
 	k->ready = true;
+	return 0;
 }
 
 void component_deinit(struct daemon *d)
 {
-	if (!d->comp.ready)
+	if (d->comp == NULL || !d->comp->ready)
 		return;
-	d->comp.ready = false;
-	pthread_mutex_destroy(&d->comp.lock);
+	d->comp->ready = false;
+	pthread_mutex_destroy(&d->comp->lock);
+	free(d->comp); /* after the loop closed: no statfs request in flight */
+	d->comp = NULL;
 }
 
 static void set_locked(struct components *k, enum component_id id, enum component_state st,
@@ -79,19 +85,19 @@ void component_set(struct daemon *d, enum component_id id, enum component_state 
 {
 	va_list ap;
 
-	if (!d->comp.ready || id >= COMP_COUNT)
+	if (d->comp == NULL || !d->comp->ready || id >= COMP_COUNT)
 		return;
 	va_start(ap, fmt);
-	pthread_mutex_lock(&d->comp.lock);
-	set_locked(&d->comp, id, st, fmt, ap);
-	pthread_mutex_unlock(&d->comp.lock);
+	pthread_mutex_lock(&d->comp->lock);
+	set_locked(d->comp, id, st, fmt, ap);
+	pthread_mutex_unlock(&d->comp->lock);
 	va_end(ap);
 }
 
 static void on_statfs(uv_fs_t *req)
 {
 	struct daemon *d = req->data;
-	struct components *k = &d->comp;
+	struct components *k = d->comp;
 	int64_t free_bytes = -1;
 
 	if (req->result == 0 && req->ptr != NULL) {
@@ -149,10 +155,10 @@ static void scan_sockets(struct daemon *d, struct components *k)
 
 void component_scan(struct daemon *d)
 {
-	struct components *k = &d->comp;
+	struct components *k = d->comp;
 	int i;
 
-	if (!k->ready)
+	if (k == NULL || !k->ready)
 		return;
 	pthread_mutex_lock(&k->lock);
 	k->gpu_required = d->cfg.gpu_required != 0; /* a reload may change it */
@@ -190,11 +196,11 @@ void component_scan(struct daemon *d)
 void component_nvml(struct daemon *d, const struct mgpu *gpu, bool absent, int r,
                     const char *why)
 {
-	struct components *k = &d->comp;
+	struct components *k = d->comp;
 	enum component_state st;
 	char detail[COMPONENT_DETAIL_MAX];
 
-	if (!k->ready)
+	if (k == NULL || !k->ready)
 		return;
 	if (gpu == NULL && absent) {
 		/* no NVIDIA driver: no GPU here, no fault, unless GPU metrics
@@ -222,10 +228,10 @@ void component_nvml(struct daemon *d, const struct mgpu *gpu, bool absent, int r
 
 void component_sample(struct daemon *d, struct mset *s)
 {
-	struct components *k = &d->comp;
+	struct components *k = d->comp;
 	int i;
 
-	if (!k->ready)
+	if (k == NULL || !k->ready)
 		return;
 	mset_add(s, MF_BUILD_INFO, 1, "version=\"%s\",commit=\"%s\"", GPROF_VERSION,
 	         GPROF_COMMIT);
@@ -248,7 +254,7 @@ void component_sample(struct daemon *d, struct mset *s)
 void component_fill(struct daemon *d, struct component_view *v,
                     struct msg_daemon_status_reply *r)
 {
-	struct components *k = &d->comp;
+	struct components *k = d->comp;
 	int i;
 
 	component_scan(d);

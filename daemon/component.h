@@ -33,6 +33,7 @@
 #include <uv.h>
 
 #include "msg.h"
+#include "perr.h"
 
 struct daemon;
 struct mset;
@@ -78,7 +79,7 @@ struct component_view {
 	int64_t store_free;
 };
 
-void component_init(struct daemon *d);
+int component_init(struct daemon *d, struct perr *err);
 void component_deinit(struct daemon *d);
 
 /* Sets one component's state; detail (printf) says where it serves, or

@@ -24,7 +24,6 @@
 
 #include <uv.h>
 
-#include "component.h"
 #include "config.h"
 #include "counters.h"
 
@@ -36,6 +35,8 @@ struct stored;
 struct sjob;
 struct kwatch;
 struct tls_ctx;
+
+struct components;
 
 struct daemon {
 	uv_loop_t *loop;
@@ -114,7 +115,7 @@ struct daemon {
 	uv_timer_t stop_timer;
 	uv_timer_t reload_timer;   /* SIGHUP: a reload at the next loop turn (coalesced) */
 	struct counters cnt;
-	struct components comp;    /* component.c: what each part is doing */
+	struct components *comp;   /* component.c: what each part is doing (it owns it) */
 };
 
 #endif

@@ -363,8 +363,9 @@ static int run(struct daemon *d)
 	uv_signal_start(&d->sighup, on_signal, SIGHUP);
 
 	raise_nofile(&d->cfg);
-	component_init(d);
-	r = store_init(d, &err);
+	r = component_init(d, &err);
+	if (r == 0)
+		r = store_init(d, &err);
 	if (r == 0)
 		r = server_start(d, &err);
 	/* Kineto before metrics, so the first sample already says how each
