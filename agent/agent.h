@@ -126,6 +126,7 @@ struct window {
 	uint64_t cpu_bytes;     /* the CPU side's part of it (rec.c) */
 	char *arena;            /* its address space, cpu_bytes long (rec_arena_new) */
 	bool index;             /* the writer builds the range index (GPU kinds on) */
+	bool memory;            /* a memory snapshot, not a trace (memsnap.c) */
 };
 
 struct agent {
@@ -224,7 +225,18 @@ AGENT_HIDDEN void link_status(struct link *l, const char *trace_id, int state,
                               const char *reason, int64_t events, int64_t dropped,
                               int64_t bytes);
 AGENT_HIDDEN int link_upload(struct link *l, const char *trace_id, const char *path,
-                             int64_t *bytes);
+                             int format, int64_t *bytes);
+
+/* memsnap.c: a memory-snapshot burst's handshake with the Python helper
+ * (agent thread side). begin creates the file and arms it (0, or a
+ * negative code with why); pending says whether the snapshot of a window
+ * that ended is still due (and in how many ms to look again); finish
+ * gives the written file's path (0) or why there is none (negative), and
+ * ends the handshake; discard ends it for a burst that writes nothing. */
+AGENT_HIDDEN int memsnap_begin(const char *trace_id, char *why, size_t n);
+AGENT_HIDDEN bool memsnap_pending(uint64_t now, int *timeout_ms);
+AGENT_HIDDEN int memsnap_finish(char *path, size_t n, char *why, size_t wn);
+AGENT_HIDDEN void memsnap_discard(void);
 
 /* nvtx.c (or nvtx_none.c) */
 AGENT_HIDDEN const char *nvtx_domain_name(uint32_t domain);

@@ -14,6 +14,7 @@
 #ifndef GPROF_AGENT_H
 #define GPROF_AGENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -36,6 +37,23 @@ GPROF_API void gprof_range_pop(void);
 
 /* The number of gprof_step calls so far. */
 GPROF_API uint64_t gprof_steps(void);
+
+/* Memory snapshots (gprofctl trace --memory-snapshot), for the Python
+ * helper (python/gprof_agent), which calls gprof_memory_poll after every
+ * optimizer step; one atomic load while no snapshot is wanted. It returns
+ * what to do now: NOTHING; START recording the CUDA allocator's history
+ * (keeping *entries entries); DUMP: write the snapshot (a pickle) to the
+ * path put in buf (n bytes) and stop recording, then call
+ * gprof_memory_done; STOP recording and write nothing (cancelled). */
+#define GPROF_MEMORY_NOTHING 0
+#define GPROF_MEMORY_START 1
+#define GPROF_MEMORY_DUMP 2
+#define GPROF_MEMORY_STOP 3
+GPROF_API int gprof_memory_poll(char *buf, size_t n, int64_t *entries);
+/* After DUMP: ok 1 when the file is written, else 0 and why. Returns 1 when
+ * the agent takes the file, 0 when that capture was given up meanwhile (the
+ * caller then deletes the file). */
+GPROF_API int gprof_memory_done(int ok, const char *why);
 
 #ifdef __cplusplus
 }

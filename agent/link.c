@@ -332,7 +332,8 @@ static void heartbeat(struct link *l)
 	send_msg(l, &m);
 }
 
-int link_upload(struct link *l, const char *trace_id, const char *path, int64_t *bytes)
+int link_upload(struct link *l, const char *trace_id, const char *path, int format,
+                int64_t *bytes)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	static uint8_t buf[1u << 20];
@@ -352,6 +353,7 @@ int link_upload(struct link *l, const char *trace_id, const char *path, int64_t 
 	msg_init(&m, MSG_UPLOAD_BEGIN, 0);
 	m.u.upload_begin.trace_id = trace_id;
 	m.u.upload_begin.transfer = ++l->transfer;
+	m.u.upload_begin.format = format;
 	if ((r = send_msg(l, &m)) < 0)
 		goto out;
 	for (;;) {

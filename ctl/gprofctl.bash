@@ -32,7 +32,7 @@ _gprofctl()
 	"") COMPREPLY=($(compgen -W "$globals $commands" -- "$cur")) ;;
 	trace) COMPREPLY=($(compgen -W "--job --pid --iterations --duration-ms --start-at
 	                      --iteration-roundup --iteration-range --activities --process-limit --output-dir
-	                      --trace-id --timeout --report --json --help" -- "$cur")) ;;
+	                      --trace-id --timeout --report --memory-snapshot --json --help" -- "$cur")) ;;
 	report) [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--top --html --json --help" -- "$cur")) || _filedir ;;
 	list) COMPREPLY=($(compgen -W "--job --json --help" -- "$cur")) ;;
 	traces) COMPREPLY=($(compgen -W "--job --since --older-than --json --help" -- "$cur")) ;;

@@ -32,6 +32,7 @@
 
 #include <cjson/cJSON.h>
 
+struct mreport;
 struct ivals { double *v; size_t n, cap; };            /* start, end pairs (us) */
 struct durs { float *v; size_t n, cap; };
 
@@ -93,6 +94,7 @@ struct rstats {
 	uint64_t short_kernels;    /* shorter than 10 us */
 	bool truncated;
 	char error[300];           /* set when the file could not be read whole */
+	struct mreport *mem;       /* its [memory] events, when it has some (report_mem.c) */
 };
 
 /* Reads path into st (zeroed here). 0; or -1 with st->error saying what

@@ -29,6 +29,7 @@ import threading
 __all__ = ["step", "steps", "range_push", "range_pop", "loaded", "install"]
 
 _lib = None
+_mem = None   # memsnap.Poller, when the agent takes memory snapshots
 _tried = False
 _lock = threading.Lock()
 _HOOKED = "torch.optim.optimizer"
@@ -40,6 +41,17 @@ def _open(path):
     lib.gprof_steps.restype = ctypes.c_uint64
     lib.gprof_range_push.argtypes = [ctypes.c_char_p]
     return lib
+
+
+def _memory_poller(lib):
+    """memsnap's poller for an agent that has gprof_memory_poll (an older
+    one has not: no snapshots, nothing else changes)."""
+    global _mem
+    try:
+        from . import memsnap
+        _mem = memsnap.Poller(lib)
+    except (AttributeError, ImportError):
+        _mem = None
 
 
 def _load():
@@ -64,6 +76,8 @@ def _load():
                 _lib = _open(None)
             except (OSError, AttributeError):
                 _lib = None
+        if _lib is not None:
+            _memory_poller(_lib)
         _tried = True
     return _lib
 
@@ -79,6 +93,11 @@ def step():
     lib = _lib if _tried else _load()
     if lib is not None:
         lib.gprof_step()
+        if _mem is not None:
+            try:
+                _mem()  # a memory snapshot's start or end is at a step
+            except Exception:  # never break the job over profiling
+                pass
 
 
 def steps():
