@@ -219,6 +219,14 @@ static int one_device(struct mreport *r, const struct pk *snap, const struct pk 
 		}
 	}
 	d->events = n;
+	if ((int64_t)d->end_alloc < net_a || (int64_t)d->end_res < net_r) {
+		/* the history frees more than the end state and it could hold */
+		snprintf(r->note, sizeof(r->note), "GPU %lld: the history does not add up to the "
+		         "end state (more freed than was there); figures from 0 at its start",
+		         (long long)devno);
+		net_a = (int64_t)d->end_alloc < net_a ? (int64_t)d->end_alloc : net_a;
+		net_r = (int64_t)d->end_res < net_r ? (int64_t)d->end_res : net_r;
+	}
 	d->start_alloc = (uint64_t)((int64_t)d->end_alloc - net_a);
 	d->start_res = (uint64_t)((int64_t)d->end_res - net_r);
 	a = (int64_t)d->start_alloc;
@@ -689,7 +697,7 @@ static const char *mib(double b, char *out, size_t n)
 
 void mreport_print(FILE *f, const struct mreport *r, size_t top)
 {
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], d4[32];
 	size_t i, k;
 
 	fprintf(f, "== memory: %s", r->path);
@@ -705,13 +713,12 @@ void mreport_print(FILE *f, const struct mreport *r, size_t top)
 		        "peak reserved %s\n", (long long)d->dev, mib((double)d->peak_alloc, a, sizeof(a)),
 		        mib((double)d->res_at_peak, b, sizeof(b)),
 		        mib((double)d->res_at_peak - (double)d->peak_alloc, c, sizeof(c)),
-		        mib((double)d->peak_res, c, sizeof(c)));
-		fprintf(f, "    window: allocated %s -> %s, reserved %s -> %s; %llu allocations "
-		        "(%s), %llu frees\n", mib((double)d->start_alloc, a, sizeof(a)),
-		        mib((double)d->end_alloc, b, sizeof(b)), mib((double)d->start_res, c, sizeof(c)),
-		        mib((double)d->end_res, c + 16, sizeof(c) - 16),
-		        (unsigned long long)d->allocs, mib((double)d->alloc_bytes, a, sizeof(a)),
-		        (unsigned long long)d->frees);
+		        mib((double)d->peak_res, d4, sizeof(d4)));
+		fprintf(f, "    window: allocated %s -> %s, reserved %s -> %s",
+		        mib((double)d->start_alloc, a, sizeof(a)), mib((double)d->end_alloc, b, sizeof(b)),
+		        mib((double)d->start_res, c, sizeof(c)), mib((double)d->end_res, d4, sizeof(d4)));
+		fprintf(f, "; %llu allocations (%s), %llu frees\n", (unsigned long long)d->allocs,
+		        mib((double)d->alloc_bytes, a, sizeof(a)), (unsigned long long)d->frees);
 		if (d->ntop)
 			fprintf(f, "    largest live at the peak%s:\n", d->before_unknown ?
 			        " (allocations older than the trace are not in it)" : "");
@@ -731,9 +738,9 @@ void mreport_print(FILE *f, const struct mreport *r, size_t top)
 			fprintf(f, "%s\n", d->nits > 20 ? " ..." : "");
 			if (d->growth_per_it > 0 && grew * 2 > d->nits)
 				fprintf(f, "    allocated memory grows by %s per iteration (%zu of %zu "
-				        "grew): a leak? the allocations live at the end of the window "
-				        "and the frames above say what holds it\n",
-				        mib(d->growth_per_it, a, sizeof(a)), grew, d->nits);
+				        "grew): a leak? what holds it is among the allocations live at "
+				        "the peak, above\n", mib(d->growth_per_it, a, sizeof(a)), grew,
+				        d->nits);
 		}
 	}
 }

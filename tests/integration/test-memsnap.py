@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 
-GPROFD, GPROFCTL, AGENT, APP, HELPER, FAKETORCH = sys.argv[1:7]
+GPROFD, GPROFCTL, AGENT, APP, HELPER, FAKETORCH = [os.path.abspath(a) for a in sys.argv[1:7]]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import daemonlog  # noqa: E402
 import runner  # noqa: E402
@@ -200,6 +200,88 @@ def test_memory_snapshot(d):
         dm.stop()
 
 
+FIX = os.path.join(os.path.dirname(FAKETORCH), "memory")
+
+
+def report_json(*paths):
+    r = subprocess.run([GPROFCTL, "--json", "report"] + list(paths), capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    return r, (json.loads(r.stdout) if r.stdout else None)
+
+
+def test_snapshot_fixtures(d):
+    """tests/fixtures/memory/snap*.pickle (protocols 4 and 2): the answers
+    known by construction (README.md there)."""
+    for name in ("snap.pickle", "snap-p2.pickle"):
+        r, doc = report_json(os.path.join(FIX, name))
+        assert r.returncode == 0, (name, r.stderr)
+        dev = doc["memory"][0]["devices"][0]
+        want = dict(peak_allocated=22 * MiB, reserved_at_peak=40 * MiB,
+                    fragmentation=18 * MiB, peak_reserved=40 * MiB, start_allocated=6 * MiB,
+                    end_allocated=16 * MiB, start_reserved=20 * MiB, end_reserved=40 * MiB,
+                    allocations=3, frees=2, growth_per_iteration=5 * MiB)
+        assert {k: dev[k] for k in want} == want, (name, dev)
+        assert [(t["bytes"], t["where"]) for t in dev["top"]] == [
+            (12 * MiB, "step (train.py:30)"), (6 * MiB, "(allocated before the window)"),
+            (4 * MiB, "forward (model.py:10)")], dev["top"]
+        assert [(i["allocations"], i["growth"]) for i in dev["iterations"]] == [
+            (2, 6 * MiB), (1, 4 * MiB)], dev["iterations"]
+
+
+def test_trace_memory_events(d):
+    """A Kineto trace with [memory] events (profile_memory): the peak from
+    the totals, the live allocations there with their operators, per
+    iteration by ProfilerStep#; the CPU's allocation left out; alongside
+    the trace's own report (JSON root unchanged, "memory" added), and in a
+    directory next to a snapshot."""
+    r, doc = report_json(os.path.join(FIX, "memory.pt.trace.json"))
+    assert r.returncode == 0, r.stderr
+    assert doc["ranks"][0]["rank"] == 1 and len(doc["memory"]) == 1, doc.keys()
+    m = doc["memory"][0]
+    assert m["source"] == "trace" and m["rank"] == 1 and len(m["devices"]) == 1, m
+    dev = m["devices"][0]
+    want = dict(peak_allocated=8000, reserved_at_peak=10000, fragmentation=2000,
+                peak_reserved=12000, start_allocated=4000, end_allocated=7000,
+                allocations=3, frees=1, growth_per_iteration=1500)
+    assert {k: dev[k] for k in want} == want, dev
+    assert [(t["bytes"], t["where"]) for t in dev["top"]] == [
+        (3000, "aten::mm"), (1000, "aten::empty")], dev["top"]
+    assert [(i["allocations"], i["growth"]) for i in dev["iterations"]] == [
+        (2, 1000), (1, 2000)], dev["iterations"]
+    both = os.path.join(d, "both")
+    os.makedirs(both)
+    for f in ("memory.pt.trace.json", "snap.pickle"):
+        with open(os.path.join(FIX, f), "rb") as a, open(os.path.join(both, f), "wb") as b:
+            b.write(a.read())
+    r, doc = report_json(both)
+    assert r.returncode == 0 and [m["source"] for m in doc["memory"]] == ["trace", "snapshot"]
+    r = subprocess.run([GPROFCTL, "report", both], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0 and r.stdout.count("== memory:") == 2, r.stdout
+
+
+def test_bad_snapshots(d):
+    """Bad input gets a clear error and exit 1, nothing run: cut short, a
+    pickle that is not a snapshot, a hostile one (GLOBAL + REDUCE calling
+    os.system), a length of 2^62 bytes; a good file given with them is
+    still reported."""
+    cases = {"truncated.pickle": "cut short",
+             "notsnap.pickle": "a pickle, but not a PyTorch memory snapshot",
+             "hostile.pickle": "opcode GLOBAL (0x63) would import or call Python code",
+             "huge.pickle": "4611686018427387904 bytes follow but only 4 remain"}
+    for name, why in cases.items():
+        r = subprocess.run([GPROFCTL, "report", os.path.join(FIX, name),
+                            os.path.join(FIX, "snap.pickle")], capture_output=True, text=True,
+                           timeout=TIMEOUT, cwd=d)
+        assert r.returncode == 1 and why in r.stderr, (name, r.stderr)
+        assert "peak allocated 22.0 MiB" in r.stdout, (name, r.stdout)
+        assert "pwned" not in r.stdout + r.stderr
+    r = subprocess.run([GPROFCTL, "report", "--html", os.path.join(d, "x.html"),
+                        os.path.join(FIX, "snap.pickle")], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 1 and "no HTML page" in r.stderr, r.stderr
+
+
 def test_bad_window(d):
     """--memory-snapshot counts iterations by steps: with --iteration-range
     it is refused before anything is asked of a daemon."""
@@ -211,4 +293,5 @@ def test_bad_window(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_memory_snapshot, test_bad_window], "gprof-memsnap-"))
+    sys.exit(runner.run([test_memory_snapshot, test_snapshot_fixtures, test_trace_memory_events,
+                         test_bad_snapshots, test_bad_window], "gprof-memsnap-"))
