@@ -282,6 +282,61 @@ def test_bad_snapshots(d):
     assert r.returncode == 1 and "no HTML page" in r.stderr, r.stderr
 
 
+def test_old_agent_refused(d):
+    """An agent too old to know memory_snapshot ignores it and would send a
+    trace: the daemon refuses that upload (format absent), and the process
+    fails with the reason, rather than a trace stored under a .pickle name.
+    The old agent is this test, speaking the native protocol."""
+    import socket
+    import struct
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(TIMEOUT)
+    buf = b""
+
+    def send(obj):
+        t = json.dumps(obj).encode()
+        s.sendall(struct.pack("<I", len(t)) + t)
+
+    def recv(want):
+        nonlocal buf
+        while True:
+            while len(buf) >= 4:
+                n = struct.unpack("<I", buf[:4])[0]
+                if len(buf) < 4 + n:
+                    break
+                m, buf = json.loads(buf[4:4 + n]), buf[4 + n:]
+                if m["type"] == want:
+                    return m
+            chunk = s.recv(65536)
+            assert chunk, "the daemon closed the connection"
+            buf += chunk
+    try:
+        s.connect(dm.sock)
+        send({"type": "hello", "id": 1, "proto_min": 1, "proto_max": 1, "role": "agent"})
+        recv("hello_reply")
+        send({"type": "register", "id": 2, "pid": os.getpid(), "job_id": "old"})
+        recv("register_reply")
+        p = subprocess.Popen([GPROFCTL, "--socket", dm.sock, "--json", "trace", "--pid",
+                              str(os.getpid()), "--duration-ms", "50", "--memory-snapshot",
+                              "--output-dir", os.path.join(d, "out"), "--timeout",
+                              str(TIMEOUT)], stdout=subprocess.PIPE, text=True)
+        cs = recv("capture_start")
+        assert cs.get("memory_snapshot") is True, cs
+        send({"type": "upload_begin", "trace_id": cs["trace_id"], "transfer": 1})
+        err = recv("error")
+        assert "too old for --memory-snapshot" in err["message"], err
+        out, _ = p.communicate(timeout=TIMEOUT)
+        res = json.loads(out)
+        proc = res["hosts"][0]["processes"][0]
+        assert p.returncode == 1 and proc["state"] == "failed" and \
+            "too old" in proc["reason"], res
+        assert not glob.glob(os.path.join(d, "out", "*", "*")), "a file was stored"
+    finally:
+        s.close()
+        dm.stop()
+
+
 def test_bad_window(d):
     """--memory-snapshot counts iterations by steps: with --iteration-range
     it is refused before anything is asked of a daemon."""
@@ -294,4 +349,4 @@ def test_bad_window(d):
 
 if __name__ == "__main__":
     sys.exit(runner.run([test_memory_snapshot, test_snapshot_fixtures, test_trace_memory_events,
-                         test_bad_snapshots, test_bad_window], "gprof-memsnap-"))
+                         test_bad_snapshots, test_old_agent_refused, test_bad_window], "gprof-memsnap-"))
