@@ -37,6 +37,11 @@ def _torch():
 
 def _start(t, entries):
     mem = t.cuda.memory
+    try:  # the window's history only, not an earlier window's left in the buffer
+        mem._record_memory_history(max_entries=entries, clear_history=True)
+        return
+    except TypeError:
+        pass
     try:
         mem._record_memory_history(max_entries=entries)
     except TypeError:  # PyTorch 2.0: the older keywords
