@@ -101,6 +101,36 @@ static const char *base_name(const char *p, size_t n, size_t *out)
 	return p + i;
 }
 
+/* A C++ frame's function, for people: "(anonymous namespace)::" left out,
+ * the parameter list cut; empty when it is one every allocation passes
+ * through (the unwinder, the allocator, the tensor factories, the C
+ * library), so the first one left names the operator. */
+static void cxx_name(const struct pk *name, char *out, size_t n)
+{
+	static const char anon[] = "(anonymous namespace)::";
+	static const char *const skip[] = { "unwind", "torch::unwind", "torch::CapturedTraceback",
+		"torch::cuda::gather_with_cpp", "c10::", "at::detail::", "at::create_out",
+		"at::empty", "std::", "_start", "__libc", "start_thread", "clone", "??", NULL };
+	const char *p = name->u.s.p, *e = p + name->u.s.n;
+	size_t len = 0, k;
+
+	while (p < e && len + 1 < n) {
+		if ((size_t)(e - p) >= sizeof(anon) - 1 && memcmp(p, anon, sizeof(anon) - 1) == 0) {
+			p += sizeof(anon) - 1;
+			continue;
+		}
+		if (*p == '(')
+			break;
+		out[len++] = *p++;
+	}
+	out[len] = '\0';
+	for (k = 0; skip[k] != NULL; k++)
+		if (strncmp(out, skip[k], strlen(skip[k])) == 0)
+			out[0] = '\0';
+	if (strstr(out, "::set_output") != NULL)
+		out[0] = '\0';
+}
+
 /* "fn (file.py:12) < caller (file.py:40)": the innermost Python frames,
  * PyTorch's own left out when there are others. */
 static void frames_text(const struct pk *frames, char *out, size_t n)
@@ -132,6 +162,23 @@ static void frames_text(const struct pk *frames, char *out, size_t n)
 				                        b, (long long)line);
 			shown++;
 		}
+	}
+	if (shown > 0)
+		return;
+	/* No Python frame: made off Python (autograd's backward thread, say):
+	 * the innermost C++ functions that are not the allocator's own. */
+	for (i = 0; i < nf && shown < 2; i++) {
+		const struct pk *name = pk_get(pk_at(frames, i), "name");
+		char fn[120];
+
+		if (name == NULL || name->type != PK_STR)
+			continue;
+		cxx_name(name, fn, sizeof(fn));
+		if (fn[0] == '\0')
+			continue;
+		if (len < n)
+			len += (size_t)snprintf(out + len, n - len, "%s%s", shown ? " < " : "", fn);
+		shown++;
 	}
 	if (shown == 0)
 		snprintf(out, n, "(no Python frames recorded)");

@@ -228,6 +228,30 @@ def test_snapshot_fixtures(d):
             (2, 6 * MiB), (1, 4 * MiB)], dev["iterations"]
 
 
+def test_real_pytorch_files(d):
+    """Files from PyTorch 2.11 on an H100 (tests/fixtures/memory/README.md):
+    the snapshot gprofctl trace --memory-snapshot delivered there, and a
+    torch.profiler trace with profile_memory=True; the figures the GPU host
+    checked independently (a replay in Python, max_memory_allocated)."""
+    r, doc = report_json(os.path.join(FIX, "h100-torch2.11_rank0.memory.pickle"))
+    assert r.returncode == 0, r.stderr
+    m = doc["memory"][0]
+    dev = m["devices"][0]
+    assert m["rank"] == 0 and dev["peak_allocated"] == 326732288 and \
+        dev["reserved_at_peak"] == 354418688 and dev["peak_reserved"] == 354418688, dev
+    assert dev["allocations"] == 110 and dev["frees"] == 105, dev
+    assert [(i["allocations"], i["growth"]) for i in dev["iterations"]] == [(22, MiB)] * 5
+    where = [t["where"] for t in dev["top"]]
+    assert any(w.startswith("leaky (memsnap_train.py:39)") for w in where), where
+    assert any(w.startswith("at::meta::structured_mm::meta") for w in where), where
+    r, doc = report_json(os.path.join(FIX, "h100-torch2.11-profile-memory.pt.trace.json.gz"))
+    assert r.returncode == 0, r.stderr
+    dev = doc["memory"][0]["devices"][0]
+    assert dev["peak_allocated"] == 112822784 and dev["reserved_at_peak"] == 119537664, dev
+    assert [(i["allocations"], i["growth"]) for i in dev["iterations"]] == [(22, MiB)] * 5
+    assert any(t["where"] == "aten::empty" and t["bytes"] == MiB for t in dev["top"]), dev["top"]
+
+
 def test_trace_memory_events(d):
     """A Kineto trace with [memory] events (profile_memory): the peak from
     the totals, the live allocations there with their operators, per
@@ -348,5 +372,6 @@ def test_bad_window(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_memory_snapshot, test_snapshot_fixtures, test_trace_memory_events,
+    sys.exit(runner.run([test_memory_snapshot, test_snapshot_fixtures, test_real_pytorch_files,
+                         test_trace_memory_events,
                          test_bad_snapshots, test_old_agent_refused, test_bad_window], "gprof-memsnap-"))
