@@ -170,7 +170,9 @@ int gprof_memory_poll(char *buf, size_t n, int64_t *entries)
 
 	if (!atomic_load_explicit(&seen, memory_order_relaxed))
 		atomic_store(&seen, 1);
-	if (s == MS_IDLE)
+	/* a forked child (a DataLoader worker) inherited the state, not the
+	 * burst: it must never write the parent's file */
+	if (s == MS_IDLE || A.disabled)
 		return GPROF_MEMORY_NOTHING;
 	er = atomic_load(&A.end_reason);
 	switch (s) {

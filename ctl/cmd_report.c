@@ -151,7 +151,11 @@ static int run_memory(struct inputs *in, bool json, const char *html, size_t top
 		}
 		nm++;
 	}
-	if (json && root != NULL) {
+	for (k = 0; k < nst; k++)
+		if (st[k] != NULL && st[k]->mem != NULL)
+			break;
+	if (json && root != NULL && (nm > 0 || k < nst)) {
+		/* only when there is some: a trace report's JSON is otherwise as before */
 		arr = cJSON_AddArrayToObject(root, "memory");
 		for (k = 0; k < nst; k++)
 			if (st[k] != NULL && st[k]->mem != NULL)
