@@ -5,16 +5,18 @@
  * CUDA caching allocator history for it and writes the snapshot, which
  * capture.c then uploads as the burst's file.
  *
- * The agent cannot call into Python, so Python asks: after every optimizer
- * step it calls gprof_memory_poll(), which costs one atomic load while no
- * snapshot is wanted. The handshake is one atomic state, each transition
+ * The agent cannot call into Python, so Python asks: every optimizer step
+ * calls gprof_step_memory() (gprof_step, then gprof_memory_poll, in one
+ * call from Python), one atomic load more than gprof_step while no snapshot
+ * is wanted. The handshake is one atomic state, each transition
  * made by one side with a compare-and-swap:
  *
  *   IDLE -> ARMED        agent thread, memsnap_begin (the file is created)
  *   ARMED -> RECORDING   Python, the first poll after the window opened:
  *                        "start recording" (poll returns 1)
  *   RECORDING -> DUMPING Python, the first poll after the window ended
- *                        whole: "write the snapshot to this path" (2)
+ *                        whole: "write the snapshot" (2), to the path
+ *                        gprof_memory_path gives while DUMPING
  *   DUMPING -> WRITTEN | FAILED   Python, gprof_memory_done()
  *   RECORDING -> STOP    agent thread, when the burst is cancelled or given
  *                        up; STOP -> IDLE Python, "stop, write nothing" (3)
@@ -163,7 +165,7 @@ void memsnap_discard(void)
 	(void)memsnap_finish(why, sizeof(why), why, sizeof(why));
 }
 
-int gprof_memory_poll(char *buf, size_t n, int64_t *entries)
+int gprof_memory_poll(void)
 {
 	int s = atomic_load_explicit(&state, memory_order_acquire);
 	int er;
@@ -180,16 +182,12 @@ int gprof_memory_poll(char *buf, size_t n, int64_t *entries)
 		if (atomic_load(&A.t_start) == 0 || er != END_NONE ||
 		    !atomic_compare_exchange_strong(&state, &s, MS_RECORDING))
 			return GPROF_MEMORY_NOTHING;
-		if (entries != NULL)
-			*entries = max_entries;
 		return GPROF_MEMORY_START;
 	case MS_RECORDING:
 		if (er != END_DONE && er != END_CUT)
 			return GPROF_MEMORY_NOTHING; /* open; a cancel turns it into STOP */
-		if (buf == NULL || n <= strlen(path) ||
-		    !atomic_compare_exchange_strong(&state, &s, MS_DUMPING))
+		if (!atomic_compare_exchange_strong(&state, &s, MS_DUMPING))
 			return GPROF_MEMORY_NOTHING;
-		snprintf(buf, n, "%s", path);
 		return GPROF_MEMORY_DUMP;
 	case MS_STOP:
 		if (!atomic_compare_exchange_strong(&state, &s, MS_IDLE))
@@ -198,6 +196,26 @@ int gprof_memory_poll(char *buf, size_t n, int64_t *entries)
 	default:
 		return GPROF_MEMORY_NOTHING;
 	}
+}
+
+int gprof_step_memory(void)
+{
+	rec_step();
+	return gprof_memory_poll();
+}
+
+int64_t gprof_memory_entries(void)
+{
+	return atomic_load_explicit(&state, memory_order_acquire) == MS_IDLE ? 0 : max_entries;
+}
+
+int gprof_memory_path(char *buf, size_t n)
+{
+	if (buf == NULL || atomic_load_explicit(&state, memory_order_acquire) != MS_DUMPING ||
+	    n <= strlen(path))
+		return -1;
+	snprintf(buf, n, "%s", path);
+	return 0;
 }
 
 int gprof_memory_done(int ok, const char *why)

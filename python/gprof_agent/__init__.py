@@ -91,13 +91,19 @@ def loaded():
 def step():
     """Ends one iteration (what the optimizer hook calls)."""
     lib = _lib if _tried else _load()
-    if lib is not None:
+    if lib is None:
+        return
+    if _mem is None:
         lib.gprof_step()
-        if _mem is not None:
-            try:
-                _mem()  # a memory snapshot's start or end is at a step
-            except Exception:  # never break the job over profiling
-                pass
+        return
+    # the step and the memory snapshot's poll in one call: a snapshot's
+    # start and end are at steps
+    what = _mem.step()
+    if what or _mem.recording:
+        try:
+            _mem.handle(what)
+        except Exception:  # never break the job over profiling
+            pass
 
 
 def steps():

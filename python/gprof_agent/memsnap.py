@@ -1,8 +1,10 @@
 """gprof_agent.memsnap: memory snapshots on demand (gprofctl trace
 --memory-snapshot), the Python half of agent/memsnap.c.
 
-After every optimizer step gprof_agent calls poll(), which asks the agent
-(one C call, one atomic load in it while nothing is wanted) what to do:
+At every optimizer step gprof_agent calls gprof_step_memory() instead of
+gprof_step() (the same one C call, and one atomic load more in it while
+nothing is wanted) and hands its answer to Poller.handle when it is not
+NOTHING or while recording:
 - START: record the CUDA caching allocator's history from now on
   (torch.cuda.memory._record_memory_history, max_entries from the agent);
 - DUMP: the window is over: torch.cuda.memory._snapshot(), pickled
@@ -59,15 +61,19 @@ def _stop(t):
 
 class Poller:
     def __init__(self, lib):
-        self._poll = lib.gprof_memory_poll
-        self._poll.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
-                               ctypes.POINTER(ctypes.c_int64)]
-        self._poll.restype = ctypes.c_int
+        self.step = lib.gprof_step_memory  # gprof_step, then the poll
+        self.step.argtypes = []
+        self.step.restype = ctypes.c_int
+        self._entries = lib.gprof_memory_entries
+        self._entries.argtypes = []
+        self._entries.restype = ctypes.c_int64
+        self._path = lib.gprof_memory_path
+        self._path.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        self._path.restype = ctypes.c_int
         self._done = lib.gprof_memory_done
         self._done.argtypes = [ctypes.c_int, ctypes.c_char_p]
         self._done.restype = ctypes.c_int
-        self._buf = ctypes.create_string_buffer(_BUF)
-        self._entries = ctypes.c_int64(0)
+        self.recording = False  # the per-step notes are wanted
         self._steps = None   # the window's per-step notes while recording
         self._error = None   # why recording could not start, said at DUMP
         self._n = 0
@@ -83,8 +89,9 @@ class Poller:
         })
         self._n += 1
 
-    def __call__(self):
-        what = self._poll(self._buf, _BUF, ctypes.byref(self._entries))
+    def handle(self, what):
+        """What gprof_step_memory answered (called when it is not NOTHING,
+        or while recording)."""
         if what == NOTHING:
             if self._steps is not None:
                 try:
@@ -95,9 +102,14 @@ class Poller:
         if what == START:
             self._begin()
         elif what == DUMP:
-            self._dump(self._buf.value.decode())
+            buf = ctypes.create_string_buffer(_BUF)
+            if self._path(buf, _BUF) == 0:
+                self._dump(buf.value.decode())
+            else:
+                self._done(0, b"the agent gave no path for the snapshot")
         elif what == STOP:
             self._steps = None
+            self.recording = False
             try:
                 _stop(_torch())
             except Exception:
@@ -105,9 +117,10 @@ class Poller:
 
     def _begin(self):
         self._steps, self._error, self._n = [], None, 0
+        self.recording = True
         try:
             t = _torch()
-            _start(t, int(self._entries.value))
+            _start(t, int(self._entries()))
             self._note(t)
         except Exception as e:
             self._steps = None
@@ -116,6 +129,7 @@ class Poller:
 
     def _dump(self, path):
         steps, self._steps = self._steps, None
+        self.recording = False
         if self._error is not None:
             self._done(0, self._error.encode()[:1000])
             return
