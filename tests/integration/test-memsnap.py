@@ -183,6 +183,12 @@ def test_memory_snapshot(d):
         assert r.returncode == 0 and "peak allocated" in r.stdout and \
             "grows by 1.0 MiB per iteration" in r.stdout, r.stdout
 
+        # --report after the summary: the snapshot's report
+        r = ctl(dm.sock, "trace", "--pid", str(pid), "--iterations", "2", "--memory-snapshot",
+                "--report", "--output-dir", out, "--timeout", str(TIMEOUT))
+        assert r.returncode == 0 and "1 of 1 matched process delivered" in r.stdout and \
+            "== memory:" in r.stdout and "(rank 3), from a snapshot" in r.stdout, r.stdout
+
         # the same job traced as usual afterwards: a trace again
         r = ctl(dm.sock, "--json", "trace", "--pid", str(pid), "--iterations", "2",
                 "--output-dir", out, "--timeout", str(TIMEOUT))
