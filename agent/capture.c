@@ -1,6 +1,9 @@
 /*
  * capture.c: one burst at a time, driven by the agent thread: from
- * capture_start to the uploaded file.
+ * capture_start to the uploaded file. Called by link.c (the loop that owns
+ * the agent thread and the daemon connection); it drives rec.c, gpu.c and
+ * writer.c below it and reports back only through the callbacks link.c
+ * gave it (capture_init: a status, the upload), never calling up.
  *
  * Starts from the daemon are queued by link.c as they arrive and taken
  * here, in order, by capture_tick on the agent thread's main loop, never
@@ -20,8 +23,11 @@
  *   OPEN    (recording; ends by rec_end: the N-th boundary, the duration
  *           timer here, the byte limit, or a cancel), then
  *   finish: CUPTI drained, harvested and released (gpu.c), the trace
- *           written (writer.c), uploaded (link.c), the local file
+ *           written (writer.c), uploaded (out.upload), the local file
  *           removed; back to IDLE, and the next queued command.
+ *           A memory-snapshot burst (memsnap.c) has no CUPTI and no CPU
+ *           events: its end waits (capture_timeout_ms) until the job's
+ *           Python has written the snapshot, which is uploaded instead.
  * Every accepted start ends in exactly one final status: uploaded (the
  * daemon then says done), failed with a reason, or cancelled.
  */
@@ -33,12 +39,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "capture.h"
+#include "gpu.h"
+#include "memsnap.h"
+#include "rec.h"
+#include "state.h"
+#include "writer.h"
 
 enum phase { P_IDLE, P_WAIT_TIME, P_ARMED, P_OPEN };
 static enum phase phase;
 static bool gpu_on;
 static char note[480]; /* said with the writing status: CPU-only, cut, ... */
+static struct capture_out out; /* capture_init */
 
 /* A start as queued: its strings copied out of the decoded message.
  * Cancels are not queued: capture_queue_cancel applies them at once. */
@@ -51,6 +63,18 @@ struct cmd {
 #define CMDQ_MAX 8
 static struct cmd cmdq[CMDQ_MAX];
 static unsigned cmdq_head, cmdq_len;
+
+void capture_init(const struct capture_out *o)
+{
+	out = *o;
+}
+
+/* A capture_status to the daemon, through what capture_init was given. */
+static void status(const char *trace_id, int state, const char *reason, int64_t events,
+                   int64_t dropped, int64_t bytes)
+{
+	out.status(out.ctx, trace_id, state, reason, events, dropped, bytes);
+}
 
 bool capture_busy(void)
 {
@@ -92,7 +116,7 @@ static uint64_t memory_cap(void)
 }
 
 /* IDLE -> WAIT_TIME | ARMED | OPEN, or a failed status. */
-static void begin(struct link *l, const struct cmd *c)
+static void begin(const struct cmd *c)
 {
 	const struct msg_window *w = &c->win;
 	char why[300];
@@ -138,7 +162,7 @@ static void begin(struct link *l, const struct cmd *c)
 		 * and no CPU events, only the window's steps */
 		if (memsnap_begin(c->trace_id, why, sizeof(why)) < 0) {
 			agent_log("trace %s refused: %s", c->trace_id, why);
-			link_status(l, c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+			status(c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 			return;
 		}
 		want_gpu = 0;
@@ -151,7 +175,7 @@ static void begin(struct link *l, const struct cmd *c)
 			 * index the GPU projection needs (rec.c charges it) */
 			if (gpu_start(want_gpu, A.win.max_bytes / 2, why, sizeof(why)) < 0) {
 				agent_log("trace %s refused: %s", c->trace_id, why);
-				link_status(l, c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+				status(c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 				return;
 			}
 			gpu_on = true;
@@ -188,14 +212,14 @@ static void begin(struct link *l, const struct cmd *c)
 		phase = P_ARMED;
 		atomic_store(&A.armed_ns, agent_now_ns());
 		atomic_store(&A.armed, 1);
-		link_status(l, c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+		status(c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
 	} else if (A.win.start_at_ns > agent_now_ns()) {
 		phase = P_WAIT_TIME;
-		link_status(l, c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+		status(c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
 	} else {
 		phase = P_OPEN;
 		open_now(agent_now_ns());
-		link_status(l, c->trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+		status(c->trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
 	agent_log("trace %s: %s %lld, gpu %s", c->trace_id,
 	          w->iterations > 0 ? "iterations" : "duration ms",
@@ -203,13 +227,13 @@ static void begin(struct link *l, const struct cmd *c)
 	          gpu_on ? "on" : "off");
 }
 
-void capture_queue_start(struct link *l, const struct msg_capture_start *cs)
+void capture_queue_start(const struct msg_capture_start *cs)
 {
 	struct cmd *c;
 
 	if (cmdq_len == CMDQ_MAX) {
-		link_status(l, cs->trace_id, MSG_TS_FAILED, "busy: this process already has "
-		            "8 trace requests waiting; ask again when they are done", 0, 0, 0);
+		status(cs->trace_id, MSG_TS_FAILED, "busy: this process already has "
+		       "8 trace requests waiting; ask again when they are done", 0, 0, 0);
 		return;
 	}
 	c = &cmdq[(cmdq_head + cmdq_len++) % CMDQ_MAX];
@@ -224,7 +248,7 @@ void capture_queue_start(struct link *l, const struct msg_capture_start *cs)
 		char why[160];
 
 		snprintf(why, sizeof(why), "queued behind trace %s in this process", A.win.trace_id);
-		link_status(l, c->trace_id, MSG_TS_WAITING, why, 0, 0, 0);
+		status(c->trace_id, MSG_TS_WAITING, why, 0, 0, 0);
 	}
 	agent_wake();
 }
@@ -255,7 +279,6 @@ void capture_queue_cancel(const char *trace_id, const char *why)
 int capture_timeout_ms(void)
 {
 	uint64_t now = agent_now_ns(), due;
-
 	int wait;
 
 	if (phase == P_IDLE && cmdq_len > 0)
@@ -291,7 +314,7 @@ static int trace_path(char *path, size_t n)
 
 /* The end of a memory-snapshot burst: the file Python wrote is uploaded
  * as the burst's file (memsnap.c), or the reason there is none is said. */
-static void finish_memory(struct link *l)
+static void finish_memory(void)
 {
 	char path[512], why[400];
 	int64_t sent = 0;
@@ -299,12 +322,12 @@ static void finish_memory(struct link *l)
 
 	if (memsnap_finish(path, sizeof(path), why, sizeof(why)) < 0) {
 		agent_log("trace %s: %s", A.win.trace_id, why);
-		link_status(l, A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		return;
 	}
-	link_status(l, A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
-	            stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
-	if (link_upload(l, A.win.trace_id, path, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0) {
+	status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
+	       stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
+	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0) {
 		unlink(path);
 		agent_log("trace %s: memory snapshot delivered, %lld bytes", A.win.trace_id,
 		          (long long)sent);
@@ -315,7 +338,7 @@ static void finish_memory(struct link *l)
 }
 
 /* OPEN (ended) | ARMED | WAIT_TIME (cancelled) -> IDLE */
-static void finish(struct link *l)
+static void finish(void)
 {
 	int why_end = atomic_load(&A.end_reason);
 	struct trace_result res = { 0 };
@@ -336,17 +359,17 @@ static void finish(struct link *l)
 		goto out;
 	}
 	if (A.win.memory) {
-		finish_memory(l);
+		finish_memory();
 		goto out;
 	}
 	if (why_end == END_CUT || (gpu_on && gpu_cut()))
 		snprintf(note + strlen(note), sizeof(note) - strlen(note),
 		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",
 		         (unsigned long long)(A.win.max_bytes >> 20));
-	link_status(l, A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
+	status(A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
 	if ((r = trace_path(path, sizeof(path))) < 0) {
 		snprintf(why, sizeof(why), "cannot create the trace file %s: %s", path, strerror(-r));
-		link_status(l, A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		gpu_reset();
 		goto out;
 	}
@@ -355,12 +378,12 @@ static void finish(struct link *l)
 	gpu_reset();
 	if (r < 0) {
 		unlink(path);
-		link_status(l, A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		goto out;
 	}
-	link_status(l, A.win.trace_id, MSG_TS_UPLOADING, note[0] ? note : NULL,
-	            (int64_t)res.events, (int64_t)res.dropped, (int64_t)res.bytes);
-	if (link_upload(l, A.win.trace_id, path, MSG_FMT_TRACE, &sent) == 0) {
+	status(A.win.trace_id, MSG_TS_UPLOADING, note[0] ? note : NULL,
+	       (int64_t)res.events, (int64_t)res.dropped, (int64_t)res.bytes);
+	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_TRACE, &sent) == 0) {
 		unlink(path);
 		agent_log("trace %s delivered: %llu events, %llu bytes, %llu dropped", A.win.trace_id,
 		          (unsigned long long)res.events, (unsigned long long)sent,
@@ -381,7 +404,7 @@ out:
 	A.win.iter_range[0] = '\0';
 }
 
-void capture_tick(struct link *l)
+void capture_tick(void)
 {
 	uint64_t now = agent_now_ns();
 
@@ -389,11 +412,11 @@ void capture_tick(struct link *l)
 	    atomic_load(&A.end_reason) == END_NONE) {
 		phase = P_OPEN;
 		open_now(now);
-		link_status(l, A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
 	if (phase == P_ARMED && atomic_load(&A.t_start) != 0) {
 		phase = P_OPEN; /* an application thread opened it at a boundary */
-		link_status(l, A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
 	if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE) {
 		uint64_t end = atomic_load(&A.t_start) + (uint64_t)A.win.duration_ms * 1000000u;
@@ -408,13 +431,13 @@ void capture_tick(struct link *l)
 	/* a memory snapshot is written by the job's Python after the end */
 	if (phase != P_IDLE && atomic_load(&A.end_reason) != END_NONE &&
 	    !(A.win.memory && memsnap_pending(now, NULL)))
-		finish(l);
+		finish();
 	/* the next request, once this one is over */
 	while (phase == P_IDLE && cmdq_len > 0) {
 		struct cmd c = cmdq[cmdq_head];
 
 		cmdq_head = (cmdq_head + 1) % CMDQ_MAX;
 		cmdq_len--;
-		begin(l, &c);
+		begin(&c);
 	}
 }

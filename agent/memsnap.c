@@ -41,8 +41,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "gprof_agent.h"
+#include "memsnap.h"
+#include "rec.h"
+#include "state.h"
 
 /* How long after the window's end the snapshot may take to arrive. */
 #define MEMSNAP_WAIT_S 120

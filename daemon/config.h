@@ -60,6 +60,7 @@ struct config {
 	uint64_t history_s;               /* samples kept for metrics_query */
 	char proc_root[PATH_MAX];         /* where /proc is read ("/" normally) */
 	char nvml_library[256];           /* NVML to dlopen */
+	uint64_t gpu_required;            /* bool: no NVML is a fault (component.c) */
 	char jsonl[PATH_MAX];             /* JSON lines: "" off, "-" stdout, or a file */
 	uint64_t jsonl_max_bytes;         /* rotate the file past this */
 	char tls_listen[CONFIG_ADDR_MAX]; /* the TLS listener, "HOST:PORT" or "off" */

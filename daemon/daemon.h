@@ -21,6 +21,7 @@
 
 #include <uv.h>
 
+#include "component.h"
 #include "config.h"
 
 struct conn;
@@ -44,6 +45,7 @@ struct counters {
 	uint64_t processes_refused;   /* limits.processes */
 	uint64_t traces_refused;      /* limits.pending_traces */
 	uint64_t traces_started;
+	uint64_t traces_ended[5];     /* by final MSG_TRACE_* state (DONE..CANCELLED) */
 	uint64_t uploads_failed;
 	uint64_t dyno_requests;
 	uint64_t auth_failures;
@@ -116,6 +118,7 @@ struct daemon {
 	uv_timer_t stop_timer;
 	uv_timer_t reload_timer;   /* SIGHUP: a reload at the next loop turn (coalesced) */
 	struct counters cnt;
+	struct components comp;    /* component.c: what each part is doing */
 };
 
 int64_t daemon_now_us(void);

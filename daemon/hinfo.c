@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "component.h"
 #include "handler.h"
 #include "metrics.h"
 #include "peer.h"
@@ -65,7 +66,8 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 		"bad_messages", "write_queue_drops", "processes_refused", "traces_refused",
 		"traces_started", "uploads_failed", "dyno_requests", "auth_failures",
 		"retention_deleted", "kineto_datagrams", "kineto_malformed", "kineto_configs",
-		"tls_failures",
+		"tls_failures", "traces_done", "traces_partial", "traces_failed",
+		"traces_cancelled",
 	};
 	double values[] = {
 		(double)k->conns_accepted, (double)k->conns_refused, (double)k->conns_timed_out,
@@ -75,8 +77,11 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 		(double)k->traces_refused, (double)k->traces_started, (double)k->uploads_failed,
 		(double)k->dyno_requests, (double)k->auth_failures, (double)k->retention_deleted,
 		(double)k->kineto_datagrams, (double)k->kineto_malformed, (double)k->kineto_configs,
-		(double)k->tls_failures,
+		(double)k->tls_failures, (double)k->traces_ended[MSG_TRACE_DONE],
+		(double)k->traces_ended[MSG_TRACE_PARTIAL], (double)k->traces_ended[MSG_TRACE_FAILED],
+		(double)k->traces_ended[MSG_TRACE_CANCELLED],
 	};
+	struct component_view cv;
 	struct msg r;
 
 	msg_init(&r, MSG_DAEMON_STATUS_REPLY, m->id);
@@ -91,6 +96,7 @@ void hinfo_daemon_status(struct conn *c, const struct msg *m)
 	r.u.daemon_status_reply.counters.names = names;
 	r.u.daemon_status_reply.counters.values = values;
 	r.u.daemon_status_reply.counters.n = sizeof(names) / sizeof(names[0]);
+	component_fill(c->d, &cv, &r.u.daemon_status_reply);
 	conn_send_msg(c, &r);
 }
 

@@ -39,6 +39,9 @@ enum mfam {
 	MF_GPM_FP64,
 	/* traced processes (agents' heartbeats) */
 	MF_PROC_STEPS, MF_PROC_LAST_STEP, MF_PROC_MEDIAN_STEP,
+	/* the daemon's parts, build, traces and store (component.c) */
+	MF_COMPONENT_UP, MF_COMPONENT_DEGRADED, MF_BUILD_INFO, MF_TRACES_TOTAL, MF_STORE_TRACES,
+	MF_STORE_BYTES, MF_STORE_FREE_BYTES,
 	/* the daemon itself */
 	MF_SAMPLE_SECONDS, MF_SAMPLE_CPU_SECONDS, MF_SAMPLE_SKIPPED, MF_SELF_CPU_SECONDS, MF_SELF_RSS,
 	MF_HTTP_EVICTED,

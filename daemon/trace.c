@@ -162,6 +162,7 @@ static void finish(struct trace *t)
 	t->state = done == n ? MSG_TRACE_DONE : done > 0 ? MSG_TRACE_PARTIAL :
 	           cancelled == n ? MSG_TRACE_CANCELLED : MSG_TRACE_FAILED;
 	t->finished = true;
+	d->cnt.traces_ended[t->state]++;
 	uv_timer_stop(&t->timer);
 	d->pending_traces--;
 	log_info("trace %s %s: %zu of %zu processes delivered%s", t->id,

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "msg.h"
+#include "msgtypes.h"
 #include "perr.h"
 
 #define KCONFIG_DURATION_DEFAULT_MS 500

@@ -408,6 +408,15 @@ static const struct field f_process_list_reply[] = {
 	INT(S, next_offset, "next_offset", 0, 0, ID_, 0),
 };
 #undef S
+#define S struct msg_component
+static const struct field f_component[] = {
+	STR(S, name, "name", REQ | FF_TOKEN, MSG_NAME_MAX),
+	STR(S, state, "state", REQ | FF_TOKEN, MSG_NAME_MAX),
+	BOOL(S, degraded, "degraded"),
+	STR(S, detail, "detail", FF_TEXT, MSG_TEXT_MAX),
+};
+static const struct schema sc_component = SCHEMA("component", S, f_component, NULL, false);
+#undef S
 #define S struct msg_daemon_status_reply
 static const struct field f_daemon_status_reply[] = {
 	STR(S, version, "version", REQ, MSG_NAME_MAX),
@@ -419,6 +428,9 @@ static const struct field f_daemon_status_reply[] = {
 	INT(S, stored_traces, "stored_traces", 0, 0, ID_, 0),
 	INT(S, stored_bytes, "stored_bytes", 0, 0, ID_, 0),
 	NUMMAP(S, counters, "counters", MSG_METRICS_MAX),
+	STR(S, commit, "commit", 0, MSG_NAME_MAX),
+	INT(S, store_free_bytes, "store_free_bytes", 0, -1, ID_, -1),
+	OBJS(S, components, "components", 0, sc_component, 64),
 };
 #undef S
 #define S struct msg_metrics_query
@@ -493,6 +505,7 @@ const struct schema *schema_of_elem(enum msg_elem e)
 	case MSG_ELEM_TRACE_SUMMARY: return &sc_trace_summary;
 	case MSG_ELEM_PROC_INFO: return &sc_proc_info;
 	case MSG_ELEM_SAMPLE: return &sc_sample;
+	case MSG_ELEM_COMPONENT: return &sc_component;
 	}
 	return NULL;
 }

@@ -12,7 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "msg.h"
+#include "msgtypes.h"
+#include "perr.h"
 
 enum ftype {
 	FT_STR,    /* const char *; min/max = length in bytes */

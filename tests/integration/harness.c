@@ -116,8 +116,22 @@ size_t td_log_len(struct td *t)
 	return n;
 }
 
+/* Does yaml set the top-level key (given with its colon)? */
+static bool has_key(const char *yaml, const char *key)
+{
+	size_t n = strlen(key);
+	const char *p;
+
+	for (p = yaml; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, n) == 0)
+			return true;
+	return false;
+}
+
 static int launch(struct td *t, const char *config_yaml, const char *const *extra)
 {
+	static int started;
+	char yaml[8192];
 	const char *argv[56];
 	static char wrap[512];
 	char cfg[300], *p, *save = NULL;
@@ -143,7 +157,17 @@ static int launch(struct td *t, const char *config_yaml, const char *const *extr
 	argv[n++] = "--state-dir";
 	argv[n++] = t->state;
 	argv[n++] = "-v";
-	if (config_yaml != NULL) {
+	/* The machine-wide names a test does not set are made its own: the
+	 * metrics port (127.0.0.1:9773) and Kineto's @dynolog may be held by
+	 * another daemon, which gprofctl status reports as degraded (exit 4). */
+	snprintf(yaml, sizeof(yaml), "%s", config_yaml ? config_yaml : "");
+	if (!has_key(yaml, "metrics:"))
+		snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml), "metrics: 127.0.0.1:0\n");
+	if (!has_key(yaml, "kineto:"))
+		snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml),
+		         "kineto:\n  socket_name: gprofd-test-%d-%d\n", (int)getpid(), started++);
+	config_yaml = yaml;
+	{
 		FILE *f;
 
 		snprintf(cfg, sizeof(cfg), "%s/gprofd.yaml", t->dir);
