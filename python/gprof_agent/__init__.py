@@ -44,7 +44,7 @@ def _open(path):
 
 
 def _memory_poller(lib):
-    """memsnap's poller for an agent that has gprof_memory_poll (an older
+    """memsnap's poller for an agent that has gprof_step_memory (an older
     one has not: no snapshots, nothing else changes)."""
     global _mem
     try:
