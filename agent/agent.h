@@ -12,6 +12,8 @@
  *   agent.c, nvtx.c    entry points: injection, constructor, gprof_* API
  *   link.c             the agent thread: daemon connection, loop, heartbeats
  *   capture.c          one burst at a time; reports through link.c's callbacks
+ *   memsnap.c          memory snapshots: the handshake with the Python helper
+ *                      (its gprof_memory_* and gprof_step_memory entry points)
  *   writer.c           the trace document
  *   gpu_events.c       CUPTI's records as trace events
  *   gpu.c              CUPTI's life cycle

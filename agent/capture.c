@@ -25,6 +25,9 @@
  *   finish: CUPTI drained, harvested and released (gpu.c), the trace
  *           written (writer.c), uploaded (out.upload), the local file
  *           removed; back to IDLE, and the next queued command.
+ *           A memory-snapshot burst (memsnap.c) has no CUPTI and no CPU
+ *           events: its end waits (capture_timeout_ms) until the job's
+ *           Python has written the snapshot, which is uploaded instead.
  * Every accepted start ends in exactly one final status: uploaded (the
  * daemon then says done), failed with a reason, or cancelled.
  */
@@ -33,10 +36,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "capture.h"
 #include "gpu.h"
+#include "memsnap.h"
 #include "rec.h"
 #include "state.h"
 #include "writer.h"
@@ -125,6 +130,7 @@ static void begin(const struct cmd *c)
 	A.win.start_iter = (uint64_t)w->start_iteration;
 	A.win.activities = w->activities;
 	A.win.start_at_ns = (uint64_t)w->start_at_us * 1000u;
+	A.win.memory = w->memory_snapshot;
 	A.win.max_bytes = memory_cap();
 	if (c->max_bytes > 0 && (uint64_t)c->max_bytes < A.win.max_bytes)
 		A.win.max_bytes = (uint64_t)c->max_bytes;
@@ -151,6 +157,17 @@ static void begin(const struct cmd *c)
 		         "job's environment allows it");
 	}
 	gpu_on = false;
+	if (A.win.memory) {
+		/* PyTorch records the allocator's history (memsnap.c): no CUPTI,
+		 * and no CPU events, only the window's steps */
+		if (memsnap_begin(c->trace_id, why, sizeof(why)) < 0) {
+			agent_log("trace %s refused: %s", c->trace_id, why);
+			status(c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+			return;
+		}
+		want_gpu = 0;
+		note[0] = '\0';
+	}
 	if (want_gpu) {
 		if (gpu_usable(why, sizeof(why))) {
 			/* one budget: half for CUPTI's buffers (gpu.c counts them),
@@ -171,7 +188,7 @@ static void begin(const struct cmd *c)
 		}
 	}
 	/* the CPU side's address space, before anything can record */
-	if (rec_arena_new(A.win.cpu_bytes) < 0) {
+	if (!A.win.memory && rec_arena_new(A.win.cpu_bytes) < 0) {
 		agent_log("trace %s: cannot reserve %llu MB for CPU events: none recorded",
 		          c->trace_id, (unsigned long long)(A.win.cpu_bytes >> 20));
 		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sno CPU events (no "
@@ -262,9 +279,12 @@ void capture_queue_cancel(const char *trace_id, const char *why)
 int capture_timeout_ms(void)
 {
 	uint64_t now = agent_now_ns(), due;
+	int wait;
 
 	if (phase == P_IDLE && cmdq_len > 0)
 		return 0;
+	if (phase != P_IDLE && A.win.memory && memsnap_pending(now, &wait))
+		return wait;
 	if (phase == P_WAIT_TIME)
 		due = A.win.start_at_ns;
 	else if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE)
@@ -292,6 +312,31 @@ static int trace_path(char *path, size_t n)
 	return 0;
 }
 
+/* The end of a memory-snapshot burst: the file Python wrote is uploaded
+ * as the burst's file (memsnap.c), or the reason there is none is said. */
+static void finish_memory(void)
+{
+	char path[512], why[400];
+	int64_t sent = 0;
+	struct stat st;
+
+	if (memsnap_finish(path, sizeof(path), why, sizeof(why)) < 0) {
+		agent_log("trace %s: %s", A.win.trace_id, why);
+		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		return;
+	}
+	status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
+	       stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
+	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0) {
+		unlink(path);
+		agent_log("trace %s: memory snapshot delivered, %lld bytes", A.win.trace_id,
+		          (long long)sent);
+	} else {
+		agent_log("trace %s: memory snapshot kept at %s: the daemon is unreachable",
+		          A.win.trace_id, path);
+	}
+}
+
 /* OPEN (ended) | ARMED | WAIT_TIME (cancelled) -> IDLE */
 static void finish(void)
 {
@@ -308,7 +353,13 @@ static void finish(void)
 	if (gpu_on)
 		gpu_stop();
 	if (why_end == END_CANCEL || why_end == END_EXIT) {
+		if (A.win.memory)
+			memsnap_discard();
 		gpu_reset();
+		goto out;
+	}
+	if (A.win.memory) {
+		finish_memory();
 		goto out;
 	}
 	if (why_end == END_CUT || (gpu_on && gpu_cut()))
@@ -332,7 +383,7 @@ static void finish(void)
 	}
 	status(A.win.trace_id, MSG_TS_UPLOADING, note[0] ? note : NULL,
 	       (int64_t)res.events, (int64_t)res.dropped, (int64_t)res.bytes);
-	if (out.upload(out.ctx, A.win.trace_id, path, &sent) == 0) {
+	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_TRACE, &sent) == 0) {
 		unlink(path);
 		agent_log("trace %s delivered: %llu events, %llu bytes, %llu dropped", A.win.trace_id,
 		          (unsigned long long)res.events, (unsigned long long)sent,
@@ -377,7 +428,9 @@ void capture_tick(void)
 			rec_end(END_DONE);
 		}
 	}
-	if (phase != P_IDLE && atomic_load(&A.end_reason) != END_NONE)
+	/* a memory snapshot is written by the job's Python after the end */
+	if (phase != P_IDLE && atomic_load(&A.end_reason) != END_NONE &&
+	    !(A.win.memory && memsnap_pending(now, NULL)))
 		finish();
 	/* the next request, once this one is over */
 	while (phase == P_IDLE && cmdq_len > 0) {

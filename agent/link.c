@@ -338,9 +338,10 @@ static void heartbeat(struct link *l)
 	send_msg(l, &m);
 }
 
-/* capture_out.upload: the trace file in chunk frames; 0 once the daemon
- * has it. */
-static int link_upload(void *ctx, const char *trace_id, const char *path, int64_t *bytes)
+/* capture_out.upload: the trace file (or memory snapshot: format) in chunk
+ * frames; 0 once the daemon has it. */
+static int link_upload(void *ctx, const char *trace_id, const char *path, int format,
+                       int64_t *bytes)
 {
 	struct link *l = ctx;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -361,6 +362,7 @@ static int link_upload(void *ctx, const char *trace_id, const char *path, int64_
 	msg_init(&m, MSG_UPLOAD_BEGIN, 0);
 	m.u.upload_begin.trace_id = trace_id;
 	m.u.upload_begin.transfer = ++l->transfer;
+	m.u.upload_begin.format = format;
 	if ((r = send_msg(l, &m)) < 0)
 		goto out;
 	for (;;) {

@@ -64,6 +64,7 @@ struct window {
 	uint64_t cpu_bytes;     /* the CPU side's part of it (rec.c) */
 	char *arena;            /* its address space, cpu_bytes long (rec_arena_new) */
 	bool index;             /* the writer builds the range index (GPU kinds on) */
+	bool memory;            /* a memory snapshot, not a trace (memsnap.c) */
 };
 
 struct agent {

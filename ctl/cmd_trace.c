@@ -93,6 +93,10 @@ static void usage(FILE *f)
 	        "                         records what it can and notes what it left out)\n"
 	        "  --timeout S            give up after S seconds (default 600)\n"
 	        "  --report               then print what the traces say (gprofctl report on them)\n"
+	        "  --memory-snapshot      instead of a trace, each PyTorch process records its CUDA\n"
+	        "                         caching allocator's history for the window and hands back\n"
+	        "                         the snapshot (<host>_<pid>_rank<R>.<ns>.memory.pickle, for\n"
+	        "                         gprofctl report and python -m torch.cuda._memory_viz)\n"
 	        "A process already capturing takes this trace when that one ends. Interrupting\n"
 	        "gprofctl trace cancels the trace on every host.\n"
 	        "exit status: 0 every matched process delivered; 1 some did not (the summary says\n"
@@ -603,7 +607,7 @@ static int opt_bit;
 int cmd_trace(struct opts *o, int argc, char **argv)
 {
 	enum { O_JOB = 256, O_PID, O_ITER, O_DUR, O_START, O_ROUND, O_ACT, O_LIMIT, O_OUT, O_TIMEOUT,
-	       O_ID, O_RANGE, O_REPORT, O_OPT };
+	       O_ID, O_RANGE, O_REPORT, O_OPT, O_MEMSNAP };
 	static const struct option topts[] = {
 		{ "job", required_argument, NULL, O_JOB },
 		{ "pid", required_argument, NULL, O_PID },
@@ -617,6 +621,7 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 		{ "output-dir", required_argument, NULL, O_OUT },
 		{ "trace-id", required_argument, NULL, O_ID },
 		{ "report", no_argument, NULL, O_REPORT },
+		{ "memory-snapshot", no_argument, NULL, O_MEMSNAP },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		/* the profiler options: flag points at the bit (MSG_OPT_*) */
 		{ "record-shapes", no_argument, &opt_bit, MSG_OPT_RECORD_SHAPES },
@@ -697,6 +702,9 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 			break;
 		case O_REPORT:
 			report = true;
+			break;
+		case O_MEMSNAP:
+			T.req.win.memory_snapshot = true;
 			break;
 		case O_ID:
 			snprintf(T.trace_id, sizeof(T.trace_id), "%s", optarg);

@@ -13,11 +13,14 @@
 
 #include "jscan.h"
 #include "report.h"
+#include "report_mem.h"
 
 #define DEPTH_MAX 64
 
 enum key { K_OTHER, K_EVENTS, K_DIST, K_RANK, K_WORLD, K_NAME, K_CAT, K_PH, K_PID, K_TID,
-           K_TS, K_DUR, K_ARGS, K_BYTES, K_CORR, K_SEQ, K_FWD, K_DIMS };
+           K_TS, K_DUR, K_ARGS, K_BYTES, K_CORR, K_SEQ, K_FWD, K_DIMS,
+           /* a [memory] event's args (Kineto's profile_memory): last, as k >= K_M_ADDR */
+           K_M_ADDR, K_M_BYTES, K_M_TOTAL, K_M_RESERVED, K_M_DEVTYPE, K_M_DEVID };
 
 struct ev {
 	char name[512], cat[32], ph[4];
@@ -27,6 +30,7 @@ struct ev {
 	char shape[1024];          /* args "Input Dims" as text: [[128, 1024], []] */
 	size_t shape_len;
 	bool shape_cut;
+	double m[6];               /* [memory] args, by K_M_* - K_M_ADDR */
 };
 
 struct parse {
@@ -213,6 +217,70 @@ static bool fold_ops(struct rstats *st, const struct ev *e, enum cat c)
 	return true;
 }
 
+/* ---- memory: [memory] events and the operators around them (report_mem.c) ---- */
+
+static bool mem_get(struct rstats *st)
+{
+	if (st->mem == NULL && (st->mem = calloc(1, sizeof(*st->mem))) != NULL)
+		st->mem->rank = -1;
+	return st->mem != NULL;
+}
+
+/* A GPU allocation or free (Device Type 1: CUDA; the CPU's are left out). */
+static bool mem_event(struct rstats *st, const struct ev *e)
+{
+	struct mevent m = { .ts = e->ts, .tid = e->tid };
+
+	if (e->m[K_M_DEVTYPE - K_M_ADDR] != 1)
+		return true;
+	m.dev = (int64_t)e->m[K_M_DEVID - K_M_ADDR];
+	m.addr = (int64_t)e->m[0];
+	m.bytes = (int64_t)e->m[K_M_BYTES - K_M_ADDR];
+	m.total_alloc = (int64_t)e->m[K_M_TOTAL - K_M_ADDR];
+	m.total_res = (int64_t)e->m[K_M_RESERVED - K_M_ADDR];
+	return mem_get(st) && mreport_event(st->mem, &m);
+}
+
+static bool mem_op(struct rstats *st, const struct ev *e)
+{
+	return mem_get(st) && mreport_op(st->mem, e->ts, e->dur, e->tid, e->name);
+}
+
+static int span_by_start(const void *a, const void *b)
+{
+	const double *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* After the pass: the memory figures, per iteration by ProfilerStep#. A
+ * trace with operators but no [memory] event has none. */
+static void mem_finish(struct rstats *st)
+{
+	double *steps;
+	size_t i;
+
+	if (st->mem == NULL)
+		return;
+	if (st->mem->nev == 0) {
+		mreport_free(st->mem);
+		free(st->mem);
+		st->mem = NULL;
+		return;
+	}
+	snprintf(st->mem->path, sizeof(st->mem->path), "%s", st->path);
+	st->mem->rank = st->rank;
+	steps = calloc(st->step_spans.n + 1, 2 * sizeof(double));
+	for (i = 0; steps != NULL && i < st->step_spans.n; i++) {
+		steps[2 * i] = st->step_spans.v[i].a;
+		steps[2 * i + 1] = st->step_spans.v[i].b;
+	}
+	if (steps != NULL)
+		qsort(steps, st->step_spans.n, 2 * sizeof(double), span_by_start);
+	mreport_finish_trace(st->mem, steps, steps ? st->step_spans.n : 0);
+	free(steps);
+}
+
 /* One complete event: folded into the file's figures. */
 static bool fold(struct rstats *st, const struct ev *e)
 {
@@ -220,8 +288,12 @@ static bool fold(struct rstats *st, const struct ev *e)
 	struct gpu *g, *s;
 
 	st->events++;
+	if (e->ph[0] == 'i' && strcmp(e->name, "[memory]") == 0)
+		return mem_event(st, e);
 	if (strcmp(e->ph, "X") != 0 || e->dur < 0)
 		return true;
+	if (c == C_OTHER && strcmp(e->cat, "cpu_op") == 0 && !mem_op(st, e))
+		return false;
 	if (e->ts < st->t0)
 		st->t0 = e->ts;
 	if (e->ts + e->dur > st->t1)
@@ -290,12 +362,17 @@ static enum key key_of(const char *k, size_t n)
 	case 2: return IS("ph") ? K_PH : IS("ts") ? K_TS : K_OTHER;
 	case 3: return IS("cat") ? K_CAT : IS("pid") ? K_PID : IS("tid") ? K_TID :
 	               IS("dur") ? K_DUR : K_OTHER;
-	case 4: return IS("name") ? K_NAME : IS("args") ? K_ARGS : IS("rank") ? K_RANK : K_OTHER;
-	case 5: return IS("bytes") ? K_BYTES : K_OTHER;
+	case 4: return IS("name") ? K_NAME : IS("args") ? K_ARGS : IS("rank") ? K_RANK :
+	               IS("Addr") ? K_M_ADDR : K_OTHER;
+	case 5: return IS("bytes") ? K_BYTES : IS("Bytes") ? K_M_BYTES : K_OTHER;
+	case 9: return IS("Device Id") ? K_M_DEVID : K_OTHER;
 	case 10: return IS("world_size") ? K_WORLD : IS("Input Dims") ? K_DIMS : K_OTHER;
-	case 11: return IS("traceEvents") ? K_EVENTS : IS("correlation") ? K_CORR : K_OTHER;
+	case 11: return IS("traceEvents") ? K_EVENTS : IS("correlation") ? K_CORR :
+	                IS("Device Type") ? K_M_DEVTYPE : K_OTHER;
 	case 13: return IS("Fwd thread id") ? K_FWD : K_OTHER;
-	case 15: return IS("distributedInfo") ? K_DIST : IS("Sequence number") ? K_SEQ : K_OTHER;
+	case 14: return IS("Total Reserved") ? K_M_RESERVED : K_OTHER;
+	case 15: return IS("distributedInfo") ? K_DIST : IS("Sequence number") ? K_SEQ :
+	                IS("Total Allocated") ? K_M_TOTAL : K_OTHER;
 	default: return K_OTHER;
 	}
 #undef IS
@@ -376,6 +453,9 @@ static int on_number(struct parse *p, double v)
 		p->e.seq = as_int(v);
 	} else if (in_args(p) && p->key[p->depth] == K_FWD) {
 		p->e.fwd = as_int(v);
+	} else if (in_args(p) && p->key[p->depth] >= K_M_ADDR) {
+		/* sizes and addresses: whole numbers, exact up to 2^53 */
+		p->e.m[p->key[p->depth] - K_M_ADDR] = isfinite(v) ? v : 0;
 	} else if (in_dist(p)) {
 		if (p->key[2] == K_RANK)
 			p->st->rank = as_int(v);
@@ -406,7 +486,8 @@ static int cb_number(void *ctx, const char *s, size_t n)
 	}
 	/* only these numbers are read: the rest (grids, External ids...) skipped */
 	if (!(in_event(p) && (k == K_PID || k == K_TID || k == K_TS || k == K_DUR)) &&
-	    !(in_args(p) && (k == K_BYTES || k == K_CORR || k == K_SEQ || k == K_FWD)) &&
+	    !(in_args(p) && (k == K_BYTES || k == K_CORR || k == K_SEQ || k == K_FWD ||
+	                     k >= K_M_ADDR)) &&
 	    !(in_dist(p) && (k == K_RANK || k == K_WORLD)))
 		return 1;
 	if (n > 0 && s[0] == '-') {
@@ -476,6 +557,7 @@ static int open_level(struct parse *p, bool array)
 		/* field by field: the name's 512 bytes need only their first */
 		p->e.name[0] = p->e.cat[0] = p->e.ph[0] = p->e.shape[0] = '\0';
 		p->e.ts = p->e.dur = p->e.bytes = 0;
+		memset(p->e.m, 0, sizeof(p->e.m));
 		p->e.pid = p->e.tid = p->e.corr = p->e.seq = p->e.fwd = -1;
 		p->e.shape_len = 0;
 		p->e.shape_cut = false;
@@ -628,6 +710,7 @@ int report_read_mem(const char *name, const char *text, size_t len, struct rstat
 	else
 		scan_end(st, j, &p, jscan_feed(j, text, len), len);
 	jscan_free(j);
+	mem_finish(st);
 	if (!report_finish(st) && !st->error[0])
 		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
 	return st->error[0] ? -1 : 0;
@@ -704,6 +787,7 @@ out:
 	for (i = 0; i < NBUF; i++)
 		free(f.buf[i]);
 	gzclose(f.gz);
+	mem_finish(st);
 	if (!report_finish(st) && !st->error[0])
 		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
 	return st->error[0] ? -1 : 0;
@@ -742,6 +826,9 @@ void report_free(struct rstats *st)
 	}
 	free(st->gpus);
 	free(st->steps.v);
+	if (st->mem != NULL)
+		mreport_free(st->mem);
+	free(st->mem);
 	memset(st, 0, sizeof(*st));
 }
 

@@ -32,6 +32,7 @@
 
 #include <cjson/cJSON.h>
 
+struct mreport;
 struct ivals { double *v; size_t n, cap; };            /* start, end pairs (us) */
 struct durs { float *v; size_t n, cap; };
 
@@ -97,6 +98,7 @@ struct rstats {
 	char error[300];           /* set when the file could not be read whole */
 	struct rops *ops;          /* PyTorch operators, kernels by launch (report_ops.c) */
 	bool ops_by_shape;         /* the operator table per input shape (set by the caller) */
+	struct mreport *mem;       /* its [memory] events, when it has some (report_mem.c) */
 };
 
 /* Reads path into st (zeroed here). 0; or -1 with st->error saying what

@@ -574,7 +574,7 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	in->req.data = in;
 	in->limit = w->d->cfg.max_trace_bytes;
 	snprintf(in->src, sizeof(in->src), "%s/%s", w->dir, filename);
-	store_file_name(w->d->host, w->pid, w->rank, in->name, sizeof(in->name));
+	store_file_name(w->d->host, w->pid, w->rank, MSG_FMT_TRACE, in->name, sizeof(in->name));
 	store_mkdir(w->d, w->trace_id);
 	store_path(w->d, w->trace_id, in->name, in->final, sizeof(in->final));
 	snprintf(in->tmp, sizeof(in->tmp), "%s.tmp", in->final);

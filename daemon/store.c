@@ -37,7 +37,8 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
 		snprintf(out, size, "%s/traces/%s", d->cfg.state_dir, trace_id);
 }
 
-void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_t size)
+void store_file_name(const char *host, pid_t pid, int64_t rank, int format, char *out,
+                     size_t size)
 {
 	struct timespec ts;
 	char h[64], r[32] = "";
@@ -51,8 +52,9 @@ void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_
 	if (rank >= 0)
 		snprintf(r, sizeof(r), "_rank%lld", (long long)rank);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(out, size, "%s_%d%s.%lld%09ld.pt.trace.json.gz", h, (int)pid, r,
-	         (long long)ts.tv_sec, ts.tv_nsec);
+	snprintf(out, size, "%s_%d%s.%lld%09ld.%s", h, (int)pid, r, (long long)ts.tv_sec,
+	         ts.tv_nsec, format == MSG_FMT_MEMORY_SNAPSHOT ? "memory.pickle" :
+	         "pt.trace.json.gz");
 }
 
 int store_mkdir(struct daemon *d, const char *trace_id)

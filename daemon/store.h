@@ -83,7 +83,8 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
  * when the rank is known (rank >= 0), so a job's directory sorts and reads
  * by rank; the host cut to characters a token allows (it may come from a
  * client), so every stored name is one the protocol can carry. */
-void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_t size);
+void store_file_name(const char *host, pid_t pid, int64_t rank, int format, char *out,
+                     size_t size);
 
 /* Creates a trace's directory (uploads go there). 0 or -errno. */
 int store_mkdir(struct daemon *d, const char *trace_id);

@@ -263,7 +263,12 @@ static void begin_on(struct trace *t, struct tproc *tp)
 	tp->queued = false;
 	tp->reason[0] = '\0';
 	tp->proc->busy = t;
-	if (tp->kind == MSG_KIND_KINETO)
+	if (tp->kind == MSG_KIND_KINETO && t->win.memory_snapshot)
+		trace_set_state(t, tp, MSG_TS_FAILED, "a memory snapshot needs the agent: this "
+		                "process is traced through Kineto's daemon mode (KINETO_USE_DAEMON); "
+		                "start it with libgprof_agent and GPROF_TORCH_STEPS=1 "
+		                "(gprofctl launch does both)");
+	else if (tp->kind == MSG_KIND_KINETO)
 		t->d->hooks.kineto_capture(t->d, t, tp);
 	else
 		send_start(t, tp);

@@ -373,6 +373,20 @@ void upload_begin(struct session *s, const struct msg *m)
 		                b->trace_id);
 		return;
 	}
+	/* The file must be what the trace asked for: an agent too old to know
+	 * memory_snapshot would send a trace, which a .pickle name would hide. */
+	if ((b->format == MSG_FMT_MEMORY_SNAPSHOT) != t->win.memory_snapshot) {
+		char why[300];
+
+		snprintf(why, sizeof(why), "%s", t->win.memory_snapshot ? "this process's agent "
+		         "sent a trace, not the memory snapshot asked for: it is too old for "
+		         "--memory-snapshot; update libgprof_agent and python/gprof_agent" :
+		         "the agent sent a memory snapshot for a trace that asked for none");
+		tp->upload_begun = true;
+		trace_set_state(t, tp, MSG_TS_FAILED, why);
+		conn_send_error(&s->conn, m->id, MSG_E_BAD_REQUEST, "%s", why);
+		return;
+	}
 	if (find(s, (uint32_t)b->transfer) != NULL) {
 		conn_send_error(&s->conn, m->id, MSG_E_BAD_REQUEST, "transfer %lld is already open",
 		                (long long)b->transfer);
@@ -391,7 +405,7 @@ void upload_begin(struct session *s, const struct msg *m)
 	u->crc = (uint32_t)crc32(0L, Z_NULL, 0);
 	snprintf(u->trace_id, sizeof(u->trace_id), "%s", b->trace_id);
 	/* the host part is what the agent registered */
-	store_file_name(tp->host[0] ? tp->host : d->host, u->pid, tp->rank, u->name,
+	store_file_name(tp->host[0] ? tp->host : d->host, u->pid, tp->rank, b->format, u->name,
 	                sizeof(u->name));
 	store_path(d, u->trace_id, u->name, u->tmp, sizeof(u->tmp));
 	strncat(u->tmp, ".tmp", sizeof(u->tmp) - strlen(u->tmp) - 1);

@@ -170,6 +170,8 @@ struct msg_window {
 	int64_t activities;        /* MSG_ACT_* */
 	const char *iteration_range; /* NVTX range name that marks iterations */
 	int64_t options;           /* MSG_OPT_* */
+	bool memory_snapshot;      /* deliver the CUDA caching allocator's history for
+	                              the window (a pickle) instead of a trace */
 };
 
 struct msg_capture_start { const char *trace_id; struct msg_window win; int64_t max_bytes; };
@@ -178,7 +180,10 @@ struct msg_capture_status {
 	const char *trace_id; int state; const char *reason;
 	int64_t events, dropped, bytes;
 };
-struct msg_upload_begin { const char *trace_id; int64_t transfer; };
+/* format: MSG_FMT_TRACE (a Kineto trace, gzip) or MSG_FMT_MEMORY_SNAPSHOT
+ * (PyTorch's memory snapshot pickle); the stored file's name says which. */
+enum { MSG_FMT_TRACE, MSG_FMT_MEMORY_SNAPSHOT };
+struct msg_upload_begin { const char *trace_id; int64_t transfer; int format; };
 struct msg_upload_end { int64_t transfer, bytes, crc32; };
 struct msg_upload_end_reply { const char *file; int64_t bytes; };
 

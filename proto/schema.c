@@ -76,6 +76,8 @@ const char *const schema_type_names[MSG_TYPE_COUNT] = {
 
 static const char *const role_names[] = { "agent", "ctl", NULL };
 static const char *const auth_names[] = { "none", "hmac-sha256", NULL };
+/* upload_begin.format, in MSG_FMT_* order */
+static const char *const format_names[] = { "trace", "memory_snapshot", NULL };
 const char *const schema_errcode_names[] = {
 	"bad_request", "unsupported", "version", "auth_required", "auth_failed",
 	"forbidden", "not_found", "limit", "busy", "no_space", "io", "internal", NULL,
@@ -210,7 +212,8 @@ static const struct field f_heartbeat[] = {
 	INT(S, win.start_iteration, "start_iteration", 0, 0, ID_, 0), \
 	FLAGS(S, win.activities, "activities", schema_activity_names, MSG_ACT_DEFAULT), \
 	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX), \
-	FLAGS(S, win.options, "options", schema_option_names, 0)
+	FLAGS(S, win.options, "options", schema_option_names, 0), \
+	BOOL(S, win.memory_snapshot, "memory_snapshot")
 
 #define S struct msg_capture_start
 static const struct field f_capture_start[] = {
@@ -239,6 +242,7 @@ static const struct field f_capture_status[] = {
 static const struct field f_upload_begin[] = {
 	STR(S, trace_id, "trace_id", REQ | FF_TOKEN, MSG_TRACE_ID_MAX),
 	INT(S, transfer, "transfer", REQ, 1, U32_, 0),
+	ENUM(S, format, "format", 0, format_names, MSG_FMT_TRACE),
 };
 #undef S
 #define S struct msg_upload_end

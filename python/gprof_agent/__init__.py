@@ -29,6 +29,7 @@ import threading
 __all__ = ["step", "steps", "range_push", "range_pop", "loaded", "install"]
 
 _lib = None
+_mem = None   # memsnap.Poller, when the agent takes memory snapshots
 _tried = False
 _lock = threading.Lock()
 _HOOKED = "torch.optim.optimizer"
@@ -40,6 +41,17 @@ def _open(path):
     lib.gprof_steps.restype = ctypes.c_uint64
     lib.gprof_range_push.argtypes = [ctypes.c_char_p]
     return lib
+
+
+def _memory_poller(lib):
+    """memsnap's poller for an agent that has gprof_step_memory (an older
+    one has not: no snapshots, nothing else changes)."""
+    global _mem
+    try:
+        from . import memsnap
+        _mem = memsnap.Poller(lib)
+    except (AttributeError, ImportError):
+        _mem = None
 
 
 def _load():
@@ -64,6 +76,8 @@ def _load():
                 _lib = _open(None)
             except (OSError, AttributeError):
                 _lib = None
+        if _lib is not None:
+            _memory_poller(_lib)
         _tried = True
     return _lib
 
@@ -77,8 +91,19 @@ def loaded():
 def step():
     """Ends one iteration (what the optimizer hook calls)."""
     lib = _lib if _tried else _load()
-    if lib is not None:
+    if lib is None:
+        return
+    if _mem is None:
         lib.gprof_step()
+        return
+    # the step and the memory snapshot's poll in one call: a snapshot's
+    # start and end are at steps
+    what = _mem.step()
+    if what or _mem.recording:
+        try:
+            _mem.handle(what)
+        except Exception:  # never break the job over profiling
+            pass
 
 
 def steps():

@@ -8,6 +8,7 @@ changing the protocol; libFuzzer's minimised finds are added beside these
 by run-libfuzzer.sh.
 """
 import os
+import pickle
 import re
 import struct
 
@@ -116,4 +117,22 @@ for sub in sorted(os.listdir(traces)):
 write("report", "empty-events", b'{"traceEvents":[]}')
 write("report", "cut", b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":')
 write("report", "not-json", b"hello")
+
+# gprofctl report on memory: a trace with [memory] events, and snapshots
+# (tests/fixtures/memory, made by its make.py: good ones at protocols 4 and
+# 2, cut, not a snapshot, hostile, a false length), plus a few shapes the
+# reader must take or refuse: a list holding itself, a shared dict.
+MEM = os.path.join(HERE, "..", "fixtures", "memory")
+with open(os.path.join(MEM, "memory.pt.trace.json"), "rb") as f:
+    write("report", "memory-events", json.dumps(json.loads(f.read()),
+                                                separators=(",", ":")).encode())
+for name in sorted(os.listdir(MEM)):
+    if name.endswith(".pickle"):
+        with open(os.path.join(MEM, name), "rb") as f:
+            write("pickle", name.split(".")[0], f.read())
+write("pickle", "self-list", b"\x80\x02]q\x00h\x00a.")
+write("pickle", "shared-dict", b"\x80\x04\x95\x12\x00\x00\x00\x00\x00\x00\x00]\x94(}\x94"
+      b"\x8c\x01n\x94\x8c\x01x\x94sh\x01e.")
+write("pickle", "snapshot-shape", pickle.dumps(
+    {"segments": [], "device_traces": [[{"action": "alloc", "addr": 16, "size": 512}]]}, 4))
 print("seeds written under", os.path.join(HERE, "corpus"))

@@ -41,4 +41,7 @@ static const char *const msg_samples[] = {
 	"{\"type\":\"daemon_status_reply\",\"id\":15,\"version\":\"0.1.0\",\"host\":\"h\",\"pid\":77,\"started_us\":1795000000000000,\"processes\":2,\"pending_traces\":1,\"stored_traces\":3,\"stored_bytes\":4096,\"counters\":{\"frames_in\":10,\"oversized\":0},\"commit\":\"9fd497f\",\"store_free_bytes\":1048576,\"components\":[{\"name\":\"unix\",\"state\":\"up\",\"detail\":\"/run/gprofd/gprofd.sock\"},{\"name\":\"kineto\",\"state\":\"down\",\"degraded\":true,\"detail\":\"@dynolog taken\\nby pid 1\"}]}",
 	"{\"type\":\"metrics_query\",\"id\":16,\"history_s\":60}",
 	"{\"type\":\"metrics_reply\",\"id\":16,\"host\":\"h\",\"interval_ms\":1000,\"samples\":[{\"ts_us\":1795000000000000,\"values\":{\"gpu0.util\":0.5,\"cpu.user\":12}}]}",
+	/* memory snapshots (issue 27): the window flag and the upload's format */
+	"{\"type\":\"capture_start\",\"trace_id\":\"t-2\",\"iterations\":3,\"memory_snapshot\":true}",
+	"{\"type\":\"upload_begin\",\"trace_id\":\"t-2\",\"transfer\":10,\"format\":\"memory_snapshot\"}",
 };
