@@ -1,6 +1,9 @@
 /*
  * capture.c: one burst at a time, driven by the agent thread: from
- * capture_start to the uploaded file.
+ * capture_start to the uploaded file. Called by link.c (the loop that owns
+ * the agent thread and the daemon connection); it drives rec.c, gpu.c and
+ * writer.c below it and reports back only through the callbacks link.c
+ * gave it (capture_init: a status, the upload), never calling up.
  *
  * Starts from the daemon are queued by link.c as they arrive and taken
  * here, in order, by capture_tick on the agent thread's main loop, never
@@ -20,8 +23,11 @@
  *   OPEN    (recording; ends by rec_end: the N-th boundary, the duration
  *           timer here, the byte limit, or a cancel), then
  *   finish: CUPTI drained, harvested and released (gpu.c), the trace
- *           written (writer.c), uploaded (link.c), the local file
+ *           written (writer.c), uploaded (out.upload), the local file
  *           removed; back to IDLE, and the next queued command.
+ *           A memory-snapshot burst (memsnap.c) has no CUPTI and no CPU
+ *           events: its end waits (capture_timeout_ms) until the job's
+ *           Python has written the snapshot, which is uploaded instead.
  * Every accepted start ends in exactly one final status: uploaded (the
  * daemon then says done), failed with a reason, or cancelled.
  */
@@ -30,14 +36,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "capture.h"
+#include "gpu.h"
+#include "memsnap.h"
+#include "ops.h"
+#include "rec.h"
+#include "state.h"
+#include "writer.h"
 
 enum phase { P_IDLE, P_WAIT_TIME, P_ARMED, P_OPEN };
 static enum phase phase;
 static bool gpu_on;
 static char note[480]; /* said with the writing status: CPU-only, cut, ... */
+static struct capture_out out; /* capture_init */
 
 /* A start as queued: its strings copied out of the decoded message.
  * Cancels are not queued: capture_queue_cancel applies them at once. */
@@ -50,6 +64,18 @@ struct cmd {
 #define CMDQ_MAX 8
 static struct cmd cmdq[CMDQ_MAX];
 static unsigned cmdq_head, cmdq_len;
+
+void capture_init(const struct capture_out *o)
+{
+	out = *o;
+}
+
+/* A capture_status to the daemon, through what capture_init was given. */
+static void status(const char *trace_id, int state, const char *reason, int64_t events,
+                   int64_t dropped, int64_t bytes)
+{
+	out.status(out.ctx, trace_id, state, reason, events, dropped, bytes);
+}
 
 bool capture_busy(void)
 {
@@ -91,7 +117,7 @@ static uint64_t memory_cap(void)
 }
 
 /* IDLE -> WAIT_TIME | ARMED | OPEN, or a failed status. */
-static void begin(struct link *l, const struct cmd *c)
+static void begin(const struct cmd *c)
 {
 	const struct msg_window *w = &c->win;
 	char why[300];
@@ -105,6 +131,7 @@ static void begin(struct link *l, const struct cmd *c)
 	A.win.start_iter = (uint64_t)w->start_iteration;
 	A.win.activities = w->activities;
 	A.win.start_at_ns = (uint64_t)w->start_at_us * 1000u;
+	A.win.memory = w->memory_snapshot;
 	A.win.max_bytes = memory_cap();
 	if (c->max_bytes > 0 && (uint64_t)c->max_bytes < A.win.max_bytes)
 		A.win.max_bytes = (uint64_t)c->max_bytes;
@@ -131,6 +158,17 @@ static void begin(struct link *l, const struct cmd *c)
 		         "job's environment allows it");
 	}
 	gpu_on = false;
+	if (A.win.memory) {
+		/* PyTorch records the allocator's history (memsnap.c): no CUPTI,
+		 * and no CPU events, only the window's steps */
+		if (memsnap_begin(c->trace_id, why, sizeof(why)) < 0) {
+			agent_log("trace %s refused: %s", c->trace_id, why);
+			status(c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+			return;
+		}
+		want_gpu = 0;
+		note[0] = '\0';
+	}
 	if (want_gpu) {
 		if (gpu_usable(why, sizeof(why))) {
 			/* one budget: half for CUPTI's buffers (gpu.c counts them),
@@ -138,7 +176,7 @@ static void begin(struct link *l, const struct cmd *c)
 			 * index the GPU projection needs (rec.c charges it) */
 			if (gpu_start(want_gpu, A.win.max_bytes / 2, why, sizeof(why)) < 0) {
 				agent_log("trace %s refused: %s", c->trace_id, why);
-				link_status(l, c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+				status(c->trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 				return;
 			}
 			gpu_on = true;
@@ -151,15 +189,17 @@ static void begin(struct link *l, const struct cmd *c)
 		}
 	}
 	/* the CPU side's address space, before anything can record */
-	if (rec_arena_new(A.win.cpu_bytes) < 0) {
+	if (!A.win.memory && rec_arena_new(A.win.cpu_bytes) < 0) {
 		agent_log("trace %s: cannot reserve %llu MB for CPU events: none recorded",
 		          c->trace_id, (unsigned long long)(A.win.cpu_bytes >> 20));
 		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sno CPU events (no "
 		         "memory for them)", note[0] ? "; " : "");
 	}
 	/* PyTorch operators: the Python helper polls these at each step */
-	A.win.torch_opts = ops_opts_env();
-	ops_begin();
+	if (!A.win.memory) {
+		A.win.torch_opts = ops_opts(w->options);
+		ops_begin();
+	}
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
 	/* The daemon chose the step every rank begins on; a process already
@@ -178,14 +218,14 @@ static void begin(struct link *l, const struct cmd *c)
 		phase = P_ARMED;
 		atomic_store(&A.armed_ns, agent_now_ns());
 		atomic_store(&A.armed, 1);
-		link_status(l, c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+		status(c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
 	} else if (A.win.start_at_ns > agent_now_ns()) {
 		phase = P_WAIT_TIME;
-		link_status(l, c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
+		status(c->trace_id, MSG_TS_WAITING, NULL, 0, 0, 0);
 	} else {
 		phase = P_OPEN;
 		open_now(agent_now_ns());
-		link_status(l, c->trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+		status(c->trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
 	agent_log("trace %s: %s %lld, gpu %s", c->trace_id,
 	          w->iterations > 0 ? "iterations" : "duration ms",
@@ -193,13 +233,13 @@ static void begin(struct link *l, const struct cmd *c)
 	          gpu_on ? "on" : "off");
 }
 
-void capture_queue_start(struct link *l, const struct msg_capture_start *cs)
+void capture_queue_start(const struct msg_capture_start *cs)
 {
 	struct cmd *c;
 
 	if (cmdq_len == CMDQ_MAX) {
-		link_status(l, cs->trace_id, MSG_TS_FAILED, "busy: this process already has "
-		            "8 trace requests waiting; ask again when they are done", 0, 0, 0);
+		status(cs->trace_id, MSG_TS_FAILED, "busy: this process already has "
+		       "8 trace requests waiting; ask again when they are done", 0, 0, 0);
 		return;
 	}
 	c = &cmdq[(cmdq_head + cmdq_len++) % CMDQ_MAX];
@@ -214,7 +254,7 @@ void capture_queue_start(struct link *l, const struct msg_capture_start *cs)
 		char why[160];
 
 		snprintf(why, sizeof(why), "queued behind trace %s in this process", A.win.trace_id);
-		link_status(l, c->trace_id, MSG_TS_WAITING, why, 0, 0, 0);
+		status(c->trace_id, MSG_TS_WAITING, why, 0, 0, 0);
 	}
 	agent_wake();
 }
@@ -245,9 +285,12 @@ void capture_queue_cancel(const char *trace_id, const char *why)
 int capture_timeout_ms(void)
 {
 	uint64_t now = agent_now_ns(), due;
+	int wait;
 
 	if (phase == P_IDLE && cmdq_len > 0)
 		return 0;
+	if (phase != P_IDLE && A.win.memory && memsnap_pending(now, &wait))
+		return wait;
 	if (phase == P_WAIT_TIME)
 		due = A.win.start_at_ns;
 	else if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE)
@@ -275,8 +318,33 @@ static int trace_path(char *path, size_t n)
 	return 0;
 }
 
+/* The end of a memory-snapshot burst: the file Python wrote is uploaded
+ * as the burst's file (memsnap.c), or the reason there is none is said. */
+static void finish_memory(void)
+{
+	char path[512], why[400];
+	int64_t sent = 0;
+	struct stat st;
+
+	if (memsnap_finish(path, sizeof(path), why, sizeof(why)) < 0) {
+		agent_log("trace %s: %s", A.win.trace_id, why);
+		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		return;
+	}
+	status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
+	       stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
+	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0) {
+		unlink(path);
+		agent_log("trace %s: memory snapshot delivered, %lld bytes", A.win.trace_id,
+		          (long long)sent);
+	} else {
+		agent_log("trace %s: memory snapshot kept at %s: the daemon is unreachable",
+		          A.win.trace_id, path);
+	}
+}
+
 /* OPEN (ended) | ARMED | WAIT_TIME (cancelled) -> IDLE */
-static void finish(struct link *l)
+static void finish(void)
 {
 	int why_end = atomic_load(&A.end_reason);
 	struct trace_result res = { 0 };
@@ -291,7 +359,13 @@ static void finish(struct link *l)
 	if (gpu_on)
 		gpu_stop();
 	if (why_end == END_CANCEL || why_end == END_EXIT) {
+		if (A.win.memory)
+			memsnap_discard();
 		gpu_reset();
+		goto out;
+	}
+	if (A.win.memory) {
+		finish_memory();
 		goto out;
 	}
 	/* the job's own operators, from its profiler's file (ops.c) */
@@ -300,10 +374,10 @@ static void finish(struct link *l)
 		snprintf(note + strlen(note), sizeof(note) - strlen(note),
 		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",
 		         (unsigned long long)(A.win.max_bytes >> 20));
-	link_status(l, A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
+	status(A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
 	if ((r = trace_path(path, sizeof(path))) < 0) {
 		snprintf(why, sizeof(why), "cannot create the trace file %s: %s", path, strerror(-r));
-		link_status(l, A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		gpu_reset();
 		goto out;
 	}
@@ -312,12 +386,12 @@ static void finish(struct link *l)
 	gpu_reset();
 	if (r < 0) {
 		unlink(path);
-		link_status(l, A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		goto out;
 	}
-	link_status(l, A.win.trace_id, MSG_TS_UPLOADING, note[0] ? note : NULL,
-	            (int64_t)res.events, (int64_t)res.dropped, (int64_t)res.bytes);
-	if (link_upload(l, A.win.trace_id, path, &sent) == 0) {
+	status(A.win.trace_id, MSG_TS_UPLOADING, note[0] ? note : NULL,
+	       (int64_t)res.events, (int64_t)res.dropped, (int64_t)res.bytes);
+	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_TRACE, &sent) == 0) {
 		unlink(path);
 		agent_log("trace %s delivered: %llu events, %llu bytes, %llu dropped", A.win.trace_id,
 		          (unsigned long long)res.events, (unsigned long long)sent,
@@ -339,7 +413,7 @@ out:
 	A.win.iter_range[0] = '\0';
 }
 
-void capture_tick(struct link *l)
+void capture_tick(void)
 {
 	uint64_t now = agent_now_ns();
 
@@ -347,11 +421,11 @@ void capture_tick(struct link *l)
 	    atomic_load(&A.end_reason) == END_NONE) {
 		phase = P_OPEN;
 		open_now(now);
-		link_status(l, A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
 	if (phase == P_ARMED && atomic_load(&A.t_start) != 0) {
 		phase = P_OPEN; /* an application thread opened it at a boundary */
-		link_status(l, A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
+		status(A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
 	if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE) {
 		uint64_t end = atomic_load(&A.t_start) + (uint64_t)A.win.duration_ms * 1000000u;
@@ -363,14 +437,16 @@ void capture_tick(struct link *l)
 			rec_end(END_DONE);
 		}
 	}
-	if (phase != P_IDLE && atomic_load(&A.end_reason) != END_NONE)
-		finish(l);
+	/* a memory snapshot is written by the job's Python after the end */
+	if (phase != P_IDLE && atomic_load(&A.end_reason) != END_NONE &&
+	    !(A.win.memory && memsnap_pending(now, NULL)))
+		finish();
 	/* the next request, once this one is over */
 	while (phase == P_IDLE && cmdq_len > 0) {
 		struct cmd c = cmdq[cmdq_head];
 
 		cmdq_head = (cmdq_head + 1) % CMDQ_MAX;
 		cmdq_len--;
-		begin(l, &c);
+		begin(&c);
 	}
 }

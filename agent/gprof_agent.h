@@ -38,6 +38,28 @@ GPROF_API void gprof_range_pop(void);
 /* The number of gprof_step calls so far. */
 GPROF_API uint64_t gprof_steps(void);
 
+/* Memory snapshots (gprofctl trace --memory-snapshot), for the Python
+ * helper (python/gprof_agent), which calls gprof_step_memory (gprof_step,
+ * then gprof_memory_poll) at every optimizer step; one atomic load more
+ * than gprof_step while no snapshot is wanted. The poll says what to do
+ * now: NOTHING; START recording the CUDA allocator's history, keeping
+ * gprof_memory_entries() entries; DUMP: write the snapshot (a pickle) to
+ * the path gprof_memory_path puts in buf (0; -1 when buf's n bytes are too
+ * few or no DUMP is pending), stop recording, then call gprof_memory_done;
+ * STOP recording and write nothing (cancelled). */
+#define GPROF_MEMORY_NOTHING 0
+#define GPROF_MEMORY_START 1
+#define GPROF_MEMORY_DUMP 2
+#define GPROF_MEMORY_STOP 3
+GPROF_API int gprof_memory_poll(void);
+GPROF_API int gprof_step_memory(void);
+GPROF_API int64_t gprof_memory_entries(void);
+GPROF_API int gprof_memory_path(char *buf, size_t n);
+/* After DUMP: ok 1 when the file is written, else 0 and why. Returns 1 when
+ * the agent takes the file, 0 when that capture was given up meanwhile (the
+ * caller then deletes the file). */
+GPROF_API int gprof_memory_done(int ok, const char *why);
+
 /*
  * What the current capture window wants of the program, for helpers that
  * poll it at step boundaries (python/gprof_agent): the GPROF_WINDOW_* bits
@@ -52,6 +74,11 @@ GPROF_API uint64_t gprof_steps(void);
 #define GPROF_WINDOW_FLOPS   (1u << 5) /* asked: --with-flops */
 #define GPROF_WINDOW_MEMORY  (1u << 6) /* asked: --profile-memory */
 GPROF_API uint64_t gprof_window_flags(void);
+/* Also in what gprof_step_memory returns, beside the GPROF_MEMORY_* action
+ * (the low byte): a window that takes PyTorch operators is open. The
+ * helper's one call per step tells it when to call gprof_window_flags, so
+ * outside windows it makes no other call. */
+#define GPROF_STEP_OPS 0x100
 
 /* Claims the open window's operator file: writes its path (a file in a
  * directory private to this process, made for this window) into buf and

@@ -28,15 +28,14 @@
  * does not copy, resolves callback names and caches the versions; the
  * writer then reads only the agent's memory.
  *
- * Buffers: CUPTI asks for them on application threads (buf_request: from a
- * pool pre-faulted on the agent thread before the window, then calloc,
- * bounded by the burst's byte limit; past it CUPTI drops records and
- * counts them) and returns them from its own threads (buf_complete:
- * appended to `done` under buf_lock). Runtime calls are recorded by our
- * own callback (gpu_api.c, cheaper than CUPTI's RUNTIME kind): its chunks
- * join `done` the same way, marked `own`, and are walked by next_record
- * like CUPTI's. Buffers that arrive after the harvest (finalize's own
- * flush: empty, the kinds being off) are freed unread at gpu_reset.
+ * Floors: gpu.c is the top of the GPU parts and calls only downward: the
+ * buffers and the harvest (gpu_buf.c, whose CUPTI calls it hands over at
+ * load, and whose request/complete callbacks it registers), runtime calls
+ * by our own callback (gpu_api.c, cheaper than CUPTI's RUNTIME kind: on_
+ * callback forwards them), the end of a burst (gpu_tail.c, given the two
+ * CUPTI controls it needs) and the header's metadata (gpu_meta.c).
+ * capture.c calls gpu_start/gpu_stop/gpu_reset; gpu_events.c, above, turns
+ * the harvest into the trace's events.
  *
  * The header's devices and versions are gpu_meta.c's, read at the harvest.
  */
@@ -50,11 +49,13 @@
 
 #include <cupti.h>
 
-#include "agent.h"
-#include "gpu_int.h"
-#include "writer.h"
+#include "gpu.h"
+#include "gpu_api.h"
+#include "gpu_buf.h"
+#include "gpu_meta.h"
+#include "gpu_tail.h"
+#include "state.h"
 
-#define BUF_SIZE (4u << 20)
 
 #define CUPTI_FN(f) static __typeof__(f) *p_##f
 CUPTI_FN(cuptiActivityEnable);
@@ -87,148 +88,7 @@ static int64_t enabled_kinds[16];
 static size_t n_enabled;
 static atomic_uint_fast64_t finalizes, reclaims; /* for the log and the tests */
 
-/* A finished buffer: CUPTI's (owner == buf), or a chunk of the agent's
- * own API records (gpu_api.c; own, owner the chunk). */
-struct done_buf { uint8_t *buf; size_t valid; void *owner; bool own; };
-static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct done_buf *done;
-static size_t n_done, cap_done;
-static atomic_uint_fast64_t buf_bytes, n_dropped;
-static atomic_uint_fast64_t handed, returned; /* buffers given to CUPTI, given back: this burst */
-static atomic_bool cut;
-static uint64_t max_bytes = AGENT_DEFAULT_MAX_BYTES;
-static uint64_t incomplete;
-
-/* The harvest: every record of the burst, in order, and the kernel names
- * they point to, copied (a name's pointer is the key: CUPTI shares one
- * string per kernel within a session). Reset with the buffers. */
-static CUpti_Activity **recs;
-static size_t n_recs, cap_recs;
-struct iname { const char *key; const char *copy; };
-static struct iname *inames;
-static size_t inames_mask, n_inames;
-struct arena_blk { struct arena_blk *next; size_t used, cap; char data[]; };
-static struct arena_blk *arena;
-
-/* Callback names by domain and id, copied once for the process. */
-#define CBID_MAX 4096
-static char *cb_names[2][CBID_MAX];
-
 static uint32_t cupti_version;
-
-/* Buffers made ready (allocated, zeroed and touched) on the agent thread
- * before the window opens, so CUPTI's requests during the capture take no
- * page faults on application threads; freed with the rest at gpu_reset,
- * so an idle agent holds none. */
-#define POOL_MAX 4
-static uint8_t *pool[POOL_MAX];
-static int n_pool;
-
-static void pool_fill(void)
-{
-	/* at most half the burst's budget: the rest stays for the buffers
-	 * and API-record chunks charged as they come (a pool that took it all
-	 * cut a small burst that did not need the pool at all) */
-	while (n_pool < POOL_MAX && atomic_load(&buf_bytes) + BUF_SIZE <= max_bytes / 2) {
-		uint8_t *b = malloc(BUF_SIZE);
-
-		if (b == NULL)
-			break;
-		memset(b, 0, BUF_SIZE);
-		atomic_fetch_add(&buf_bytes, BUF_SIZE);
-		pthread_mutex_lock(&buf_lock);
-		pool[n_pool++] = b;
-		pthread_mutex_unlock(&buf_lock);
-	}
-}
-
-static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
-{
-	*max_records = 0;
-	*buffer = NULL;
-	*size = 0;
-	pthread_mutex_lock(&buf_lock);
-	if (n_pool > 0)
-		*buffer = pool[--n_pool];
-	pthread_mutex_unlock(&buf_lock);
-	if (*buffer != NULL) {
-		*size = BUF_SIZE;
-		atomic_fetch_add(&handed, 1);
-		return;
-	}
-	if (!gpu_charge(BUF_SIZE))
-		return; /* CUPTI drops and counts what follows */
-	/* 8-byte alignment is what CUPTI asks for; calloc's memory is zeroed,
-	 * as ZEROED_OUT_ACTIVITY_BUFFER promises CUPTI. */
-	if ((*buffer = calloc(1, BUF_SIZE)) == NULL) {
-		atomic_fetch_sub(&buf_bytes, BUF_SIZE);
-		return;
-	}
-	*size = BUF_SIZE;
-	atomic_fetch_add(&handed, 1);
-}
-
-/* Appends a finished buffer (any thread); freed unread without memory. */
-static void add_done(struct done_buf d)
-{
-	pthread_mutex_lock(&buf_lock);
-	if (n_done == cap_done) {
-		size_t cap = cap_done ? cap_done * 2 : 64;
-		struct done_buf *p = realloc(done, cap * sizeof(*p));
-
-		if (p == NULL) {
-			pthread_mutex_unlock(&buf_lock);
-			free(d.owner);
-			return;
-		}
-		done = p;
-		cap_done = cap;
-	}
-	done[n_done++] = d;
-	pthread_mutex_unlock(&buf_lock);
-}
-
-static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-                                  size_t valid)
-{
-	size_t dropped = 0;
-
-	(void)size;
-	if (p_cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-		atomic_fetch_add(&n_dropped, dropped);
-	if (buffer == NULL)
-		return;
-	atomic_fetch_add(&returned, 1);
-	add_done((struct done_buf){ buffer, valid, buffer, false });
-}
-
-/* The next record of a finished buffer, CUPTI's or ours. */
-static bool next_record(const struct done_buf *d, CUpti_Activity **rec)
-{
-	if (d->own)
-		return gpu_api_next(d->buf, d->valid, rec);
-	return p_cuptiActivityGetNextRecord(d->buf, d->valid, rec) == CUPTI_SUCCESS;
-}
-
-bool gpu_charge(size_t bytes)
-{
-	if (atomic_fetch_add(&buf_bytes, bytes) + bytes > max_bytes) {
-		atomic_fetch_sub(&buf_bytes, bytes);
-		atomic_store(&cut, true);
-		return false;
-	}
-	return true;
-}
-
-void gpu_uncharge(size_t bytes)
-{
-	atomic_fetch_sub(&buf_bytes, bytes);
-}
-
-void gpu_add_own(void *owner, uint8_t *buf, size_t valid)
-{
-	add_done((struct done_buf){ buf, valid, owner, true });
-}
 
 /* CUPTI's clock, as its records have it (ours where a libcupti lacks
  * cuptiGetTimestamp: the same CLOCK_REALTIME). */
@@ -288,13 +148,6 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	}
 }
 
-/* Threads seen calling CUDA in the bursts' API records: the first, whether
- * another ever did (then finalizing could race it), and how many API
- * records were seen in all. */
-static uint32_t cuda_tid;
-static bool cuda_threads;
-static uint64_t api_records;
-
 /* Evidence enough that the program calls CUDA from one thread: this many
  * API records, all from one thread. A burst cancelled at once, or one that
  * caught no API call, proves nothing (a stress run with 3 CUDA threads
@@ -321,6 +174,8 @@ static uint64_t api_records;
 static bool release_by_finalize(void)
 {
 	const char *p = getenv("GPROF_CUPTI_RELEASE");
+	uint64_t api_records;
+	bool cuda_threads = gpu_buf_api_threads(&api_records);
 
 	if (p == NULL || *p == '\0' || strcmp(p, "teardown") == 0)
 		return true;
@@ -390,6 +245,9 @@ static int load(char *why, size_t n)
 		snprintf(why, n, "libcupti API version %u is older than CUDA 13's", cupti_version);
 		return -ENOSYS;
 	}
+	gpu_buf_init(&(struct gpu_buf_cupti){ p_cuptiActivityGetNextRecord,
+	                                      p_cuptiActivityGetNumDroppedRecords,
+	                                      p_cuptiGetCallbackName });
 	gpu_meta_load(cupti_version);
 	atomic_store(&cs, CS_FREE);
 	return 0;
@@ -646,15 +504,12 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	if (atomic_load(&cs) == CS_FREE && (err = subscribe(why, n)) < 0)
 		return err;
 	/* HELD */
-	max_bytes = limit;
-	atomic_store(&buf_bytes, 0);
-	atomic_store(&cut, false);
-	incomplete = 0;
+	gpu_buf_limit(limit);
 	/* Activity callbacks are per process and replaced by whoever registers
 	 * last (torch.profiler after us): register them for every burst. */
 	p_cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
 	buffer_knobs();
-	r = p_cuptiActivityRegisterCallbacks(buf_request, buf_complete);
+	r = p_cuptiActivityRegisterCallbacks(gpu_buf_request, gpu_buf_complete);
 	if (r != CUPTI_SUCCESS) {
 		unsubscribe();
 		snprintf(why, n, "cuptiActivityRegisterCallbacks failed: %s", cupti_err(r));
@@ -663,10 +518,7 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	/* Count only what this burst drops, and only its buffers. */
 	p_cuptiActivityFlushAll(0);
 	gpu_reset();
-	atomic_store(&n_dropped, 0);
-	atomic_store(&handed, 0);
-	atomic_store(&returned, 0);
-	pool_fill();
+	gpu_buf_begin();
 	k = kinds_for(activities, &nk);
 	driver_kind_asked = (activities & MSG_ACT_DRIVER) != 0;
 	n_enabled = 0;
@@ -685,134 +537,23 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	atomic_store(&cs, CS_TRACING);
 	return 0;
 }
-
-/* ---- the harvest: what the writer needs, copied out of CUPTI ---- */
-
-static const char *arena_copy(const char *s)
+/* For gpu_tail.c (gpu_tail_ctl), on the agent thread while CUPTI is held. */
+static void kind_off(int64_t kind)
 {
-	size_t len = strlen(s) + 1;
-	struct arena_blk *b = arena;
-
-	if (b == NULL || b->cap - b->used < len) {
-		size_t cap = len > 65536 ? len : 65536;
-
-		if ((b = malloc(sizeof(*b) + cap)) == NULL)
-			return NULL;
-		b->next = arena;
-		b->used = 0;
-		b->cap = cap;
-		arena = b;
-	}
-	memcpy(b->data + b->used, s, len);
-	b->used += len;
-	return b->data + b->used - len;
-}
-
-/* The agent's copy of a kernel name CUPTI owns (NULL if out of memory). */
-static const char *intern(const char *name)
-{
-	size_t i;
-
-	if (n_inames * 2 >= inames_mask) {
-		size_t cap = inames_mask ? (inames_mask + 1) * 2 : 1024, j;
-		struct iname *v = calloc(cap, sizeof(*v));
-
-		if (v == NULL)
-			return NULL;
-		for (j = 0; inames && j <= inames_mask; j++) {
-			if (inames[j].key == NULL)
-				continue;
-			for (i = ((uintptr_t)inames[j].key >> 3) & (cap - 1); v[i].key;
-			     i = (i + 1) & (cap - 1))
-				;
-			v[i] = inames[j];
-		}
-		free(inames);
-		inames = v;
-		inames_mask = cap - 1;
-	}
-	for (i = ((uintptr_t)name >> 3) & inames_mask; inames[i].key; i = (i + 1) & inames_mask)
-		if (inames[i].key == name)
-			return inames[i].copy;
-	if ((inames[i].copy = arena_copy(name)) != NULL) {
-		inames[i].key = name;
-		n_inames++;
-	}
-	return inames[i].copy;
-}
-
-static void cache_cb_name(CUpti_ActivityKind kind, uint32_t cbid)
-{
-	int d = kind == CUPTI_ACTIVITY_KIND_DRIVER;
-	const char *s = NULL;
-
-	if (cbid >= CBID_MAX || cb_names[d][cbid] != NULL)
+	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && gpu_api_armed()) {
+		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+		gpu_api_disarm();
 		return;
-	if (p_cuptiGetCallbackName(d ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API,
-	                           cbid, &s) != CUPTI_SUCCESS || s == NULL)
-		s = "unknown";
-	cb_names[d][cbid] = strdup(s);
-}
-
-/* Indexes every record of the burst and copies out what points into
- * CUPTI. Lock held; CUPTI still held. */
-static void harvest(void)
-{
-	size_t i;
-
-	n_recs = 0;
-	for (i = 0; i < n_done; i++) {
-		CUpti_Activity *rec = NULL;
-
-		while (next_record(&done[i], &rec)) {
-			if (n_recs == cap_recs) {
-				size_t cap = cap_recs ? cap_recs * 2 : 4096;
-				CUpti_Activity **v = realloc(recs, cap * sizeof(*v));
-
-				if (v == NULL)
-					return; /* the trace holds what was indexed */
-				recs = v;
-				cap_recs = cap;
-			}
-			recs[n_recs++] = rec;
-			switch (rec->kind) {
-			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-			case CUPTI_ACTIVITY_KIND_KERNEL: {
-				CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
-
-				k->name = k->name ? intern(k->name) : NULL;
-				break;
-			}
-			case CUPTI_ACTIVITY_KIND_MEMORY2: {
-				CUpti_ActivityMemory4 *m = (CUpti_ActivityMemory4 *)rec;
-
-				m->name = NULL; /* not written; CUPTI's */
-				m->source = NULL;
-				break;
-			}
-			case CUPTI_ACTIVITY_KIND_RUNTIME:
-			case CUPTI_ACTIVITY_KIND_DRIVER: {
-				const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
-
-				cache_cb_name(rec->kind, a->cbid);
-				api_records++;
-				if (cuda_tid == 0)
-					cuda_tid = a->threadId;
-				else if (a->threadId != cuda_tid && !cuda_threads) {
-					cuda_threads = true;
-					agent_log("threads %u and %u call CUDA: CUPTI is given back by "
-					          "unsubscribing, never finalized (a finalize beside "
-					          "another thread's CUDA call can corrupt the process)",
-					          (unsigned)cuda_tid, (unsigned)a->threadId);
-				}
-				break;
-			}
-			default:
-				break;
-			}
-		}
 	}
+	p_cuptiActivityDisable((CUpti_ActivityKind)kind);
 }
+
+static void flush_complete(void)
+{
+	p_cuptiActivityFlushAll(0);
+}
+
 
 /* HELD -> RELEASING (finalize) or FREE (unsubscribe) */
 static void release(void)
@@ -837,13 +578,11 @@ void gpu_stop(void)
 	if (atomic_load(&cs) != CS_TRACING)
 		return;
 	/* the kinds go off; the window's GPU work still queued is waited for */
-	gpu_tail_drain(enabled_kinds, n_enabled);
+	gpu_tail_drain(&(struct gpu_tail_ctl){ kind_off, flush_complete }, enabled_kinds, n_enabled);
 	n_enabled = 0;
 	p_cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	atomic_store(&cs, CS_HELD);
-	pthread_mutex_lock(&buf_lock);
-	harvest();
-	pthread_mutex_unlock(&buf_lock);
+	gpu_buf_harvest();
 	/* read once, while nothing of ours can finalize under them */
 	gpu_meta_probe();
 	if (gpu_api_lost() > 0)
@@ -858,138 +597,27 @@ void gpu_stop(void)
 uint64_t gpu_dropped(void)
 {
 	/* with our own API records lost past the byte limit */
-	return atomic_load(&n_dropped) + incomplete + gpu_api_lost();
+	return gpu_buf_dropped() + gpu_api_lost();
 }
 
 bool gpu_cut(void)
 {
-	return atomic_load(&cut);
+	return gpu_buf_cut();
 }
 
-/* Frees the burst's buffers, index and name copies; touches no CUPTI. */
 void gpu_reset(void)
 {
-	size_t i;
-
-	pthread_mutex_lock(&buf_lock);
-	/* overhead records own a malloc'ed overheadData */
-	for (i = 0; i < n_recs; i++)
-		if (recs[i]->kind == CUPTI_ACTIVITY_KIND_OVERHEAD)
-			free(((CUpti_ActivityOverhead3 *)recs[i])->overheadData);
-	n_recs = 0;
-	for (i = 0; i < n_done; i++)
-		free(done[i].owner);
-	n_done = 0;
-	while (n_pool > 0)
-		free(pool[--n_pool]);
-	pthread_mutex_unlock(&buf_lock);
-	while (arena != NULL) {
-		struct arena_blk *b = arena;
-
-		arena = b->next;
-		free(b);
-	}
-	free(inames);
-	inames = NULL;
-	inames_mask = n_inames = 0;
-	atomic_store(&buf_bytes, 0);
+	gpu_buf_reset();
 }
 
 void gpu_atfork_child(void)
 {
 	forked = true; /* never flush or finalize CUPTI in a child */
 	gpu_api_atfork_child();
-	n_done = 0;
-	done = NULL;
-	cap_done = 0;
-	n_recs = 0;
-	recs = NULL;
-	cap_recs = 0;
-}
-
-/* ---- what gpu_tail.c and gpu_events.c use (gpu_int.h) ---- */
-
-void gpu_kind_off(int64_t kind)
-{
-	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && gpu_api_armed()) {
-		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
-		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-		gpu_api_disarm();
-		return;
-	}
-	p_cuptiActivityDisable((CUpti_ActivityKind)kind);
-}
-
-void gpu_flush_complete(void)
-{
-	p_cuptiActivityFlushAll(0);
-}
-
-int64_t gpu_buffers_out(void)
-{
-	return (int64_t)atomic_load(&handed) - (int64_t)atomic_load(&returned);
-}
-
-size_t gpu_each_new_record(size_t *scanned, gpu_rec_fn fn, void *ud)
-{
-	size_t n;
-
-	pthread_mutex_lock(&buf_lock);
-	for (; *scanned < n_done; (*scanned)++) {
-		CUpti_Activity *rec = NULL;
-
-		while (next_record(&done[*scanned], &rec)) {
-			if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
-			    rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
-				cache_cb_name(rec->kind, ((CUpti_ActivityAPI *)rec)->cbid);
-			fn(NULL, rec, ud);
-		}
-	}
-	n = n_done;
-	pthread_mutex_unlock(&buf_lock);
-	return n;
-}
-
-void gpu_records_lock(void)
-{
-	pthread_mutex_lock(&buf_lock);
-}
-
-void gpu_records_unlock(void)
-{
-	pthread_mutex_unlock(&buf_lock);
-}
-
-size_t gpu_each_record(struct tw *w, gpu_rec_fn fn, void *ud)
-{
-	size_t i;
-
-	for (i = 0; i < n_recs; i++)
-		fn(w, recs[i], ud);
-	return n_done;
-}
-
-const char *gpu_api_name(CUpti_ActivityKind kind, uint32_t cbid, size_t *len)
-{
-	const char *s = cbid < CBID_MAX ? cb_names[kind == CUPTI_ACTIVITY_KIND_DRIVER][cbid] : NULL;
-	const char *v;
-
-	if (s == NULL)
-		s = "unknown";
-	*len = strlen(s);
-	/* cudaLaunchKernel_v7000 -> cudaLaunchKernel */
-	v = strstr(s, "_v");
-	if (v && v[2] >= '0' && v[2] <= '9')
-		*len = (size_t)(v - s);
-	return s;
+	gpu_buf_atfork_child();
 }
 
 bool gpu_loaded(void)
 {
 	return atomic_load(&cs) != CS_UNLOADED && gpu_meta_probed();
-}
-
-void gpu_count_incomplete(void)
-{
-	incomplete++;
 }

@@ -14,13 +14,14 @@
  * leaves its timestamp in CUPTI's per-call slot (correlationData); the
  * exit writes a CUpti_ActivityAPI record, shaped as CUPTI's, into the
  * calling thread's chunk. A full chunk, and at the burst's end every
- * chunk, is handed to gpu.c as a finished buffer (gpu_add_own), beside
- * CUPTI's, so the tail, the harvest and the writer read both alike.
+ * chunk, is handed to gpu_buf.c as a finished buffer (gpu_buf_add_own),
+ * beside CUPTI's, so the tail, the harvest and the writer read both alike.
+ * It calls only downward: gpu_buf.c (the byte limit, the buffer list).
  *
  * Ownership: a chunk belongs to the thread writing it until it is handed
  * over (full, or sealed by gpu_api_disarm once no thread is inside the
- * callback); from then on to gpu.c's list of finished buffers, which frees
- * it at gpu_reset. A thread notices a new burst by its generation and
+ * callback); from then on to gpu_buf.c's list of finished buffers, which
+ * frees it at gpu_buf_reset. A thread notices a new burst by its generation and
  * drops its old pointer without touching it.
  */
 #include <pthread.h>
@@ -32,11 +33,12 @@
 
 #include <cupti.h>
 
-#include "agent.h"
-#include "gpu_int.h"
+#include "gpu_api.h"
+#include "gpu_buf.h"
+#include "state.h"
 
 #define CHUNK_SIZE (64u << 10) /* 1,638 records; a stress burst fills several */
-#define API_REC ((sizeof(CUpti_ActivityAPI) + 7) & ~(size_t)7)
+#define API_REC GPU_BUF_OWN_REC /* the stride gpu_buf.c walks own records by */
 
 struct chunk {
 	struct chunk *next; /* the burst's chunks not handed over yet */
@@ -88,7 +90,7 @@ bool gpu_api_armed(void)
 	return atomic_load(&on);
 }
 
-/* Hands every chunk of this burst still open to gpu.c (no thread writes
+/* Hands every chunk of this burst still open to gpu_buf.c (no thread writes
  * any more); frees an earlier burst's left open by a thread that stayed
  * inside the callback then. */
 static void seal(void)
@@ -103,10 +105,10 @@ static void seal(void)
 	for (; c != NULL; c = next) {
 		next = c->next;
 		if (c->used > 0 && c->gen == g) {
-			gpu_add_own(c, c->data, c->used);
+			gpu_buf_add_own(c, c->data, c->used);
 		} else {
 			if (c->gen == g)
-				gpu_uncharge(sizeof(*c));
+				gpu_buf_uncharge(sizeof(*c));
 			free(c);
 		}
 	}
@@ -148,10 +150,10 @@ static struct chunk *new_chunk(void)
 {
 	struct chunk *c;
 
-	if (!gpu_charge(sizeof(*c)))
+	if (!gpu_buf_charge(sizeof(*c)))
 		return NULL;
 	if ((c = malloc(sizeof(*c))) == NULL) {
-		gpu_uncharge(sizeof(*c));
+		gpu_buf_uncharge(sizeof(*c));
 		return NULL;
 	}
 	c->used = 0;
@@ -165,7 +167,7 @@ static struct chunk *new_chunk(void)
 	return c;
 }
 
-/* Moves a full chunk from the open list to gpu.c's finished buffers. */
+/* Moves a full chunk from the open list to gpu_buf.c's finished buffers. */
 static void hand_over(struct chunk *c)
 {
 	struct chunk **p;
@@ -183,7 +185,7 @@ static void hand_over(struct chunk *c)
 	if (*p == c)
 		*p = c->next;
 	pthread_mutex_unlock(&open_lock);
-	gpu_add_own(c, c->data, c->used);
+	gpu_buf_add_own(c, c->data, c->used);
 }
 
 void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_CallbackData *cb,
@@ -219,7 +221,7 @@ void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_Cal
 		goto out;
 	c = my_chunk;
 	if (c != NULL && my_gen != atomic_load(&gen))
-		c = NULL; /* an earlier burst's: gpu.c owns or freed it */
+		c = NULL; /* an earlier burst's: gpu_buf.c owns or freed it */
 	if (c != NULL && c->used + API_REC > CHUNK_SIZE) {
 		hand_over(c);
 		c = NULL;
@@ -246,16 +248,6 @@ void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_Cal
 		atomic_store(&after_end, true);
 out:
 	atomic_fetch_sub(&writers, 1);
-}
-
-bool gpu_api_next(const uint8_t *buf, size_t valid, CUpti_Activity **rec)
-{
-	const uint8_t *next = *rec == NULL ? buf : (const uint8_t *)*rec + API_REC;
-
-	if (next + API_REC > buf + valid)
-		return false;
-	*rec = (CUpti_Activity *)next;
-	return true;
 }
 
 void gpu_api_atfork_child(void)

@@ -1,6 +1,8 @@
 /*
- * gpu_events.c: CUPTI's records of a burst as trace events. gpu_write walks
- * gpu.c's buffers three times under its lock: the API calls, indexed by
+ * gpu_events.c: CUPTI's records of a burst as trace events, written into
+ * the trace stream (tw.c); writer.c calls gpu_write once per trace, after
+ * gpu_stop's harvest. It walks the harvested records (gpu_buf.c) three
+ * times under the buffer lock: the API calls, indexed by
  * correlation id (kept when they started inside the window, tied to the
  * NVTX range around them); the GPU records (kept when their launch was
  * kept, or, launched by an API not traced, when they started inside the
@@ -15,9 +17,12 @@
 
 #include <cupti.h>
 
-#include "agent.h"
-#include "gpu_int.h"
-#include "writer.h"
+#include "gpu.h"
+#include "gpu_buf.h"
+#include "gpu_events.h"
+#include "gpu_meta.h"
+#include "state.h"
+#include "tw.h"
 
 /* API calls by correlation id: open addressing, sized once per write.
  * An id names one call: a runtime call, and the driver calls made inside
@@ -140,7 +145,7 @@ static struct corr *gpu_keep(struct pass *p, uint32_t corr, uint64_t start, uint
 
 	if (start == 0 || end < start) {
 		*keep = false;
-		gpu_count_incomplete();
+		gpu_buf_incomplete();
 		return NULL;
 	}
 	if (p->ids_broken) {
@@ -476,7 +481,7 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 	if (p->ids_broken) { /* by time, tied to nothing */
 		if (a->start < p->t0 || a->start > p->t1 || a->start == 0 || a->end < a->start)
 			return;
-		nm = gpu_api_name(r->kind, a->cbid, &len);
+		nm = gpu_buf_api_name(r->kind, a->cbid, &len);
 		tw_x(w, r->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "cuda_driver" : "cuda_runtime", nm,
 		     len, A.pid, a->threadId, a->start, a->end);
 		tw_lit(w, ",\"args\":{\"cbid\":");
@@ -499,7 +504,7 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 	} else {
 		range = c->range;
 	}
-	nm = gpu_api_name(r->kind, a->cbid, &len);
+	nm = gpu_buf_api_name(r->kind, a->cbid, &len);
 	tw_x(w, r->kind == CUPTI_ACTIVITY_KIND_DRIVER ? "cuda_driver" : "cuda_runtime", nm, len,
 	     A.pid, a->threadId, a->start, a->end);
 	tw_lit(w, ",\"args\":{\"cbid\":");
@@ -523,14 +528,14 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 
 	if (!gpu_loaded())
 		return;
-	gpu_records_lock();
-	p.nbuf = gpu_each_record(w, count_api, &p);
+	gpu_buf_lock();
+	p.nbuf = gpu_buf_each(w, count_api, &p);
 	while (size < p.napi * 2)
 		size *= 2;
 	p.m.v = calloc(size, sizeof(*p.m.v));
 	p.m.mask = size - 1;
 	if (p.m.v != NULL) {
-		gpu_each_record(w, index_api, &p);
+		gpu_buf_each(w, index_api, &p);
 		p.ids_broken = gpu_ids_broken(p.napi, p.dup_api);
 		ids_own = p.ids_broken;
 		ids_next = 1u << 30;
@@ -539,8 +544,8 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 			          "not number this burst): records kept by time, launches not tied to "
 			          "their GPU work", A.win.trace_id, (unsigned long long)p.dup_api,
 			          (unsigned long long)p.napi);
-		gpu_each_record(w, write_gpu, &p);
-		gpu_each_record(w, write_api, &p);
+		gpu_buf_each(w, write_gpu, &p);
+		gpu_buf_each(w, write_api, &p);
 		if (p.shared_gpu > 0) {
 			char note[400];
 
@@ -554,7 +559,7 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 			agent_log("trace %s: %s", A.win.trace_id, note);
 		}
 	}
-	gpu_records_unlock();
+	gpu_buf_unlock();
 	ids_own = false;
 	free(p.m.v);
 	if (p.unbounded > 0)

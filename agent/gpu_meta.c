@@ -13,9 +13,9 @@
 
 #include <cuda.h>
 
-#include "agent.h"
-#include "gpu_int.h"
-#include "writer.h"
+#include "gpu_meta.h"
+#include "state.h"
+#include "tw.h"
 
 #define CU_FN(f) static __typeof__(f) *p_##f
 CU_FN(cuDeviceGetCount);

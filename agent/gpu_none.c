@@ -1,12 +1,15 @@
 /*
  * gpu_none.c: built instead of gpu.c where the CUPTI headers are absent
  * (no CUDA toolkit at build time). The agent runs CPU-only: NVTX ranges,
- * marks and iterations, and says so when it registers.
+ * marks and iterations, and says so when it registers. It stands in for
+ * gpu.h, gpu_events.h and gpu_meta.h, for the same callers.
  */
 #include <stdio.h>
 
-#include "agent.h"
-#include "writer.h"
+#include "gpu.h"
+#include "gpu_events.h"
+#include "gpu_meta.h"
+#include "tw.h"
 
 bool gpu_usable(char *why, size_t n)
 {

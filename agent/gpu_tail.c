@@ -1,10 +1,12 @@
 /*
  * gpu_tail.c: the end of a burst, while the GPU still runs the window's
- * work (see below). gpu.c calls gpu_tail_drain from gpu_stop, CUPTI held;
- * the primitives it uses (turning a kind off, a flush of complete
- * buffers, the records of buffers that came back, the count of buffers
- * CUPTI still holds) are gpu.c's, in gpu_int.h. Everything here lives for
- * one call: the sets it builds are freed before it returns.
+ * work (see below). gpu.c calls gpu_tail_drain from gpu_stop, CUPTI held,
+ * and hands it the two CUPTI controls it needs (turning a kind off, a
+ * flush of complete buffers: gpu_tail_ctl); the records of buffers that
+ * came back and the count of buffers CUPTI still holds are gpu_buf.c's,
+ * whether a call after the window was seen gpu_api.c's. It calls nothing
+ * above it. Everything here lives for one call: the sets it builds are
+ * freed before it returns.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +15,10 @@
 
 #include <cupti.h>
 
-#include "agent.h"
-#include "gpu_int.h"
+#include "gpu_api.h"
+#include "gpu_buf.h"
+#include "gpu_tail.h"
+#include "state.h"
 
 /*
  * The tail: a rank that waits on a collective, or any loop whose CPU runs
@@ -121,7 +125,7 @@ static bool idset_add(struct idset *s, uint32_t id)
 static const char *launches(const struct tail *t, CUpti_ActivityKind kind, uint32_t cbid)
 {
 	size_t len;
-	const char *name = gpu_api_name(kind, cbid, &len), *n = name;
+	const char *name = gpu_buf_api_name(kind, cbid, &len), *n = name;
 
 	n += strncmp(n, "cuda", 4) == 0 ? 4 : strncmp(n, "cu", 2) == 0 ? 2 : 0;
 	return (t->kernels && (strncmp(n, "Launch", 6) == 0 || strncmp(n, "GraphLaunch", 11) == 0)) ||
@@ -156,7 +160,7 @@ static void gpu_have(struct tail *t, uint32_t id, uint64_t start)
 	idset_add(&t->have, id);
 }
 
-/* One record of the burst (gpu_each_new_record). */
+/* One record of the burst (gpu_buf_each_new). */
 static void tail_record(struct tw *w, CUpti_Activity *rec, void *ud)
 {
 	struct tail *t = ud;
@@ -252,7 +256,7 @@ static uint64_t tail_limit_ms(void)
  * turned the API kinds off at once). Own records say so at once
  * (gpu_api.c); CUPTI's are read as its buffers come back, into the tail.
  */
-static void api_past_end(struct tail *t, size_t *scanned)
+static void api_past_end(const struct gpu_tail_ctl *ctl, struct tail *t, size_t *scanned)
 {
 	struct timespec one_ms = { 0, 1000 * 1000 };
 	int i;
@@ -261,8 +265,8 @@ static void api_past_end(struct tail *t, size_t *scanned)
 		if (gpu_api_armed()) {
 			t->after_end = gpu_api_after_end();
 		} else {
-			gpu_flush_complete();
-			gpu_each_new_record(scanned, tail_record, t);
+			ctl->flush();
+			gpu_buf_each_new(scanned, tail_record, t);
 		}
 		if (t->after_end || i == 20)
 			break;
@@ -270,7 +274,7 @@ static void api_past_end(struct tail *t, size_t *scanned)
 	}
 }
 
-void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
+void gpu_tail_drain(const struct gpu_tail_ctl *ctl, const int64_t *kinds, size_t nkinds)
 {
 	struct timespec five_ms = { 0, 5 * 1000 * 1000 };
 	uint64_t limit = tail_limit_ms() * 1000000ull, t0 = agent_now_ns(), now = t0;
@@ -291,19 +295,19 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 		api |= k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER;
 	}
 	if (api)
-		api_past_end(&t, &scanned);
+		api_past_end(ctl, &t, &scanned);
 	/* API kinds first: a launch recorded after its GPU kind went off would
 	 * be waited for in vain (those after the window are not waited for) */
 	for (i = 0; i < nkinds; i++)
 		if (!is_gpu_kind(kinds[i]))
-			gpu_kind_off(kinds[i]);
+			ctl->kind_off(kinds[i]);
 	for (i = 0; i < nkinds; i++)
 		if (is_gpu_kind(kinds[i]))
-			gpu_kind_off(kinds[i]);
+			ctl->kind_off(kinds[i]);
 	for (;;) {
-		gpu_flush_complete();
+		ctl->flush();
 		rounds++;
-		gpu_each_new_record(&scanned, tail_record, &t);
+		gpu_buf_each_new(&scanned, tail_record, &t);
 		/* CUPTI numbered nothing (one id for every launch, gpu_events.c):
 		 * an id tells nothing, so the GPU records are counted instead */
 		broken = gpu_ids_broken(t.nlaunch, t.repeats);
@@ -314,7 +318,7 @@ void gpu_tail_drain(const int64_t *kinds, size_t nkinds)
 			progress = now;
 		last_missing = missing;
 		last_scanned = scanned;
-		out = gpu_buffers_out();
+		out = gpu_buf_out();
 		/* Done when CUPTI holds no buffer of the burst (one with a record
 		 * still incomplete is not handed back) and every launch has its
 		 * GPU record (they can come later, in buffers not asked for yet);

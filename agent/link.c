@@ -1,8 +1,9 @@
 /*
- * link.c: the agent thread. It connects to the daemon's Unix socket,
- * says hello and registers, then waits for commands (capture_start,
- * capture_cancel) while sending heartbeats; bursts run on this thread
- * (capture.c). When the daemon goes away it reconnects with backoff
+ * link.c: the agent thread, started by agent.c. It connects to the daemon's
+ * Unix socket, says hello and registers, then waits for commands
+ * (capture_start, capture_cancel) while sending heartbeats; bursts run on
+ * this thread (capture.c, which reports through the status and upload
+ * callbacks given here, capture_init). When the daemon goes away it reconnects with backoff
  * (0.1 s doubling to 5 s); with no daemon at all it just keeps trying,
  * quietly, and the program runs as if the agent were absent.
  *
@@ -26,10 +27,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "agent.h"
+#include "capture.h"
 #include "frame.h"
 #include "fsutil.h"
+#include "gpu.h"
+#include "link.h"
 #include "msg.h"
+#include "state.h"
 
 struct link {
 	int fd;
@@ -80,9 +84,11 @@ static int send_msg(struct link *l, struct msg *m)
 	return r;
 }
 
-void link_status(struct link *l, const char *trace_id, int state, const char *reason,
-                 int64_t events, int64_t dropped, int64_t bytes)
+/* capture_out.status: a burst's capture_status, sent as it is. */
+static void link_status(void *ctx, const char *trace_id, int state, const char *reason,
+                        int64_t events, int64_t dropped, int64_t bytes)
 {
+	struct link *l = ctx;
 	struct msg m;
 
 	msg_init(&m, MSG_CAPTURE_STATUS, 0);
@@ -111,7 +117,7 @@ static void dispatch(struct link *l, struct msg *m)
 	}
 	/* queued, never run from here: this may be a reply wait inside a burst */
 	if (m->type == MSG_CAPTURE_START)
-		capture_queue_start(l, &m->u.capture_start);
+		capture_queue_start(&m->u.capture_start);
 	else if (m->type == MSG_CAPTURE_CANCEL)
 		capture_queue_cancel(m->u.capture_cancel.trace_id, m->u.capture_cancel.reason);
 	else if (m->type == MSG_ERROR)
@@ -332,8 +338,12 @@ static void heartbeat(struct link *l)
 	send_msg(l, &m);
 }
 
-int link_upload(struct link *l, const char *trace_id, const char *path, int64_t *bytes)
+/* capture_out.upload: the trace file (or memory snapshot: format) in chunk
+ * frames; 0 once the daemon has it. */
+static int link_upload(void *ctx, const char *trace_id, const char *path, int format,
+                       int64_t *bytes)
 {
+	struct link *l = ctx;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	static uint8_t buf[1u << 20];
 	uint8_t prefix[FRAME_CHUNK_PREFIX];
@@ -352,6 +362,7 @@ int link_upload(struct link *l, const char *trace_id, const char *path, int64_t 
 	msg_init(&m, MSG_UPLOAD_BEGIN, 0);
 	m.u.upload_begin.trace_id = trace_id;
 	m.u.upload_begin.transfer = ++l->transfer;
+	m.u.upload_begin.format = format;
 	if ((r = send_msg(l, &m)) < 0)
 		goto out;
 	for (;;) {
@@ -440,6 +451,8 @@ void *link_main(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	prctl(PR_SET_NAME, "gprof-agent", 0, 0, 0);
 	A.agent_tid = (int)syscall(SYS_gettid);
+	/* bursts report through this connection, whichever it is by then */
+	capture_init(&(struct capture_out){ link_status, link_upload, &l });
 	for (;;) {
 		uint64_t now = agent_now_ns() / 1000000u;
 		int timeout = -1;
@@ -462,7 +475,7 @@ void *link_main(void *arg)
 			heartbeat(&l);
 			next_hb = now + (uint64_t)l.heartbeat_ms;
 		}
-		capture_tick(&l);
+		capture_tick();
 		now = agent_now_ns() / 1000000u;
 		if (l.fd >= 0)
 			timeout = (int)(next_hb > now ? next_hb - now : 0);

@@ -6,6 +6,11 @@
  * left unset stay no-ops. Handling NVTX here, not through CUPTI, keeps
  * ranges working when another tool owns CUPTI, and idle costs one flag.
  *
+ * An entry point beside agent.c at the top of the agent: it starts the
+ * agent (agent_init) and its handlers call rec.c, nothing else. A domain's
+ * name is kept in rec.c (rec_domain), where the writer reads it by the
+ * index events carry.
+ *
  * Domains and registered strings are handles we hand out: small structs
  * that live for the process (NVTX has no "free" for strings; a domain's
  * destroy is rare and its handle may still be used by racing threads, so
@@ -23,19 +28,12 @@
 struct nvtxDomainRegistration_st { uint32_t index; };
 struct nvtxStringRegistration_st { struct nvtxStringRegistration_st *next; uint16_t len; char s[]; };
 
-#define DOMAINS_MAX 256
 #define STRINGS_MAX 65536
-static char *domain_names[DOMAINS_MAX]; /* [0] is the default domain */
-static struct nvtxDomainRegistration_st domains[DOMAINS_MAX];
-static uint32_t n_domains = 1;
+/* A domain's handle, by its index in rec.c's table of names. */
+static struct nvtxDomainRegistration_st domains[REC_DOMAINS_MAX];
 static unsigned n_strings;
 static struct nvtxStringRegistration_st *strings; /* all of them, kept for the process */
 static pthread_mutex_t nvtx_lock = PTHREAD_MUTEX_INITIALIZER;
-
-const char *nvtx_domain_name(uint32_t domain)
-{
-	return domain < DOMAINS_MAX ? domain_names[domain] : NULL;
-}
 
 static inline bool active(void)
 {
@@ -170,16 +168,9 @@ static nvtxDomainHandle_t h_domain_create(const char *name)
 	if (name == NULL)
 		return h;
 	pthread_mutex_lock(&nvtx_lock);
-	for (i = 1; i < n_domains; i++)
-		if (strcmp(domain_names[i], name) == 0)
-			break;
-	if (i == n_domains && n_domains < DOMAINS_MAX &&
-	    (domain_names[i] = strndup(name, AGENT_NAME_MAX)) != NULL) {
-		domains[i].index = i;
-		n_domains++;
-	}
-	if (i < n_domains)
-		h = &domains[i];
+	i = rec_domain(name); /* 0, the default domain, past the limit */
+	domains[i].index = i;
+	h = &domains[i];
 	pthread_mutex_unlock(&nvtx_lock);
 	return h;
 }

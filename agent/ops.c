@@ -46,9 +46,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "gprof_agent.h"
-#include "writer.h"
+#include "msg.h"
+#include "ops.h"
+#include "state.h"
+#include "tw.h"
 
 #define OPS_FILE "ops.json"
 #define OPS_WAIT_MS_DEFAULT 10000
@@ -70,7 +72,7 @@ struct op {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond;
 static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
-static uint64_t dir_gen;      /* the burst the directory is for; 0: none */
+static atomic_uint_fast64_t dir_gen; /* the burst the directory is for; 0: none */
 static char dir[480];
 static uint64_t taken_gen, done_gen;
 static char py_note[400];
@@ -115,10 +117,10 @@ static bool ops_wanted(void)
 	return v == NULL || strcmp(v, "off") != 0;
 }
 
-/* The torch options a window asks for: the request's (A.win.torch_opts)
- * and the job owner's standing GPROF_TORCH_OPTS (a comma list of shapes,
- * modules, stack, flops, memory). */
-uint32_t ops_opts_env(void)
+/* The torch options a window asks for: the request's (gprofctl trace
+ * --record-shapes ..., dyno gputrace's) and the job owner's standing
+ * GPROF_TORCH_OPTS (a comma list of shapes, modules, stack, flops, memory). */
+uint32_t ops_opts(int64_t o)
 {
 	static const struct { const char *name; uint32_t bit; } t[] = {
 		{ "shapes", GPROF_WINDOW_SHAPES }, { "modules", GPROF_WINDOW_MODULES },
@@ -129,6 +131,12 @@ uint32_t ops_opts_env(void)
 	uint32_t bits = 0;
 	size_t i, n;
 
+	bits |= o & MSG_OPT_RECORD_SHAPES ? GPROF_WINDOW_SHAPES : 0;
+	bits |= o & MSG_OPT_WITH_MODULES ? GPROF_WINDOW_MODULES : 0;
+	bits |= o & MSG_OPT_WITH_STACK ? GPROF_WINDOW_STACK : 0;
+	bits |= o & MSG_OPT_WITH_FLOPS ? GPROF_WINDOW_FLOPS : 0;
+	bits |= o & MSG_OPT_PROFILE_MEMORY ? GPROF_WINDOW_MEMORY : 0;
+
 	for (p = v; p != NULL && *p; p += n + (p[n] == ',')) {
 		n = strcspn(p, ",");
 		for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
@@ -136,6 +144,15 @@ uint32_t ops_opts_env(void)
 				bits |= t[i].bit;
 	}
 	return bits;
+}
+
+int ops_poll(void)
+{
+	uint64_t gen = atomic_load_explicit(&A.gen, memory_order_acquire);
+
+	return atomic_load_explicit(&A.rec_on, memory_order_acquire) &&
+	       atomic_load_explicit(&A.end_reason, memory_order_relaxed) == END_NONE &&
+	       atomic_load_explicit(&dir_gen, memory_order_relaxed) == gen ? GPROF_STEP_OPS : 0;
 }
 
 uint64_t gprof_window_flags(void)

@@ -1,6 +1,10 @@
 /*
  * rec.c: what application threads do when they call NVTX or gprof_*:
  * record ranges, marks and iterations into their own thread's buffer.
+ * Called by nvtx.c's handlers and agent.c's gprof_* API on application
+ * threads, by capture.c on the agent thread (arena, end, take), and read
+ * by writer.c and tw.c (rec.h); it calls only state.c, so the hot path
+ * depends on nothing above it. It also keeps the NVTX domains' names.
  *
  * The cost model (DESIGN.md, performance): while no window is open every
  * entry point reads A.rec_on (and A.armed) and returns. While recording,
@@ -38,7 +42,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "rec.h"
+#include "state.h"
 
 static __thread struct tbuf *my_tb;
 static __thread uint64_t my_tb_refused; /* 1 + the burst (gen) that found no buffer free */
@@ -133,7 +138,7 @@ struct tbuf *rec_tbuf(void)
 
 /* Charges n bytes to the burst's CPU budget; past it the window ends,
  * cut. Charged when memory is taken (a whole chunk) or promised to the
- * writer (writer_range_bytes, writer_step_bytes), never after. */
+ * writer (REC_RANGE_RESERVE, REC_STEP_RESERVE), never after. */
 static bool charge(uint64_t n)
 {
 	uint64_t used = atomic_fetch_add_explicit(&A.bytes, n, memory_order_relaxed) + n;
@@ -261,8 +266,8 @@ static const char *tb_name(struct tbuf *t, const char *name, size_t len)
  * chunk list out. */
 static void tb_event(struct tbuf *t, struct cev *e, uint64_t gen, const char *name)
 {
-	size_t extra = e->kind == CEV_STEP ? writer_step_bytes :
-	               e->kind == CEV_RANGE && A.win.index ? writer_range_bytes : 0;
+	size_t extra = e->kind == CEV_STEP ? REC_STEP_RESERVE :
+	               e->kind == CEV_RANGE && A.win.index ? REC_RANGE_RESERVE : 0;
 	struct evchunk *c;
 	bool ok = false;
 
@@ -633,4 +638,30 @@ void rec_thread_name(const char *name)
 		snprintf(t->thread_name, sizeof(t->thread_name), "%s", name);
 		pthread_mutex_unlock(&t->lock);
 	}
+}
+
+/* NVTX domains' names (rec_domain): the table only grows, and a name is
+ * written before n_domains counts it, so readers take no lock. */
+static char *domain_names[REC_DOMAINS_MAX]; /* [0] is the default domain */
+static atomic_uint n_domains = 1;
+static pthread_mutex_t domain_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint32_t rec_domain(const char *name)
+{
+	uint32_t i, n;
+
+	pthread_mutex_lock(&domain_lock);
+	n = atomic_load(&n_domains);
+	for (i = 1; i < n; i++)
+		if (strcmp(domain_names[i], name) == 0)
+			break;
+	if (i == n && n < REC_DOMAINS_MAX && (domain_names[i] = strndup(name, AGENT_NAME_MAX)) != NULL)
+		atomic_store(&n_domains, ++n);
+	pthread_mutex_unlock(&domain_lock);
+	return i < n ? i : 0;
+}
+
+const char *rec_domain_name(uint32_t domain)
+{
+	return domain < REC_DOMAINS_MAX ? domain_names[domain] : NULL;
 }

@@ -1,5 +1,6 @@
 /*
- * gprofctl report PATH... [--top N] [--html FILE]: what the traces say
+ * gprofctl report PATH... [--top N] [--html FILE] [--group-by-shape]: what
+ * the traces say
  * (report.c; text, --json, or one HTML page written to FILE), for
  * trace files (gzip or plain) or directories of them (one file per rank,
  * as gprofctl trace writes them). Works offline: no daemon is asked.
@@ -16,6 +17,7 @@
 
 #include "ctl.h"
 #include "report.h"
+#include "report_mem.h"
 
 struct inputs { char **v; size_t n, cap; };
 
@@ -38,7 +40,8 @@ static bool trace_name(const char *name)
 	size_t n = strlen(name);
 
 	return name[0] != '.' && ((n > 5 && strcmp(name + n - 5, ".json") == 0) ||
-	                          (n > 8 && strcmp(name + n - 8, ".json.gz") == 0));
+	                          (n > 8 && strcmp(name + n - 8, ".json.gz") == 0) ||
+	                          mreport_is_snapshot(name));
 }
 
 /* A file, or a directory's trace files (not recursive). */
@@ -112,39 +115,116 @@ static int write_html(const char *path, struct rstats **st, size_t n, size_t top
 	return 0;
 }
 
-static int run(struct inputs *in, bool json, const char *html, size_t top)
+static bool is_snapshot(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return mreport_is_snapshot(slash ? slash + 1 : path);
+}
+
+/* Memory snapshots (*.pickle) are read by report_mem.c, the traces here;
+ * snapshots come after the traces' report, or under "memory" in JSON
+ * (with the memory of traces that have [memory] events). */
+static int run_memory(struct inputs *in, bool json, const char *html, size_t top,
+                      struct rstats **st, size_t nst, cJSON *root)
+{
+	struct mreport *m = calloc(in->n ? in->n : 1, sizeof(*m));
+	size_t i, bad = 0, nm = 0, k;
+	cJSON *arr = NULL;
+
+	if (m == NULL)
+		return -1;
+	for (i = 0; i < in->n; i++) {
+		if (!is_snapshot(in->v[i]))
+			continue;
+		if (html != NULL) {
+			fprintf(stderr, "gprofctl report: %s: a memory snapshot has no HTML page; "
+			        "drop --html, or open it in PyTorch's viewer (python -m "
+			        "torch.cuda._memory_viz trace_plot FILE -o page.html)\n", in->v[i]);
+			bad++;
+			continue;
+		}
+		if (mreport_snapshot(in->v[i], &m[nm]) < 0) {
+			fprintf(stderr, "gprofctl report: %s: %s\n", in->v[i], m[nm].error);
+			mreport_free(&m[nm]);
+			bad++;
+			continue;
+		}
+		nm++;
+	}
+	for (k = 0; k < nst; k++)
+		if (st[k] != NULL && st[k]->mem != NULL)
+			break;
+	if (json && root != NULL && (nm > 0 || k < nst)) {
+		/* only when there is some: a trace report's JSON is otherwise as before */
+		arr = cJSON_AddArrayToObject(root, "memory");
+		for (k = 0; k < nst; k++)
+			if (st[k] != NULL && st[k]->mem != NULL)
+				cJSON_AddItemToArray(arr, mreport_json(st[k]->mem, top));
+		for (k = 0; k < nm; k++)
+			cJSON_AddItemToArray(arr, mreport_json(&m[k], top));
+	} else if (!json && html == NULL) {
+		for (k = 0; k < nst; k++)
+			if (st[k] != NULL && st[k]->mem != NULL) {
+				printf("\n");
+				mreport_print(stdout, st[k]->mem, top);
+			}
+		for (k = 0; k < nm; k++) {
+			if (nst > 0 || k > 0)
+				printf("\n");
+			fflush(stdout);
+			mreport_print(stdout, &m[k], top);
+		}
+	}
+	for (k = 0; k < nm; k++)
+		mreport_free(&m[k]);
+	free(m);
+	return (int)bad;
+}
+
+static int run(struct inputs *in, bool json, const char *html, size_t top, bool by_shape)
 {
 	struct rstats **st = calloc(in->n ? in->n : 1, sizeof(*st));
-	size_t i, bad = 0;
+	size_t i, bad = 0, n = 0;
+	cJSON *root = NULL;
 
 	if (st == NULL)
 		return EXIT_USAGE;
+	/* the traces; the snapshots are run_memory's */
 	for (i = 0; i < in->n; i++) {
-		st[i] = malloc(sizeof(**st));
-		if (st[i] == NULL || report_read(in->v[i], st[i]) < 0) {
+		if (is_snapshot(in->v[i]))
+			continue;
+		st[n] = malloc(sizeof(**st));
+		if (st[n] == NULL || report_read(in->v[i], st[n]) < 0) {
 			bad++;
-			if (st[i] != NULL)
-				fprintf(stderr, "gprofctl report: %s: %s\n", in->v[i], st[i]->error);
+			if (st[n] != NULL)
+				fprintf(stderr, "gprofctl report: %s: %s\n", in->v[i], st[n]->error);
 		}
+		if (st[n] != NULL)
+			st[n]->ops_by_shape = by_shape;
+		n++;
 	}
-	for (i = 0; i < in->n && st[i] != NULL; i++)
+	for (i = 0; i < n && st[i] != NULL; i++)
 		;
-	if (i == in->n) {
-		qsort(st, in->n, sizeof(*st), by_rank);
-		if (html != NULL) {
-			if (write_html(html, st, in->n, top) < 0)
+	if (i == n) {
+		qsort(st, n, sizeof(*st), by_rank);
+		if (json)
+			root = n ? report_json(st, n, top) : cJSON_CreateObject();
+		else if (html != NULL && n > 0) {
+			if (write_html(html, st, n, top) < 0)
 				bad++;
-		} else if (json) {
-			cJSON *root = report_json(st, in->n, top);
+		} else if (n > 0)
+			report_print(stdout, st, n, top);
+		bad += (size_t)run_memory(in, json, html, top, st, n, root);
+		if (root != NULL) {
 			char *text = cJSON_Print(root);
 
 			printf("%s\n", text);
 			cJSON_free(text);
 			cJSON_Delete(root);
-		} else
-			report_print(stdout, st, in->n, top);
+		}
 	}
-	for (i = 0; i < in->n; i++) {
+	for (i = 0; i < n; i++) {
 		if (st[i] != NULL)
 			report_free(st[i]);
 		free(st[i]);
@@ -163,7 +243,7 @@ int report_dir(const char *dir, bool json)
 		free(in.v);
 		return EXIT_FAILED;
 	}
-	code = run(&in, json, NULL, 10);
+	code = run(&in, json, NULL, 10, false);
 	for (i = 0; i < in.n; i++)
 		free(in.v[i]);
 	free(in.v);
@@ -175,12 +255,14 @@ int cmd_report(struct opts *o, int argc, char **argv)
 	static const struct option lopts[] = {
 		{ "top", required_argument, NULL, 't' },
 		{ "html", required_argument, NULL, 'H' },
+		{ "group-by-shape", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct inputs in = { 0 };
 	long top = 10;
 	const char *html = NULL;
+	bool by_shape = false;
 	char *end;
 	int c, code;
 	size_t i;
@@ -194,14 +276,21 @@ int cmd_report(struct opts *o, int argc, char **argv)
 			}
 		} else if (c == 'H') {
 			html = optarg;
+		} else if (c == 'S') {
+			by_shape = true;
 		} else if (c == 'h') {
-			printf("usage: gprofctl [--json] report PATH... [--top N] [--html FILE]\n"
+			printf("usage: gprofctl [--json] report PATH... [--top N] [--html FILE] "
+			       "[--group-by-shape]\n"
 			       "What the traces say: per rank the window, GPU busy and idle time per device\n"
 			       "and stream (idle gaps by length, the longest located, those after\n"
 			       "synchronising calls), iterations, the top N kernels by GPU time (count,\n"
 			       "total, mean, median, max, share), copies and sets with bandwidth, ranges\n"
 			       "with CPU and GPU time, launch-bound stretches, data loading, CUDA API and\n"
-			       "NCCL time; across ranks the step time, GPU busy, NCCL wait; then findings\n"
+			       "NCCL time; for traces with PyTorch operators (cpu_op) the operator table\n"
+			       "of torch.profiler's key_averages (per name, or per name and input shapes\n"
+			       "with --group-by-shape: calls, CPU total and self, CUDA total and self,\n"
+			       "shares), sorted by self CUDA time; across ranks the step time, GPU busy,\n"
+			       "NCCL wait; then findings, naming operators and their modules,\n"
 			       "with their evidence and the usual fix. --html FILE writes it all as one\n"
 			       "self-contained page with charts (- for stdout). PATH is a trace file\n"
 			       "(.json or .json.gz, gprofd's or PyTorch's) or a directory of them (one per\n"
@@ -220,11 +309,12 @@ int cmd_report(struct opts *o, int argc, char **argv)
 			goto out;
 		}
 	if (in.n == 0) {
-		fprintf(stderr, "gprofctl report: no trace file (*.json, *.json.gz) there\n");
+		fprintf(stderr, "gprofctl report: no trace file (*.json, *.json.gz) or memory "
+		        "snapshot (*.pickle) there\n");
 		code = EXIT_USAGE;
 		goto out;
 	}
-	code = run(&in, o->json, html, (size_t)top);
+	code = run(&in, o->json, html, (size_t)top, by_shape);
 out:
 	for (i = 0; i < in.n; i++)
 		free(in.v[i]);

@@ -1,6 +1,11 @@
 /*
  * gprofctl status: per host, the daemon's version, uptime, registered
- * processes, traces in progress and stored.
+ * processes, traces in progress and stored; then each of its parts
+ * (components: sockets, metrics endpoint, Kineto's service, NVML, the
+ * store) with its state and why. A part that is down makes the exit status
+ * 4 (EXIT_DEGRADED) once every host answered: a daemon that runs on
+ * without Kineto or /metrics is not a healthy one (issue 26). A daemon too
+ * old to report its parts reports none, and is not counted as degraded.
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -11,10 +16,21 @@
 
 #include "ctl.h"
 
+#define PARTS_MAX 16
+
+struct part {
+	char name[32], state[32];
+	bool degraded;
+	char detail[512];
+};
+
 struct row {
 	bool ok;
-	char version[64];
-	int64_t started_us, processes, pending, stored, stored_bytes;
+	char version[64], commit[64];
+	int64_t started_us, processes, pending, stored, stored_bytes, free_bytes;
+	struct part parts[PARTS_MAX];
+	size_t nparts;
+	bool degraded;
 };
 
 static void ready(struct host *h)
@@ -28,6 +44,7 @@ static void ready(struct host *h)
 static void message(struct host *h, const struct msg *m)
 {
 	struct row *r = h->ud;
+	size_t i;
 
 	if (m->type == MSG_ERROR) {
 		host_fail(h, "%s", m->u.error.message);
@@ -42,6 +59,19 @@ static void message(struct host *h, const struct msg *m)
 	r->pending = m->u.daemon_status_reply.pending_traces;
 	r->stored = m->u.daemon_status_reply.stored_traces;
 	r->stored_bytes = m->u.daemon_status_reply.stored_bytes;
+	r->free_bytes = m->u.daemon_status_reply.store_free_bytes;
+	snprintf(r->commit, sizeof(r->commit), "%s",
+	         m->u.daemon_status_reply.commit ? m->u.daemon_status_reply.commit : "");
+	for (i = 0; i < m->u.daemon_status_reply.components.n && i < PARTS_MAX; i++) {
+		const struct msg_component *c = &m->u.daemon_status_reply.components.v[i];
+		struct part *p = &r->parts[r->nparts++];
+
+		snprintf(p->name, sizeof(p->name), "%s", c->name);
+		snprintf(p->state, sizeof(p->state), "%s", c->state);
+		snprintf(p->detail, sizeof(p->detail), "%s", c->detail ? c->detail : "");
+		p->degraded = c->degraded;
+		r->degraded |= c->degraded;
+	}
 	host_done(h);
 }
 
@@ -49,6 +79,23 @@ static void failed(struct host *h, const char *why)
 {
 	(void)h;
 	(void)why;
+}
+
+/* --json: the parts as the daemon sent them */
+static void add_parts(cJSON *h, const struct row *r)
+{
+	cJSON *arr = cJSON_AddArrayToObject(h, "components");
+	size_t i;
+
+	for (i = 0; i < r->nparts; i++) {
+		cJSON *p = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(p, "name", r->parts[i].name);
+		cJSON_AddStringToObject(p, "state", r->parts[i].state);
+		cJSON_AddBoolToObject(p, "degraded", r->parts[i].degraded);
+		cJSON_AddStringToObject(p, "detail", r->parts[i].detail);
+		cJSON_AddItemToArray(arr, p);
+	}
 }
 
 static void uptime(int64_t started_us, char *out, size_t size)
@@ -68,12 +115,52 @@ static void uptime(int64_t started_us, char *out, size_t size)
 		snprintf(out, size, "%lldd", (long long)(s / 86400));
 }
 
+/* The store's line: where, how much, and the room left. */
+static void store_detail(const struct row *r, const struct part *p, char *out, size_t size)
+{
+	char sz[32], fr[32] = "unknown";
+
+	fmt_bytes((uint64_t)r->stored_bytes, sz, sizeof(sz));
+	if (r->free_bytes >= 0)
+		fmt_bytes((uint64_t)r->free_bytes, fr, sizeof(fr));
+	snprintf(out, size, "%s: %lld trace%s, %s; %s free", p->detail, (long long)r->stored,
+	         r->stored == 1 ? "" : "s", sz, fr);
+}
+
+static void print_parts(const struct row *r)
+{
+	char line[640];
+	size_t i;
+
+	for (i = 0; i < r->nparts; i++) {
+		const struct part *p = &r->parts[i];
+
+		if (strcmp(p->name, "store") == 0 && !p->degraded)
+			store_detail(r, p, line, sizeof(line));
+		else
+			snprintf(line, sizeof(line), "%s", p->detail);
+		printf("  %-8s %-7s %s\n", p->name, p->degraded ? "DOWN" : p->state, line);
+	}
+}
+
+/* One line on stderr per degraded host, naming its parts that are down. */
+static void say_degraded(const struct host *h, const struct row *r)
+{
+	size_t i, n = 0;
+
+	fprintf(stderr, "gprofctl status: %s is degraded:", h->label);
+	for (i = 0; i < r->nparts; i++)
+		if (r->parts[i].degraded)
+			fprintf(stderr, "%s %s", n++ ? "," : "", r->parts[i].name);
+	fprintf(stderr, " down (see above)\n");
+}
+
 int cmd_status(struct opts *o, int argc, char **argv)
 {
 	static const struct client_ops ops = { ready, message, NULL, failed, NULL };
 	struct client cl;
 	struct row *rows;
-	size_t i, ok = 0;
+	size_t i, ok = 0, degraded = 0;
 	char up[32], sz[32];
 	int code;
 
@@ -82,7 +169,10 @@ int cmd_status(struct opts *o, int argc, char **argv)
 			printf("usage: gprofctl [GLOBAL OPTIONS] status\n"
 			       "Prints, per host: daemon version, uptime, registered processes,\n"
 			       "traces in progress, stored traces and their size (gprofctl traces\n"
-			       "lists them). With --json, one JSON object with a \"hosts\" array.\n");
+			       "lists them); then each part of the daemon (unix, tcp, tls, metrics,\n"
+			       "kineto, nvml, store): up, off, absent or DOWN, and why.\n"
+			       "Exits 4 when a part of a daemon that answered is down.\n"
+			       "With --json, one JSON object with a \"hosts\" array.\n");
 			return EXIT_OK;
 		}
 		fprintf(stderr, "gprofctl status: unexpected argument \"%s\"\n", argv[1]);
@@ -96,9 +186,12 @@ int cmd_status(struct opts *o, int argc, char **argv)
 	for (i = 0; i < cl.n; i++)
 		cl.hosts[i].ud = &rows[i];
 	client_run(&cl);
-	for (i = 0; i < cl.n; i++)
+	for (i = 0; i < cl.n; i++) {
 		ok += rows[i].ok;
-	code = ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
+		degraded += rows[i].ok && rows[i].degraded;
+	}
+	/* a host not answering is worse than one answering degraded */
+	code = ok == cl.n ? (degraded ? EXIT_DEGRADED : EXIT_OK) : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
 	if (o->json) {
 		cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "hosts");
 		char *text;
@@ -114,6 +207,13 @@ int cmd_status(struct opts *o, int argc, char **argv)
 				cJSON_AddNumberToObject(h, "pending_traces", (double)rows[i].pending);
 				cJSON_AddNumberToObject(h, "stored_traces", (double)rows[i].stored);
 				cJSON_AddNumberToObject(h, "stored_bytes", (double)rows[i].stored_bytes);
+				if (rows[i].commit[0])
+					cJSON_AddStringToObject(h, "commit", rows[i].commit);
+				if (rows[i].free_bytes >= 0)
+					cJSON_AddNumberToObject(h, "store_free_bytes",
+					                        (double)rows[i].free_bytes);
+				cJSON_AddBoolToObject(h, "degraded", rows[i].degraded);
+				add_parts(h, &rows[i]);
 			} else
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(arr, h);
@@ -136,7 +236,11 @@ int cmd_status(struct opts *o, int argc, char **argv)
 			printf("%-24s %-8s %-8s %9lld %7lld %lld (%s)\n", cl.hosts[i].label,
 			       rows[i].version, up, (long long)rows[i].processes,
 			       (long long)rows[i].pending, (long long)rows[i].stored, sz);
+			print_parts(&rows[i]);
 		}
+		for (i = 0; i < cl.n; i++)
+			if (rows[i].ok && rows[i].degraded)
+				say_degraded(&cl.hosts[i], &rows[i]);
 	}
 	free(rows);
 	client_deinit(&cl);

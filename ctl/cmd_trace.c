@@ -66,6 +66,8 @@ static void usage(FILE *f)
 	        "                (--iterations N | --duration-ms MS) [--start-at TIME]\n"
 	        "                [--iteration-roundup R] [--iteration-range NAME] [--activities LIST] [--process-limit N]\n"
 	        "                [--output-dir DIR] [--trace-id ID] [--timeout S]\n"
+	        "                [--record-shapes] [--profile-memory] [--with-stack] [--with-flops]\n"
+	        "                [--with-modules]\n"
 	        "Captures a trace on every matching process of every host and downloads\n"
 	        "it into DIR/<trace-id>/ (default ./traces).\n"
 	        "  --job ID               processes of this job (GPROF_JOB_ID, SLURM_JOB_ID, ...)\n"
@@ -81,8 +83,20 @@ static void usage(FILE *f)
 	        "                         overhead,memory,nvtx (default: kernel,memcpy,\n"
 	        "                         cuda_runtime,nvtx)\n"
 	        "  --process-limit N      at most N processes per host (default 1000)\n"
+	        "  --record-shapes        PyTorch operators' input shapes (\"Input Dims\")\n"
+	        "  --profile-memory       PyTorch's allocator events ([memory]) per operator\n"
+	        "  --with-stack           Python stacks of operators\n"
+	        "  --with-flops           estimated FLOPs of matrix and convolution operators\n"
+	        "  --with-modules         nn.Module scopes around operators\n"
+	        "                         (these five: as torch.profiler's arguments of the same\n"
+	        "                         names; a Kineto client gets them in its config, an agent\n"
+	        "                         records what it can and notes what it left out)\n"
 	        "  --timeout S            give up after S seconds (default 600)\n"
 	        "  --report               then print what the traces say (gprofctl report on them)\n"
+	        "  --memory-snapshot      instead of a trace, each PyTorch process records its CUDA\n"
+	        "                         caching allocator's history for the window and hands back\n"
+	        "                         the snapshot (<host>_<pid>_rank<R>.<ns>.memory.pickle, for\n"
+	        "                         gprofctl report and python -m torch.cuda._memory_viz)\n"
 	        "A process already capturing takes this trace when that one ends. Interrupting\n"
 	        "gprofctl trace cancels the trace on every host.\n"
 	        "exit status: 0 every matched process delivered; 1 some did not (the summary says\n"
@@ -587,10 +601,13 @@ static int summarize(struct client *cl)
 	}
 }
 
+/* getopt_long's flag target for the profiler options (one at a time) */
+static int opt_bit;
+
 int cmd_trace(struct opts *o, int argc, char **argv)
 {
 	enum { O_JOB = 256, O_PID, O_ITER, O_DUR, O_START, O_ROUND, O_ACT, O_LIMIT, O_OUT, O_TIMEOUT,
-	       O_ID, O_RANGE, O_REPORT };
+	       O_ID, O_RANGE, O_REPORT, O_OPT, O_MEMSNAP };
 	static const struct option topts[] = {
 		{ "job", required_argument, NULL, O_JOB },
 		{ "pid", required_argument, NULL, O_PID },
@@ -604,7 +621,14 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 		{ "output-dir", required_argument, NULL, O_OUT },
 		{ "trace-id", required_argument, NULL, O_ID },
 		{ "report", no_argument, NULL, O_REPORT },
+		{ "memory-snapshot", no_argument, NULL, O_MEMSNAP },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		/* the profiler options: flag points at the bit (MSG_OPT_*) */
+		{ "record-shapes", no_argument, &opt_bit, MSG_OPT_RECORD_SHAPES },
+		{ "profile-memory", no_argument, &opt_bit, MSG_OPT_PROFILE_MEMORY },
+		{ "with-stack", no_argument, &opt_bit, MSG_OPT_WITH_STACK },
+		{ "with-flops", no_argument, &opt_bit, MSG_OPT_WITH_FLOPS },
+		{ "with-modules", no_argument, &opt_bit, MSG_OPT_WITH_MODULES },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -627,6 +651,9 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 	T.outdir = "traces";
 	while ((c = getopt_long(argc, argv, "h", topts, NULL)) != -1) {
 		switch (c) {
+		case 0: /* a profiler option: getopt stored its bit */
+			T.req.win.options |= opt_bit;
+			break;
 		case O_JOB:
 			T.req.job_id = optarg;
 			break;
@@ -675,6 +702,9 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 			break;
 		case O_REPORT:
 			report = true;
+			break;
+		case O_MEMSNAP:
+			T.req.win.memory_snapshot = true;
 			break;
 		case O_ID:
 			snprintf(T.trace_id, sizeof(T.trace_id), "%s", optarg);

@@ -35,6 +35,7 @@ enum {
 	EXIT_FAILED = 1,    /* some process or host failed */
 	EXIT_NOMATCH = 2,   /* nothing matched on any host */
 	EXIT_USAGE = 3,     /* usage error, or no host reachable */
+	EXIT_DEGRADED = 4,  /* status: every host answered, but a part of one is down */
 };
 
 struct opts {

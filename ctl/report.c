@@ -13,16 +13,24 @@
 
 #include "jscan.h"
 #include "report.h"
+#include "report_mem.h"
 
 #define DEPTH_MAX 64
 
 enum key { K_OTHER, K_EVENTS, K_DIST, K_RANK, K_WORLD, K_NAME, K_CAT, K_PH, K_PID, K_TID,
-           K_TS, K_DUR, K_ARGS, K_BYTES };
+           K_TS, K_DUR, K_ARGS, K_BYTES, K_CORR, K_SEQ, K_FWD, K_DIMS,
+           /* a [memory] event's args (Kineto's profile_memory): last, as k >= K_M_ADDR */
+           K_M_ADDR, K_M_BYTES, K_M_TOTAL, K_M_RESERVED, K_M_DEVTYPE, K_M_DEVID };
 
 struct ev {
 	char name[512], cat[32], ph[4];
 	int64_t pid, tid;
 	double ts, dur, bytes;
+	int64_t corr, seq, fwd;    /* args: correlation, Sequence number, Fwd thread id */
+	char shape[1024];          /* args "Input Dims" as text: [[128, 1024], []] */
+	size_t shape_len;
+	bool shape_cut;
+	double m[6];               /* [memory] args, by K_M_* - K_M_ADDR */
 };
 
 struct parse {
@@ -30,6 +38,8 @@ struct parse {
 	int depth, events_depth;   /* events_depth: the traceEvents array's depth */
 	enum key key[DEPTH_MAX + 1];
 	struct ev e;
+	int dims_depth;            /* the depth of the Input Dims array; 0 outside */
+	bool dims_sep;             /* the next dims element needs ", " first */
 	bool oom;
 };
 
@@ -193,6 +203,84 @@ static enum cat cat_of(const char *c)
 	return C_OTHER;
 }
 
+/* What the operator table keeps of an event (report_ops.c). */
+static bool fold_ops(struct rstats *st, const struct ev *e, enum cat c)
+{
+	struct rop_event o = { e->name, e->cat, e->shape_len ? e->shape : NULL, e->pid, e->tid,
+	                       e->corr, e->seq, e->fwd, e->ts, e->dur };
+
+	if (c == C_KERNEL || c == C_COPY)
+		return report_ops_gpu(st, e->corr, e->dur);
+	if (c == C_RUNTIME || c == C_ANNOTATION || strcmp(e->cat, "cpu_op") == 0 ||
+	    strcmp(e->cat, "python_function") == 0)
+		return report_ops_fold(st, &o);
+	return true;
+}
+
+/* ---- memory: [memory] events and the operators around them (report_mem.c) ---- */
+
+static bool mem_get(struct rstats *st)
+{
+	if (st->mem == NULL && (st->mem = calloc(1, sizeof(*st->mem))) != NULL)
+		st->mem->rank = -1;
+	return st->mem != NULL;
+}
+
+/* A GPU allocation or free (Device Type 1: CUDA; the CPU's are left out). */
+static bool mem_event(struct rstats *st, const struct ev *e)
+{
+	struct mevent m = { .ts = e->ts, .tid = e->tid };
+
+	if (e->m[K_M_DEVTYPE - K_M_ADDR] != 1)
+		return true;
+	m.dev = (int64_t)e->m[K_M_DEVID - K_M_ADDR];
+	m.addr = (int64_t)e->m[0];
+	m.bytes = (int64_t)e->m[K_M_BYTES - K_M_ADDR];
+	m.total_alloc = (int64_t)e->m[K_M_TOTAL - K_M_ADDR];
+	m.total_res = (int64_t)e->m[K_M_RESERVED - K_M_ADDR];
+	return mem_get(st) && mreport_event(st->mem, &m);
+}
+
+static bool mem_op(struct rstats *st, const struct ev *e)
+{
+	return mem_get(st) && mreport_op(st->mem, e->ts, e->dur, e->tid, e->name);
+}
+
+static int span_by_start(const void *a, const void *b)
+{
+	const double *x = a, *y = b;
+
+	return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* After the pass: the memory figures, per iteration by ProfilerStep#. A
+ * trace with operators but no [memory] event has none. */
+static void mem_finish(struct rstats *st)
+{
+	double *steps;
+	size_t i;
+
+	if (st->mem == NULL)
+		return;
+	if (st->mem->nev == 0) {
+		mreport_free(st->mem);
+		free(st->mem);
+		st->mem = NULL;
+		return;
+	}
+	snprintf(st->mem->path, sizeof(st->mem->path), "%s", st->path);
+	st->mem->rank = st->rank;
+	steps = calloc(st->step_spans.n + 1, 2 * sizeof(double));
+	for (i = 0; steps != NULL && i < st->step_spans.n; i++) {
+		steps[2 * i] = st->step_spans.v[i].a;
+		steps[2 * i + 1] = st->step_spans.v[i].b;
+	}
+	if (steps != NULL)
+		qsort(steps, st->step_spans.n, 2 * sizeof(double), span_by_start);
+	mreport_finish_trace(st->mem, steps, steps ? st->step_spans.n : 0);
+	free(steps);
+}
+
 /* One complete event: folded into the file's figures. */
 static bool fold(struct rstats *st, const struct ev *e)
 {
@@ -200,12 +288,18 @@ static bool fold(struct rstats *st, const struct ev *e)
 	struct gpu *g, *s;
 
 	st->events++;
+	if (e->ph[0] == 'i' && strcmp(e->name, "[memory]") == 0)
+		return mem_event(st, e);
 	if (strcmp(e->ph, "X") != 0 || e->dur < 0)
 		return true;
+	if (c == C_OTHER && strcmp(e->cat, "cpu_op") == 0 && !mem_op(st, e))
+		return false;
 	if (e->ts < st->t0)
 		st->t0 = e->ts;
 	if (e->ts + e->dur > st->t1)
 		st->t1 = e->ts + e->dur;
+	if (!fold_ops(st, e, c))
+		return false;
 	if (c == C_KERNEL || c == C_COPY) {
 		st->gpu_events++;
 		if ((g = gpu_get(st, e->pid, -1)) == NULL || !ivals_add(&g->iv, e->ts, e->ts + e->dur) ||
@@ -268,11 +362,17 @@ static enum key key_of(const char *k, size_t n)
 	case 2: return IS("ph") ? K_PH : IS("ts") ? K_TS : K_OTHER;
 	case 3: return IS("cat") ? K_CAT : IS("pid") ? K_PID : IS("tid") ? K_TID :
 	               IS("dur") ? K_DUR : K_OTHER;
-	case 4: return IS("name") ? K_NAME : IS("args") ? K_ARGS : IS("rank") ? K_RANK : K_OTHER;
-	case 5: return IS("bytes") ? K_BYTES : K_OTHER;
-	case 10: return IS("world_size") ? K_WORLD : K_OTHER;
-	case 11: return IS("traceEvents") ? K_EVENTS : K_OTHER;
-	case 15: return IS("distributedInfo") ? K_DIST : K_OTHER;
+	case 4: return IS("name") ? K_NAME : IS("args") ? K_ARGS : IS("rank") ? K_RANK :
+	               IS("Addr") ? K_M_ADDR : K_OTHER;
+	case 5: return IS("bytes") ? K_BYTES : IS("Bytes") ? K_M_BYTES : K_OTHER;
+	case 9: return IS("Device Id") ? K_M_DEVID : K_OTHER;
+	case 10: return IS("world_size") ? K_WORLD : IS("Input Dims") ? K_DIMS : K_OTHER;
+	case 11: return IS("traceEvents") ? K_EVENTS : IS("correlation") ? K_CORR :
+	                IS("Device Type") ? K_M_DEVTYPE : K_OTHER;
+	case 13: return IS("Fwd thread id") ? K_FWD : K_OTHER;
+	case 14: return IS("Total Reserved") ? K_M_RESERVED : K_OTHER;
+	case 15: return IS("distributedInfo") ? K_DIST : IS("Sequence number") ? K_SEQ :
+	                IS("Total Allocated") ? K_M_TOTAL : K_OTHER;
 	default: return K_OTHER;
 	}
 #undef IS
@@ -287,6 +387,34 @@ static bool in_args(const struct parse *p)
 {
 	return p->events_depth > 0 && p->depth == p->events_depth + 2 &&
 	       p->key[p->events_depth + 1] == K_ARGS;
+}
+
+/* Inside an event's args "Input Dims" array (at any depth). */
+static bool in_dims(const struct parse *p)
+{
+	return p->dims_depth > 0 && p->depth >= p->dims_depth;
+}
+
+/* Appends text to the shape being read (element: a number or an opening
+ * bracket, after ", " when one came before it); what does not fit is cut,
+ * once, to "...". */
+static void dims_put(struct parse *p, const char *s, size_t n, bool element)
+{
+	struct ev *e = &p->e;
+
+	if (element && p->dims_sep)
+		dims_put(p, ", ", 2, false);
+	if (e->shape_cut)
+		return;
+	if (e->shape_len + n + 4 > sizeof(e->shape)) {
+		memcpy(e->shape + e->shape_len, "...", 4);
+		e->shape_len += 3;
+		e->shape_cut = true;
+		return;
+	}
+	memcpy(e->shape + e->shape_len, s, n);
+	e->shape_len += n;
+	e->shape[e->shape_len] = '\0';
 }
 
 static bool in_dist(const struct parse *p)
@@ -319,6 +447,15 @@ static int on_number(struct parse *p, double v)
 		}
 	} else if (in_args(p) && p->key[p->depth] == K_BYTES) {
 		p->e.bytes = f;
+	} else if (in_args(p) && p->key[p->depth] == K_CORR) {
+		p->e.corr = as_int(v);
+	} else if (in_args(p) && p->key[p->depth] == K_SEQ) {
+		p->e.seq = as_int(v);
+	} else if (in_args(p) && p->key[p->depth] == K_FWD) {
+		p->e.fwd = as_int(v);
+	} else if (in_args(p) && p->key[p->depth] >= K_M_ADDR) {
+		/* sizes and addresses: whole numbers, exact up to 2^53 */
+		p->e.m[p->key[p->depth] - K_M_ADDR] = isfinite(v) ? v : 0;
 	} else if (in_dist(p)) {
 		if (p->key[2] == K_RANK)
 			p->st->rank = as_int(v);
@@ -341,9 +478,17 @@ static int cb_number(void *ctx, const char *s, size_t n)
 
 	enum key k = p->depth <= DEPTH_MAX ? p->key[p->depth] : K_OTHER;
 
-	/* only these numbers are read: the rest (correlation ids, grids...) skipped */
+	/* the dimensions of an operator's inputs, as their text */
+	if (in_dims(p)) {
+		dims_put(p, s, n, true);
+		p->dims_sep = true;
+		return 1;
+	}
+	/* only these numbers are read: the rest (grids, External ids...) skipped */
 	if (!(in_event(p) && (k == K_PID || k == K_TID || k == K_TS || k == K_DUR)) &&
-	    !(in_args(p) && k == K_BYTES) && !(in_dist(p) && (k == K_RANK || k == K_WORLD)))
+	    !(in_args(p) && (k == K_BYTES || k == K_CORR || k == K_SEQ || k == K_FWD ||
+	                     k >= K_M_ADDR)) &&
+	    !(in_dist(p) && (k == K_RANK || k == K_WORLD)))
 		return 1;
 	if (n > 0 && s[0] == '-') {
 		neg = true;
@@ -410,9 +555,24 @@ static int open_level(struct parse *p, bool array)
 		p->events_depth = 2;
 	if (!array && in_event(p)) {
 		/* field by field: the name's 512 bytes need only their first */
-		p->e.name[0] = p->e.cat[0] = p->e.ph[0] = '\0';
+		p->e.name[0] = p->e.cat[0] = p->e.ph[0] = p->e.shape[0] = '\0';
 		p->e.ts = p->e.dur = p->e.bytes = 0;
-		p->e.pid = p->e.tid = -1;
+		memset(p->e.m, 0, sizeof(p->e.m));
+		p->e.pid = p->e.tid = p->e.corr = p->e.seq = p->e.fwd = -1;
+		p->e.shape_len = 0;
+		p->e.shape_cut = false;
+		p->dims_depth = 0;
+	}
+	if (array && in_dims(p)) {
+		dims_put(p, "[", 1, true);
+		p->dims_sep = false;
+	} else if (array && p->events_depth > 0 && p->depth == p->events_depth + 3 &&
+	           p->key[p->events_depth + 1] == K_ARGS && p->key[p->events_depth + 2] == K_DIMS) {
+		p->dims_depth = p->depth;
+		p->e.shape_len = 0;
+		p->e.shape_cut = false;
+		p->dims_sep = false;
+		dims_put(p, "[", 1, false);
 	}
 	return 1;
 }
@@ -445,6 +605,12 @@ static int cb_end_array(void *ctx)
 
 	if (p->depth == p->events_depth)
 		p->events_depth = 0;
+	if (in_dims(p)) {
+		dims_put(p, "]", 1, false);
+		p->dims_sep = true;
+		if (p->depth == p->dims_depth)
+			p->dims_depth = 0;
+	}
 	p->depth--;
 	return 1;
 }
@@ -544,6 +710,7 @@ int report_read_mem(const char *name, const char *text, size_t len, struct rstat
 	else
 		scan_end(st, j, &p, jscan_feed(j, text, len), len);
 	jscan_free(j);
+	mem_finish(st);
 	if (!report_finish(st) && !st->error[0])
 		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
 	return st->error[0] ? -1 : 0;
@@ -620,6 +787,7 @@ out:
 	for (i = 0; i < NBUF; i++)
 		free(f.buf[i]);
 	gzclose(f.gz);
+	mem_finish(st);
 	if (!report_finish(st) && !st->error[0])
 		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
 	return st->error[0] ? -1 : 0;
@@ -646,6 +814,7 @@ void report_free(struct rstats *st)
 	kmap_free(&st->ranges);
 	kmap_free(&st->granges);
 	kmap_free(&st->syncs);
+	report_ops_free(st);
 	free(st->cpu_spans.v);
 	free(st->gpu_spans.v);
 	free(st->sync_spans.v);
@@ -657,6 +826,9 @@ void report_free(struct rstats *st)
 	}
 	free(st->gpus);
 	free(st->steps.v);
+	if (st->mem != NULL)
+		mreport_free(st->mem);
+	free(st->mem);
 	memset(st, 0, sizeof(*st));
 }
 

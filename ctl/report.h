@@ -32,6 +32,7 @@
 
 #include <cjson/cJSON.h>
 
+struct mreport;
 struct ivals { double *v; size_t n, cap; };            /* start, end pairs (us) */
 struct durs { float *v; size_t n, cap; };
 
@@ -71,6 +72,8 @@ struct gpu {                   /* one device, or one stream of it */
 	float bins[REPORT_BINS];   /* busy share of each slice of the window (devices only) */
 };
 
+struct rops;                   /* the operators (report_ops.c) */
+
 struct rstats {
 	char path[1024];
 	int64_t rank, world;       /* from distributedInfo; -1 unknown */
@@ -93,6 +96,9 @@ struct rstats {
 	uint64_t short_kernels;    /* shorter than 10 us */
 	bool truncated;
 	char error[300];           /* set when the file could not be read whole */
+	struct rops *ops;          /* PyTorch operators, kernels by launch (report_ops.c) */
+	bool ops_by_shape;         /* the operator table per input shape (set by the caller) */
+	struct mreport *mem;       /* its [memory] events, when it has some (report_mem.c) */
 };
 
 /* Reads path into st (zeroed here). 0; or -1 with st->error saying what
@@ -137,5 +143,29 @@ void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first
                   size_t n);
 /* "N operations in X ms at +T ms, GPU busy B%, in 'range', ProfilerStep#I" */
 void report_stretch_text(const struct rstats *st, const struct stretch *x, char *out, size_t n);
+
+/* The operator table (report_ops.c). One event as it needs it (shape:
+ * "Input Dims" as text, NULL when absent; corr, seq, fwd_tid -1 when
+ * absent): operators, module scopes and CUDA API calls go to _fold, GPU
+ * records to _gpu (false: out of memory); _finish after the pass; the
+ * outputs write nothing for a trace without cpu_op events. */
+struct rop_event {
+	const char *name, *cat, *shape;
+	int64_t pid, tid, corr, seq, fwd_tid;
+	double ts, dur;
+};
+bool report_ops_fold(struct rstats *st, const struct rop_event *e);
+bool report_ops_gpu(struct rstats *st, int64_t corr, double dur);
+bool report_ops_finish(struct rstats *st);
+void report_ops_free(struct rstats *st);
+void report_ops_print(FILE *f, const struct rstats *st, size_t top);
+void report_ops_json(cJSON *r, const struct rstats *st, size_t top);
+void report_ops_html(FILE *f, const struct rstats *st, size_t top);
+/* Adds the operators (in their module) with a tenth of the GPU time or
+ * more to out[k..max), each text starting with who; the new k. */
+size_t report_ops_findings(const struct rstats *st, const char *who, struct finding *out,
+                           size_t k, size_t max);
+/* s escaped for HTML text (report_html.c). */
+void report_html_esc(FILE *f, const char *s);
 
 #endif

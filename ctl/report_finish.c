@@ -339,7 +339,7 @@ bool report_finish(struct rstats *st)
 		st->copies.v[i].median = median_of(&st->copies.v[i].d);
 	if (st->steps.n > 0) /* qsort's base may not be NULL, even for nothing */
 		qsort(st->steps.v, st->steps.n, sizeof(float), cmp_float);
-	return true;
+	return report_ops_finish(st);
 }
 
 /* The innermost span of sp holding t (on dev, or any when dev < 0). */

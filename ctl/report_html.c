@@ -27,6 +27,11 @@ static void esc(FILE *f, const char *s)
 		}
 }
 
+void report_html_esc(FILE *f, const char *s)
+{
+	esc(f, s);
+}
+
 /* s escaped, or its first max bytes and "..." where a chart has little
  * room (max 0: whole). */
 static void esc_cut(FILE *f, const char *s, size_t max)
@@ -257,6 +262,7 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 		fprintf(f, "</ul>\n");
 	}
 	kernel_bars(f, s, top);
+	report_ops_html(f, s, top);
 	if (s->kernels.n) {
 		fprintf(f, "<h3>Kernels</h3>\n");
 		kstat_table(f, &s->kernels, top, s->kernel_total, false);

@@ -128,7 +128,7 @@ static int by_weight(const void *a, const void *b)
 		k++; \
 	} while (0)
 
-/* One rank's findings into out[k...]; the new k. At most 5 per rank. */
+/* One rank's findings into out[k...]; the new k. At most 7 per rank. */
 static size_t rank_findings(const struct rstats *s, bool several, struct finding *out, size_t k)
 {
 	const struct gpu *g = report_busiest(s);
@@ -185,6 +185,7 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 			    (double)s->copies.v[j].bytes / s->copies.v[j].total / 1000 : 0);
 			break;
 		}
+	k = report_ops_findings(s, who, out, k, k + 2);
 	if (g && w > 0 && (g->idle_after_sync > 0.05 * w || s->sync_total > 0.1 * w))
 		ADD((g->idle_after_sync + s->sync_total) / w, "%ssynchronisation: the GPU sits idle "
 		    "%.2f ms (%.0f%% of the window) in %u gaps that open when a synchronising call "
@@ -201,7 +202,7 @@ size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, 
 {
 	size_t k = 0, i;
 
-	for (i = 0; i < n && k + 5 < max; i++)
+	for (i = 0; i < n && k + 7 < max; i++)
 		k = rank_findings(st[i], n > 1, out, k);
 	/* across files only when they are ranks of one job: two unrelated
 	 * traces are not a straggler of each other */
@@ -347,6 +348,7 @@ static void print_one(FILE *f, const struct rstats *s, size_t top)
 	        s->sync_total / 1000, s->kernel_total / 1000, s->nccl / 1000,
 	        s->kernel_total > 0 ? 100 * s->nccl / s->kernel_total : 0);
 	print_where(f, s, report_busiest(s));
+	report_ops_print(f, s, top);
 	if (s->kernels.n) {
 		fprintf(f, "top kernels by GPU time:\n");
 		print_top(f, &s->kernels, top, s->kernel_total, false);
@@ -512,6 +514,7 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 		cJSON_AddStringToObject(o, "where", where);
 		cJSON_AddItemToArray(a, o);
 	}
+	report_ops_json(r, s, top);
 	cJSON_AddItemToObject(r, "top_kernels", top_json(&s->kernels, top, s->kernel_total));
 	cJSON_AddItemToObject(r, "copies", top_json(&s->copies, top, 0));
 	cJSON_AddItemToObject(r, "syncs", top_json(&s->syncs, top, 0));

@@ -4,6 +4,9 @@
  * in hello_reply; the client proves it holds the shared token by sending
  * HMAC-SHA256(token, nonce). The token never crosses the network, and a
  * recorded proof is useless for any other connection.
+ *
+ * Floor: a leaf (no daemon header). Owns nothing. Called by hsession.c (the nonce in
+ * hello_reply, the proof in auth).
  */
 #ifndef GPROFD_AUTH_H
 #define GPROFD_AUTH_H

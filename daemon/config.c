@@ -107,6 +107,9 @@ static const struct opt opts[] = {
 	  "the root under which proc/ is read (tests use fixture trees)" },
 	{ "sampling.nvml_library", OPT_STR, S(nvml_library), 0, 0,
 	  "the NVML library to load (none found: GPU metrics off)" },
+	{ "sampling.gpu_required", OPT_BOOL, U(gpu_required), 0, 1,
+	  "GPU metrics are required here: no NVML is a fault (the nvml component down, "
+	  "gprofctl status exits 4), not a host without GPUs" },
 	{ "export.jsonl", OPT_STR, S(jsonl), 0, 0,
 	  "write each sample as a JSON line to this file, or - for stdout; empty: off" },
 	{ "export.jsonl_max_bytes", OPT_SIZE, U(jsonl_max_bytes), 4 * KiB, 1 * TiB,

@@ -11,6 +11,11 @@
  *
  * struct config holds no pointers, so a config is copied by assignment
  * and a reload is "parse into a new struct, then swap".
+ *
+ * Floor: a leaf. Owns struct config, which main.c embeds in the daemon
+ * (d->cfg). Called by main.c (load, reload, --check-config, --dump-config);
+ * every other module only reads d->cfg, and conn.c reads it through the
+ * pointer it was given at conn_init.
  */
 #ifndef GPROFD_CONFIG_H
 #define GPROFD_CONFIG_H
@@ -60,6 +65,7 @@ struct config {
 	uint64_t history_s;               /* samples kept for metrics_query */
 	char proc_root[PATH_MAX];         /* where /proc is read ("/" normally) */
 	char nvml_library[256];           /* NVML to dlopen */
+	uint64_t gpu_required;            /* bool: no NVML is a fault (component.c) */
 	char jsonl[PATH_MAX];             /* JSON lines: "" off, "-" stdout, or a file */
 	uint64_t jsonl_max_bytes;         /* rotate the file past this */
 	char tls_listen[CONFIG_ADDR_MAX]; /* the TLS listener, "HOST:PORT" or "off" */

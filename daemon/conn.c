@@ -1,5 +1,7 @@
 /*
- * conn: see conn.h.
+ * conn: see conn.h. Called by its owner (bus.c, handlers through their
+ * session, and the engines that send to a conn they were given: trace.c
+ * to agents and followers, download.c, upload.c, metrics.c) and by libuv.
  *
  * Memory per connection is bounded by construction: the bytes a reply
  * costs (its buffer's capacity plus its write request) are counted in
@@ -16,17 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
 #include "conn.h"
-#include "download.h"
-#include "dyno.h"
-#include "dynorpc.h"
-#include "handler.h"
 #include "log.h"
-#include "registry.h"
 #include "tlsio.h"
-#include "trace.h"
-#include "upload.h"
 
 struct wreq {
 	uv_write_t req;
@@ -68,38 +62,24 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = sizeof(read_buf);
 }
 
+/* libuv has called back every write: the owner may free c now. */
 static void on_closed(uv_handle_t *h)
 {
 	struct conn *c = h->data;
 
 	frame_decoder_deinit(&c->dec);
 	tlsio_free(c->tls);
-	free(c);
+	c->tls = NULL;
+	c->ops->closed(c);
 }
 
 void conn_close(struct conn *c, const char *why)
 {
-	struct daemon *d = c->d;
-
 	if (c->closing)
 		return;
 	c->closing = true;
 	log_debug("connection %s closed: %s", c->peer.desc, why);
-	if (c->proc != NULL) {
-		log_info("unregistered pid %d: %s", (int)c->proc->pid, why);
-		registry_remove(d, c->proc);
-		c->proc = NULL;
-	}
-	upload_conn_gone(c);
-	download_conn_gone(c);
-	trace_conn_gone(d, c);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		d->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	d->nconns--;
+	c->ops->gone(c, why);
 	uv_close(&c->u.h, on_closed);
 }
 
@@ -119,17 +99,11 @@ void conn_finish(struct conn *c, const char *why)
 			return;
 	}
 	c->finishing = true;
-	c->finish_ms = uv_now(c->d->loop);
+	c->finish_ms = uv_now(c->u.h.loop);
 	reading_update(c);
 	log_debug("connection %s finishing: %s", c->peer.desc, why);
 	if (c->queued == 0)
 		conn_close(c, why);
-}
-
-void conn_close_all(struct daemon *d)
-{
-	while (d->conns != NULL)
-		conn_close(d->conns, "daemon stopping");
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -140,7 +114,7 @@ static void on_written(uv_write_t *req, int status)
 	c->queued -= w->cost;
 	free(w->buf.base);
 	free(w);
-	c->active_ms = uv_now(c->d->loop);
+	c->active_ms = uv_now(c->u.h.loop);
 	if (status < 0) {
 		conn_close(c, uv_strerror(status));
 		return;
@@ -153,8 +127,8 @@ static void on_written(uv_write_t *req, int status)
 		c->backlogged = false;
 		reading_update(c);
 	}
-	if (!c->closing && c->download != NULL)
-		download_pump(c);
+	if (!c->closing)
+		c->ops->writable(c);
 }
 
 /* Queues the bytes of b as they are (ciphertext on a TLS connection). */
@@ -170,8 +144,8 @@ static int send_raw(struct conn *c, struct pbuf *b)
 	}
 	/* what the reply holds until written, not only what it says */
 	cost = b->cap + sizeof(*w);
-	if (c->queued + cost > c->d->cfg.max_write_queue_bytes) {
-		c->d->cnt.write_queue_drops++;
+	if (c->queued + cost > c->cfg->max_write_queue_bytes) {
+		c->cnt->write_queue_drops++;
 		log_warn("%s: %zu bytes queued and not read; disconnecting (limits.write_queue_bytes)",
 		         c->peer.desc, c->queued + cost);
 		pbuf_deinit(b);
@@ -199,7 +173,7 @@ static int send_raw(struct conn *c, struct pbuf *b)
 		conn_close(c, uv_strerror(r));
 		return r;
 	}
-	if (!c->backlogged && c->queued > CONN_BACKLOG_BYTES && c->download == NULL) {
+	if (!c->backlogged && c->queued > CONN_BACKLOG_BYTES && !c->streaming) {
 		/* said once, and only when the kernel holds no more of it either */
 		if (!c->told_backlog && uv_stream_get_write_queue_size(&c->u.s) > 0)
 			log_info("%s: %zu bytes of replies not read; its requests are not read until "
@@ -272,30 +246,10 @@ void conn_send_error(struct conn *c, uint64_t id, enum msg_errcode code, const c
 static int on_frame(void *ud, const struct frame *f)
 {
 	struct conn *c = ud;
-	struct perr err;
-	struct msg m;
-	int r;
 
-	c->d->cnt.frames_in++;
-	c->active_ms = uv_now(c->d->loop);
-	if (f->kind == FRAME_CHUNK)
-		return upload_chunk(c, f);
-	if (c->role == CONN_ROLE_DYNO || dyno_is_request((const char *)f->data, f->len)) {
-		dynorpc_handle(c, (const char *)f->data, f->len);
-		return c->closing || c->finishing ? -EPIPE : 0;
-	}
-	r = msg_decode(&m, (const char *)f->data, f->len, &err);
-	if (r < 0) {
-		c->d->cnt.bad_messages++;
-		log_debug("%s: bad message: %s", c->peer.desc, err.msg);
-		conn_send_error(c, m.id, r == -EPROTONOSUPPORT ? MSG_E_UNSUPPORTED :
-		                MSG_E_BAD_REQUEST, "%s", err.msg);
-		msg_deinit(&m);
-		return c->closing || c->finishing ? -EPIPE : 0;
-	}
-	handler_dispatch(c, &m);
-	msg_deinit(&m);
-	return c->closing || c->finishing ? -EPIPE : 0;
+	c->cnt->frames_in++;
+	c->active_ms = uv_now(c->u.h.loop);
+	return c->ops->frame(c, f);
 }
 
 /* Plaintext from the peer, straight from the socket or out of TLS. */
@@ -309,9 +263,9 @@ static int on_plain(void *ud, const char *data, size_t n)
 	if (!frame_decoder_partial(&c->dec))
 		c->frame_ms = 0;
 	else if (c->frame_ms == 0)
-		c->frame_ms = uv_now(c->d->loop);
+		c->frame_ms = uv_now(c->u.h.loop);
 	if (r < 0 && !c->closing && !c->finishing) {
-		c->d->cnt.bad_frames++;
+		c->cnt->bad_frames++;
 		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
 		conn_send_error(c, 0, r == -EMSGSIZE ? MSG_E_LIMIT : MSG_E_BAD_REQUEST,
 		                "%s; closing the connection", err.msg);
@@ -341,7 +295,7 @@ static void on_cipher(struct conn *c, const char *data, size_t n)
 	if (r == 1) {
 		conn_close(c, "peer closed");
 	} else if (r < 0 && r != -EPIPE && !c->closing && !c->finishing) {
-		c->d->cnt.tls_failures++;
+		c->cnt->tls_failures++;
 		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
 		tlsio_free(c->tls); /* nothing more goes out encrypted */
 		c->tls = NULL;
@@ -372,11 +326,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	 * byte 5) as the first bytes on the plain port: say where TLS is served,
 	 * instead of waiting for a frame that never comes. No JSON frame has a
 	 * control character at byte 5, so no request is mistaken for one. */
-	if (c->tcp && c->role == CONN_ROLE_NONE && !frame_decoder_partial(&c->dec) &&
+	if (c->tcp && !c->greeted && !frame_decoder_partial(&c->dec) &&
 	    nread >= 6 && buf->base[0] == 22 && buf->base[1] == 3 && buf->base[5] == 1) {
-		c->d->cnt.tls_failures++;
+		c->cnt->tls_failures++;
 		log_info("%s: a TLS handshake on the plain tcp port (TLS is served on tls.listen%s); "
-		         "closing", c->peer.desc, c->d->tls_open ? "" : ", which is off");
+		         "closing", c->peer.desc, c->tls_served ? "" : ", which is off");
 		/* the client reads this as "not TLS", and says so */
 		conn_send_error(c, 0, MSG_E_BAD_REQUEST, "this is gprofd's plain tcp port; TLS is "
 		                "served on tls.listen");
@@ -399,201 +353,118 @@ void conn_resume(struct conn *c)
 	if (c->paused && !c->closing && !c->finishing) {
 		c->paused = false;
 		if (c->frame_ms)
-			c->frame_ms = uv_now(c->d->loop); /* the pause was ours */
+			c->frame_ms = uv_now(c->u.h.loop); /* the pause was ours */
 		reading_update(c);
 	}
 }
 
-/* Does c wait for something the daemon will send by itself: a trace it
- * follows, a download, an upload in progress? Such a connection is busy,
- * not idle, however long it stays silent. */
-static bool conn_waits(struct conn *c)
+void conn_greeted(struct conn *c)
 {
-	const struct trace *t;
-	const struct follower *f;
-
-	if (c->download != NULL || c->uploads != NULL || c->proc != NULL)
-		return true;
-	for (t = c->d->traces; t != NULL; t = t->next)
-		for (f = t->followers; f != NULL; f = f->next)
-			if (f->c == c)
-				return true;
-	return false;
+	c->greeted = true;
 }
 
-void conn_deadlines(struct daemon *d)
+void conn_streaming(struct conn *c, bool on)
 {
-	uint64_t now = uv_now(d->loop);
-	struct conn *c, *next;
+	c->streaming = on;
+}
 
-	for (c = d->conns; c != NULL; c = next) {
-		next = c->next;
-		if (c->closing)
-			continue;
-		if (c->finishing) {
-			/* its last replies (the reason it is closed) wait for it to
-			 * read them; a client that never does is cut, or it would
-			 * hold its slot and its replies for ever */
-			if (now - c->finish_ms >= d->cfg.frame_timeout_s * 1000) {
-				d->cnt.conns_timed_out++;
-				log_info("%s: its last %zu bytes not read within %llu s "
-				         "(limits.frame_timeout); cut", c->peer.desc, c->queued,
-				         (unsigned long long)d->cfg.frame_timeout_s);
-				conn_close(c, "last replies not read in time");
-			}
-			continue;
+void *conn_steal_frame(struct conn *c)
+{
+	return frame_decoder_steal(&c->dec);
+}
+
+int conn_fileno(const struct conn *c)
+{
+	uv_os_fd_t fd;
+
+	return uv_fileno(&c->u.h, &fd) == 0 ? fd : -1;
+}
+
+void conn_deadline(struct conn *c, uint64_t now)
+{
+	uint64_t limit = c->cfg->frame_timeout_s * 1000;
+
+	if (c->closing)
+		return;
+	if (c->finishing) {
+		/* its last replies (the reason it is closed) wait for it to read
+		 * them; a client that never does is cut, or it would hold its
+		 * slot and its replies for ever */
+		if (now - c->finish_ms >= limit) {
+			c->cnt->conns_timed_out++;
+			log_info("%s: its last %zu bytes not read within %llu s "
+			         "(limits.frame_timeout); cut", c->peer.desc, c->queued,
+			         (unsigned long long)c->cfg->frame_timeout_s);
+			conn_close(c, "last replies not read in time");
 		}
-		if (c->role == CONN_ROLE_NONE && now - c->since_ms >= d->cfg.hello_timeout_s * 1000) {
-			d->cnt.conns_timed_out++;
-			log_info("%s: no hello within %llu s (limits.hello_timeout); closing", c->peer.desc,
-			         (unsigned long long)d->cfg.hello_timeout_s);
-			conn_send_error(c, 0, MSG_E_BAD_REQUEST, "no hello within %llu s "
-			                "(limits.hello_timeout); closing the connection",
-			                (unsigned long long)d->cfg.hello_timeout_s);
-			conn_finish(c, "no hello in time");
-		} else if (c->role != CONN_ROLE_NONE && c->role != MSG_ROLE_AGENT &&
-		           now - c->active_ms >= d->cfg.idle_timeout_s * 1000 && !conn_waits(c)) {
-			/* a client (ctl, dyno) that asks nothing and waits for nothing:
-			 * registered agents idle by design and are never closed for it */
-			d->cnt.conns_timed_out++;
-			log_info("%s: idle for %llu s (limits.idle_timeout); closing", c->peer.desc,
-			         (unsigned long long)((now - c->active_ms) / 1000));
-			conn_send_error(c, 0, MSG_E_LIMIT, "idle for %llu s (limits.idle_timeout); "
-			                "closing the connection",
-			                (unsigned long long)d->cfg.idle_timeout_s);
-			conn_finish(c, "idle");
-		} else if (c->frame_ms && !c->paused && !c->backlogged &&
-		           now - c->frame_ms >= d->cfg.frame_timeout_s * 1000) {
-			d->cnt.conns_timed_out++;
-			log_info("%s: a frame begun %llu s ago is still incomplete "
-			         "(limits.frame_timeout); closing", c->peer.desc,
-			         (unsigned long long)((now - c->frame_ms) / 1000));
-			conn_close(c, "frame not complete in time");
-		}
+		return;
+	}
+	if (c->frame_ms && !c->paused && !c->backlogged && now - c->frame_ms >= limit) {
+		c->cnt->conns_timed_out++;
+		log_info("%s: a frame begun %llu s ago is still incomplete "
+		         "(limits.frame_timeout); closing", c->peer.desc,
+		         (unsigned long long)((now - c->frame_ms) / 1000));
+		conn_close(c, "frame not complete in time");
 	}
 }
 
-/* Is o's owner c's? Peers with no known uid (remote TCP clients before
- * their token proof) share one owner: together they get one user's share. */
-static bool same_owner(const struct conn *o, const struct conn *c)
+int conn_init(struct conn *c, uv_loop_t *loop, bool tcp, const struct config *cfg,
+              struct counters *cnt, const struct conn_ops *ops, void *data)
 {
-	if (o->peer.known != c->peer.known)
-		return false;
-	return !c->peer.known || o->peer.uid == c->peer.uid;
+	int r;
+
+	memset(c, 0, sizeof(*c));
+	c->tcp = tcp;
+	c->cfg = cfg;
+	c->cnt = cnt;
+	c->ops = ops;
+	c->data = data;
+	c->since_ms = c->active_ms = uv_now(loop);
+	if (tcp)
+		r = uv_tcp_init(loop, &c->u.tcp);
+	else
+		r = uv_pipe_init(loop, &c->u.pipe, 0);
+	if (r < 0)
+		return r;
+	c->u.h.data = c;
+	frame_decoder_init(&c->dec, cfg->max_frame_bytes, cfg->max_chunk_bytes);
+	return 0;
 }
 
-/* Refuses c at accept, telling it why (it has sent nothing yet). */
-static void refuse(struct conn *c, enum msg_errcode code, const char *why, const char *text)
+int conn_accept(struct conn *c, uv_stream_t *listener, bool tls_served)
 {
-	c->d->cnt.conns_refused++;
-	log_warn("%s: refused: %s", c->peer.desc, text);
-	conn_send_error(c, 0, code, "%s", text);
-	conn_finish(c, why);
-}
-
-static int accept_conn(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
-{
-	char text[256];
-	struct conn *o;
-	size_t mine = 0, share;
-	struct conn *c = calloc(1, sizeof(*c));
 	uv_os_fd_t fd;
 	int r;
 
-	if (c == NULL)
-		return UV_ENOMEM;
-	c->d = d;
-	c->tcp = tcp;
-	c->role = CONN_ROLE_NONE;
-	c->since_ms = c->active_ms = uv_now(d->loop);
-	if (tcp)
-		r = uv_tcp_init(d->loop, &c->u.tcp);
-	else
-		r = uv_pipe_init(d->loop, &c->u.pipe, 0);
-	if (r < 0) {
-		free(c);
-		return r;
-	}
-	c->u.h.data = c;
-	frame_decoder_init(&c->dec, d->cfg.max_frame_bytes, d->cfg.max_chunk_bytes);
-	c->next = d->conns;
-	if (d->conns)
-		d->conns->prev = c;
-	d->conns = c;
-	d->nconns++;
+	c->tls_served = tls_served;
 	r = uv_accept(listener, &c->u.s);
 	if (r < 0) {
 		conn_close(c, uv_strerror(r));
 		return r;
 	}
 	uv_fileno(&c->u.h, &fd);
-	if (tcp) {
-		peer_from_tcp(&c->peer, fd, d->cfg.admin_group, d->cfg.loopback_identity != 0);
+	if (c->tcp) {
+		peer_from_tcp(&c->peer, fd, c->cfg->admin_group, c->cfg->loopback_identity != 0);
 		uv_tcp_nodelay(&c->u.tcp, 1);
 		/* The identity is taken now, before a byte is read, from the
-		 * client's socket while the client holds it (peer.h). A token
-		 * holder may come from anywhere; without a token, a loopback peer
-		 * whose socket has no live owner is refused: whatever it sent was
-		 * sent by someone who is no longer there to be identified. */
-		if (peer_resolve(&c->peer) < 0 && d->token_len == 0 && c->peer.loopback_identity &&
-		    peer_is_loopback(&c->peer)) {
-			refuse(c, MSG_E_FORBIDDEN, "no owner", "the client's socket could not be "
-			       "identified (closed before the daemon accepted it?); a client must stay "
-			       "connected until it is answered");
-			return 0;
-		}
-		c->need_auth = d->token_len > 0 && !c->peer.known;
-	} else if (peer_from_unix(&c->peer, fd, d->cfg.admin_group) < 0) {
+		 * client's socket while the client holds it (peer.h); whether a
+		 * peer with none may stay is the owner's decision. */
+		peer_resolve(&c->peer);
+	} else if (peer_from_unix(&c->peer, fd, c->cfg->admin_group) < 0) {
 		conn_close(c, "no peer credentials");
 		return UV_EPERM;
 	}
-	if (d->nconns > d->cfg.max_connections) {
-		snprintf(text, sizeof(text), "the daemon has %zu connections open, its limit "
-		         "(limits.connections); try again later", d->nconns - 1);
-		refuse(c, MSG_E_LIMIT, "connection limit", text);
-		return 0;
-	}
-	/* One user may not hold every slot (issue 23, case 8); root, who runs
-	 * the daemon, is not counted against a share. */
-	for (o = d->conns; o != NULL && !(c->peer.known && c->peer.uid == 0); o = o->next)
-		if (o != c && same_owner(o, c))
-			mine++;
-	share = d->cfg.max_connections_per_uid ? d->cfg.max_connections_per_uid :
-	        d->cfg.max_connections / 8 ? d->cfg.max_connections / 8 : 1;
-	if (mine >= share) {
-		if (c->peer.known)
-			snprintf(text, sizeof(text), "uid %u has %zu connections open, and may have "
-			         "%zu (limits.connections_per_uid); close some (a gprofctl left "
-			         "running?) or ask the administrator to raise it", (unsigned)c->peer.uid,
-			         mine, share);
-		else
-			snprintf(text, sizeof(text), "%zu unauthenticated connections are open, and "
-			         "%zu may be (limits.connections_per_uid); try again later", mine, share);
-		refuse(c, MSG_E_LIMIT, "per-user connection limit", text);
-		return 0;
-	}
-	if (tls && d->tls != NULL) {
-		struct perr err;
+	return 0;
+}
 
-		c->tls = tlsio_new(d->tls, NULL, NULL, &err);
-		if (c->tls == NULL) {
-			log_warn("%s: %s", c->peer.desc, err.msg);
-			conn_close(c, err.msg);
-			return -ENOMEM;
-		}
-	}
-	d->cnt.conns_accepted++;
-	log_debug("connection from %s%s", c->peer.desc, c->tls ? " (TLS)" : "");
+int conn_start_tls(struct conn *c, struct tls_ctx *ctx, struct perr *err)
+{
+	c->tls = tlsio_new(ctx, NULL, NULL, err);
+	return c->tls != NULL ? 0 : -ENOMEM;
+}
+
+int conn_start(struct conn *c)
+{
 	c->reading = true;
 	return uv_read_start(&c->u.s, on_alloc, on_read);
-}
-
-int conn_accept(struct daemon *d, uv_stream_t *listener, bool tcp)
-{
-	return accept_conn(d, listener, tcp, false);
-}
-
-int conn_accept_tls(struct daemon *d, uv_stream_t *listener)
-{
-	return accept_conn(d, listener, true, true);
 }

@@ -4,14 +4,17 @@
  * its own part:
  *
  *   server   listening sockets; accepts connections      (server.c)
- *   conns    client connections, each owning its decoder, write queue,
- *            uploads and download                       (conn.c)
+ *   sessions client connections: each a session (bus.c, session.h)
+ *            holding its transport (conn.c), uploads, download
  *   registry traceable processes                         (registry.c)
  *   traces   traces in progress and recently finished    (trace.c)
  *   store    trace files on disk, retention              (store.c)
  *
  * All of it lives on one libuv loop thread; only file I/O runs on libuv's
  * thread pool, and its callbacks come back to the loop.
+ *
+ * Floor: the root object, below every module but the leaves; no .c of
+ * its own. d->hooks are the engines' upward calls (see there).
  */
 #ifndef GPROFD_DAEMON_H
 #define GPROFD_DAEMON_H
@@ -22,37 +25,18 @@
 #include <uv.h>
 
 #include "config.h"
+#include "counters.h"
 
-struct conn;
+struct session;
 struct proc;
 struct trace;
+struct tproc;
 struct stored;
 struct sjob;
 struct kwatch;
 struct tls_ctx;
 
-/* Counters exported in daemon_status (and, later, as metrics): one per
- * limit and per kind of bad input (STYLE.md rule 4). */
-struct counters {
-	uint64_t conns_accepted;
-	uint64_t conns_refused;       /* limits.connections */
-	uint64_t conns_timed_out;     /* limits.hello_timeout, limits.frame_timeout */
-	uint64_t frames_in;
-	uint64_t bad_frames;          /* framing errors, oversized frames */
-	uint64_t bad_messages;        /* failed validation */
-	uint64_t write_queue_drops;   /* limits.write_queue_bytes */
-	uint64_t processes_refused;   /* limits.processes */
-	uint64_t traces_refused;      /* limits.pending_traces */
-	uint64_t traces_started;
-	uint64_t uploads_failed;
-	uint64_t dyno_requests;
-	uint64_t auth_failures;
-	uint64_t tls_failures;        /* handshakes and records refused */
-	uint64_t retention_deleted;
-	uint64_t kineto_datagrams;
-	uint64_t kineto_malformed;    /* datagrams dropped */
-	uint64_t kineto_configs;      /* configs delivered */
-};
+struct components;
 
 struct daemon {
 	uv_loop_t *loop;
@@ -75,9 +59,9 @@ struct daemon {
 	char token[512];           /* auth token file contents */
 	size_t token_len;
 
-	/* conn.c */
-	struct conn *conns;
-	size_t nconns;
+	/* bus.c */
+	struct session *sessions;  /* every client connection's session */
+	size_t nconns;             /* how many */
 
 	/* registry.c */
 	struct proc *procs;
@@ -112,12 +96,26 @@ struct daemon {
 	/* metrics.c */
 	struct metrics *metrics;
 
+	/* The engines' upward calls. An engine tells the one above it through
+	 * these, never by including its header, so the include graph of
+	 * daemon/ stays a DAG (docs/ARCHITECTURE.md, .ci/include-cycles.py).
+	 * main.c installs them before the loop runs; none is ever NULL. */
+	struct daemon_hooks {
+		/* registry -> trace, metrics: p is removed and about to be freed */
+		void (*proc_gone)(struct daemon *d, struct proc *p);
+		/* trace -> kineto: leave t's config for tp's Kineto client; withdraw
+		 * p's config not yet handed over */
+		void (*kineto_capture)(struct daemon *d, struct trace *t, struct tproc *tp);
+		void (*kineto_withdraw)(struct proc *p);
+		/* store -> trace: is trace id running (its directory in use)? */
+		bool (*trace_running)(struct daemon *d, const char *id);
+	} hooks;
+
 	uv_signal_t sigint, sigterm, sighup;
 	uv_timer_t stop_timer;
 	uv_timer_t reload_timer;   /* SIGHUP: a reload at the next loop turn (coalesced) */
 	struct counters cnt;
+	struct components *comp;   /* component.c: what each part is doing (it owns it) */
 };
-
-int64_t daemon_now_us(void);
 
 #endif

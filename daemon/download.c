@@ -1,5 +1,5 @@
 /*
- * download: see download.h.
+ * download: see download.h (ownership, callers).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include "log.h"
 
 struct download {
-	struct conn *c;        /* NULL once the connection is gone */
+	struct session *s;     /* NULL once its session is gone */
 	uint32_t transfer;
 	uv_file fd;
 	uint64_t off, end, sent;
@@ -38,18 +38,27 @@ static void dl_free(struct download *dl)
 	free(dl);
 }
 
+/* s's download is now dl (NULL: none). While one runs, its chunks do not
+ * count as replies left unread (conn_streaming): it keeps the queue under
+ * DOWNLOAD_AHEAD itself. */
+static void set_download(struct session *s, struct download *dl)
+{
+	s->download = dl;
+	conn_streaming(&s->conn, dl != NULL);
+}
+
 static void finish(struct download *dl)
 {
-	struct conn *c = dl->c;
+	struct session *s = dl->s;
 	struct msg m;
 
 	msg_init(&m, MSG_DOWNLOAD_END, 0);
 	m.u.download_end.transfer = dl->transfer;
 	m.u.download_end.bytes = (int64_t)dl->sent;
 	m.u.download_end.crc32 = dl->crc;
-	c->download = NULL;
+	set_download(s, NULL);
 	dl_free(dl);
-	conn_send_msg(c, &m);
+	conn_send_msg(&s->conn, &m);
 }
 
 static void on_read(uv_fs_t *req)
@@ -57,21 +66,21 @@ static void on_read(uv_fs_t *req)
 	struct download *dl = req->data;
 	uint8_t prefix[FRAME_CHUNK_PREFIX];
 	ssize_t n = req->result;
-	struct conn *c = dl->c;
+	struct session *s = dl->s;
 	struct pbuf b;
 
 	uv_fs_req_cleanup(req);
 	dl->busy = false;
-	if (c == NULL) {
+	if (s == NULL) {
 		dl_free(dl);
 		return;
 	}
 	if (n <= 0) {
-		conn_send_error(c, 0, MSG_E_IO, "reading the trace failed: %s",
+		conn_send_error(&s->conn, 0, MSG_E_IO, "reading the trace failed: %s",
 		                n == 0 ? "the file is shorter than recorded" : uv_strerror((int)n));
-		c->download = NULL;
+		set_download(s, NULL);
 		dl_free(dl);
-		conn_finish(c, "download failed");
+		conn_finish(&s->conn, "download failed");
 		return;
 	}
 	/* The data was read behind room for the chunk prefix: the buffer
@@ -85,19 +94,19 @@ static void on_read(uv_fs_t *req)
 	dl->buf = NULL;
 	dl->off += (uint64_t)n;
 	dl->sent += (uint64_t)n;
-	if (conn_send(c, &b) < 0)
-		return; /* the conn is closing; download_conn_gone freed dl */
-	download_pump(c);
+	if (conn_send(&s->conn, &b) < 0)
+		return; /* the conn is closing; download_session_gone freed dl */
+	download_pump(s);
 }
 
-void download_pump(struct conn *c)
+void download_pump(struct session *s)
 {
-	struct download *dl = c->download;
+	struct download *dl = s->download;
 	uv_buf_t buf;
 	size_t want;
 	int r;
 
-	if (dl == NULL || dl->busy || c->queued > DOWNLOAD_AHEAD)
+	if (dl == NULL || dl->busy || s->conn.queued > DOWNLOAD_AHEAD)
 		return;
 	if (dl->off >= dl->end) {
 		finish(dl);
@@ -107,52 +116,52 @@ void download_pump(struct conn *c)
 	if (dl->buf == NULL)
 		dl->buf = malloc(FRAME_CHUNK_PREFIX + DOWNLOAD_CHUNK);
 	if (dl->buf == NULL) {
-		conn_close(c, "out of memory");
+		conn_close(&s->conn, "out of memory");
 		return;
 	}
 	buf = uv_buf_init((char *)dl->buf + FRAME_CHUNK_PREFIX, (unsigned)want);
 	dl->req.data = dl;
-	r = uv_fs_read(c->d->loop, &dl->req, dl->fd, &buf, 1, (int64_t)dl->off, on_read);
+	r = uv_fs_read(s->d->loop, &dl->req, dl->fd, &buf, 1, (int64_t)dl->off, on_read);
 	if (r < 0) {
-		conn_send_error(c, 0, MSG_E_IO, "reading the trace failed: %s", uv_strerror(r));
-		c->download = NULL;
+		conn_send_error(&s->conn, 0, MSG_E_IO, "reading the trace failed: %s", uv_strerror(r));
+		set_download(s, NULL);
 		dl_free(dl);
-		conn_finish(c, "download failed");
+		conn_finish(&s->conn, "download failed");
 		return;
 	}
 	dl->busy = true;
 }
 
-void download_start(struct conn *c, uint64_t id, const char *path, uint64_t offset)
+void download_start(struct session *s, uint64_t id, const char *path, uint64_t offset)
 {
 	struct download *dl;
 	struct stat st;
 	struct msg m;
 
-	if (c->download != NULL) {
-		conn_send_error(c, id, MSG_E_BUSY, "a download is already running on this "
+	if (s->download != NULL) {
+		conn_send_error(&s->conn, id, MSG_E_BUSY, "a download is already running on this "
 		                "connection; wait for its download_end");
 		return;
 	}
 	dl = calloc(1, sizeof(*dl));
 	if (dl == NULL) {
-		conn_send_error(c, id, MSG_E_INTERNAL, "out of memory");
+		conn_send_error(&s->conn, id, MSG_E_INTERNAL, "out of memory");
 		return;
 	}
 	dl->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (dl->fd < 0 || fstat(dl->fd, &st) != 0) {
-		conn_send_error(c, id, MSG_E_IO, "cannot open the trace: %s", strerror(errno));
+		conn_send_error(&s->conn, id, MSG_E_IO, "cannot open the trace: %s", strerror(errno));
 		dl_free(dl);
 		return;
 	}
 	if (offset > (uint64_t)st.st_size) {
-		conn_send_error(c, id, MSG_E_BAD_REQUEST, "offset %llu is past the end of the "
+		conn_send_error(&s->conn, id, MSG_E_BAD_REQUEST, "offset %llu is past the end of the "
 		                "file (%lld bytes)", (unsigned long long)offset,
 		                (long long)st.st_size);
 		dl_free(dl);
 		return;
 	}
-	dl->c = c;
+	dl->s = s;
 	dl->transfer = next_transfer++;
 	if (next_transfer == 0)
 		next_transfer = 1;
@@ -162,19 +171,19 @@ void download_start(struct conn *c, uint64_t id, const char *path, uint64_t offs
 	msg_init(&m, MSG_TRACE_DOWNLOAD_REPLY, id);
 	m.u.trace_download_reply.transfer = dl->transfer;
 	m.u.trace_download_reply.bytes = (int64_t)dl->end;
-	c->download = dl;
-	conn_send_msg(c, &m);
-	download_pump(c);
+	set_download(s, dl);
+	conn_send_msg(&s->conn, &m);
+	download_pump(s);
 }
 
-void download_conn_gone(struct conn *c)
+void download_session_gone(struct session *s)
 {
-	struct download *dl = c->download;
+	struct download *dl = s->download;
 
 	if (dl == NULL)
 		return;
-	c->download = NULL;
-	dl->c = NULL;
+	s->download = NULL;
+	dl->s = NULL;
 	if (!dl->busy)
 		dl_free(dl);
 }

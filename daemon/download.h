@@ -7,23 +7,25 @@
  * queue is below DOWNLOAD_AHEAD, so a slow client holds at most that much
  * of the file in memory.
  *
- * Ownership: a connection has at most one download (c->download). When
- * the connection closes, the download is detached and freed once its
- * in-flight read has come back.
+ * Ownership: a session has at most one download (s->download). When the
+ * session goes (download_session_gone, from bus.c), the download is
+ * detached and freed once its in-flight read has come back. Called by
+ * htrace.c (start) and bus.c (a write completed, the session's end).
  */
 #ifndef GPROFD_DOWNLOAD_H
 #define GPROFD_DOWNLOAD_H
 
-#include "conn.h"
 #include "msg.h"
+#include "session.h"
 
 #define DOWNLOAD_CHUNK (1u << 20)
 #define DOWNLOAD_AHEAD (4u << 20)
 
 /* Starts sending path (already checked: exists, caller may read it). */
-void download_start(struct conn *c, uint64_t id, const char *path, uint64_t offset);
+void download_start(struct session *s, uint64_t id, const char *path, uint64_t offset);
 /* Continues after a write completed. */
-void download_pump(struct conn *c);
-void download_conn_gone(struct conn *c);
+void download_pump(struct session *s);
+/* s is going: detach its download. */
+void download_session_gone(struct session *s);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clock.h"
 #include "dyno.h"
 #include "dynorpc.h"
 #include "kconfig.h"
@@ -16,18 +17,18 @@
 #include "trace.h"
 #include "window.h"
 
-static void reply_failed(struct conn *c, const char *why)
+static void reply_failed(struct session *s, const char *why)
 {
 	struct pbuf b;
 
 	pbuf_init(&b, 0);
 	if (dyno_encode_failed(&b, why) == 0)
-		conn_send(c, &b);
+		conn_send(&s->conn, &b);
 	else
 		pbuf_deinit(&b);
 }
 
-static void set_kineto(struct conn *c, const struct dyno_request *r)
+static void set_kineto(struct session *s, const struct dyno_request *r)
 {
 	struct dyno_kineto_reply rep = { 0 };
 	struct msg_trace_start req;
@@ -43,7 +44,7 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 	int code = 0;
 
 	if (kconfig_parse(&k, r->config, &err) < 0) {
-		reply_failed(c, err.msg);
+		reply_failed(s, err.msg);
 		return;
 	}
 	msg_init(&tmp, MSG_TRACE_START, 1); /* for its defaults */
@@ -65,27 +66,27 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 	 * than answered "triggered" and left to hold the process until the
 	 * trace times out (issue 23, item 7). */
 	if (kconfig_window(&k, &req.win, &err) < 0 ||
-	    window_fits(&req.win, daemon_now_us(), (int64_t)c->d->cfg.trace_timeout_s * 1000,
+	    window_fits(&req.win, clock_now_us(), (int64_t)s->d->cfg.trace_timeout_s * 1000,
 	                &err) < 0) {
-		c->d->cnt.bad_messages++;
-		log_info("dyno request from %s refused: %s", c->peer.desc, err.msg);
-		reply_failed(c, err.msg);
+		s->d->cnt.bad_messages++;
+		log_info("dyno request from %s refused: %s", s->conn.peer.desc, err.msg);
+		reply_failed(s, err.msg);
 		return;
 	}
-	t = trace_create(c->d, conn_peer(c), &req, false, &code, &err);
+	t = trace_create(s->d, conn_peer(&s->conn), &req, false, &code, &err);
 	if (t == NULL && code != MSG_E_NOT_FOUND) {
-		reply_failed(c, err.msg);
+		reply_failed(s, err.msg);
 		return;
 	}
 	if (t == NULL) {
 		/* Dynolog answers an empty match with empty lists; the dyno client
 		 * then prints its generic hint. Log ours for the operator. */
 		snprintf(why, sizeof(why), "%s", err.msg);
-		log_info("dyno request from %s matched nothing: %s", c->peer.desc, why);
+		log_info("dyno request from %s matched nothing: %s", s->conn.peer.desc, why);
 		rep.trace_id = NULL;
 		pbuf_init(&b, 0);
 		if (dyno_encode_kineto_reply(&b, &rep) == 0)
-			conn_send(c, &b);
+			conn_send(&s->conn, &b);
 		else
 			pbuf_deinit(&b);
 		return;
@@ -95,7 +96,7 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 	if (matched == NULL || triggered == NULL) {
 		free(matched);
 		free(triggered);
-		reply_failed(c, "out of memory");
+		reply_failed(s, "out of memory");
 		return;
 	}
 	for (i = 0; i < t->n; i++) {
@@ -113,38 +114,40 @@ static void set_kineto(struct conn *c, const struct dyno_request *r)
 	rep.trace_id = t->id;
 	pbuf_init(&b, 0);
 	if (dyno_encode_kineto_reply(&b, &rep) == 0)
-		conn_send(c, &b);
+		conn_send(&s->conn, &b);
 	else
 		pbuf_deinit(&b);
 	free(matched);
 	free(triggered);
 }
 
-void dynorpc_handle(struct conn *c, const char *json, size_t len)
+void dynorpc_handle(struct session *s, const char *json, size_t len)
 {
 	struct dyno_request r;
 	struct perr err;
 	struct pbuf b;
 	int rc;
 
-	c->d->cnt.dyno_requests++;
-	if (c->role == CONN_ROLE_NONE)
-		c->role = CONN_ROLE_DYNO;
-	if (c->role != CONN_ROLE_DYNO) {
-		conn_send_error(c, 0, MSG_E_BAD_REQUEST, "a Dynolog request on a native "
+	s->d->cnt.dyno_requests++;
+	if (s->role == SESSION_ROLE_NONE) {
+		s->role = SESSION_ROLE_DYNO;
+		conn_greeted(&s->conn);
+	}
+	if (s->role != SESSION_ROLE_DYNO) {
+		conn_send_error(&s->conn, 0, MSG_E_BAD_REQUEST, "a Dynolog request on a native "
 		                "connection; open a new connection for dyno requests");
 		return;
 	}
-	if (c->need_auth) {
-		reply_failed(c, "this gprofd requires authentication on TCP from other hosts; "
+	if (s->need_auth) {
+		reply_failed(s, "this gprofd requires authentication on TCP from other hosts; "
 		             "run dyno on the traced host, or use gprofctl --token-file");
-		conn_finish(c, "dyno request without authentication");
+		conn_finish(&s->conn, "dyno request without authentication");
 		return;
 	}
 	rc = dyno_decode_request(&r, json, len, &err);
 	if (rc < 0) {
-		c->d->cnt.bad_messages++;
-		reply_failed(c, err.msg);
+		s->d->cnt.bad_messages++;
+		reply_failed(s, err.msg);
 		return;
 	}
 	pbuf_init(&b, 0);
@@ -161,12 +164,12 @@ void dynorpc_handle(struct conn *c, const char *json, size_t len)
 		rc = dyno_encode_dcgm(&b, false);
 		break;
 	case DYNO_SET_KINETO_ONDEMAND:
-		set_kineto(c, &r);
+		set_kineto(s, &r);
 		rc = 0;
 		break;
 	}
 	if (rc == 0 && b.len > 0)
-		conn_send(c, &b);
+		conn_send(&s->conn, &b);
 	else
 		pbuf_deinit(&b);
 	dyno_request_deinit(&r);

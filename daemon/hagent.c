@@ -1,9 +1,12 @@
 /*
  * hagent: what agents send about themselves: register, heartbeat and
- * capture_status. (Their uploads are upload.c's.)
+ * capture_status. (Their uploads are upload.c's.) Owns nothing: a
+ * registered process is the registry's, and its session points at it
+ * (s->proc). Called by the handler table (handler.c) for agent sessions.
  */
 #include <errno.h>
 
+#include "clock.h"
 #include "handler.h"
 #include "log.h"
 #include "metrics.h"
@@ -11,7 +14,7 @@
 #include "registry.h"
 #include "trace.h"
 
-void hagent_register(struct conn *c, const struct msg *m)
+void hagent_register(struct session *s, const struct msg *m)
 {
 	const struct msg_register *r = &m->u.reg;
 	struct msg_register copy = *r;
@@ -21,43 +24,44 @@ void hagent_register(struct conn *c, const struct msg *m)
 	struct proc *p;
 	int n, i, rc;
 
-	if (c->proc != NULL) {
-		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "this connection already registered "
-		                "pid %d", (int)c->proc->pid);
+	if (s->proc != NULL) {
+		conn_send_error(&s->conn, m->id, MSG_E_BAD_REQUEST, "this connection already registered "
+		                "pid %d", (int)s->proc->pid);
 		return;
 	}
 	/* Only a Unix peer has a pid we can trust. */
-	if (c->tcp || c->peer.pid <= 0) {
-		conn_send_error(c, m->id, MSG_E_FORBIDDEN, "agents register over the Unix socket");
+	if (s->conn.tcp || s->conn.peer.pid <= 0) {
+		conn_send_error(&s->conn, m->id, MSG_E_FORBIDDEN, "agents register over the Unix socket");
 		return;
 	}
-	if (r->pid != c->peer.pid)
+	if (r->pid != s->conn.peer.pid)
 		log_debug("register: message says pid %lld, credentials say %d; using %d",
-		          (long long)r->pid, (int)c->peer.pid, (int)c->peer.pid);
+		          (long long)r->pid, (int)s->conn.peer.pid, (int)s->conn.peer.pid);
 	/* Ancestors come from /proc, not from the message, for the same reason. */
-	n = peer_ancestors(c->peer.pid, anc, PROC_PPIDS_MAX);
+	n = peer_ancestors(s->conn.peer.pid, anc, PROC_PPIDS_MAX);
 	for (i = 0; i < n; i++)
 		ancv[i] = anc[i];
 	if (n > 0) {
 		copy.ppids.v = ancv;
 		copy.ppids.n = (size_t)n;
 	}
-	rc = registry_add(c->d, c, c->peer.pid, c->peer.uid, &copy, &p);
+	rc = registry_add(s->d, &s->conn, s->conn.peer.pid, s->conn.peer.uid, &copy, &p);
 	if (rc == -EEXIST) {
-		conn_send_error(c, m->id, MSG_E_BUSY, "pid %d is already registered on another "
-		                "connection (one agent per process)", (int)c->peer.pid);
+		conn_send_error(&s->conn, m->id, MSG_E_BUSY, "pid %d is already registered on another "
+		                "connection (one agent per process)", (int)s->conn.peer.pid);
 		return;
 	}
 	if (rc == -ENOSPC) {
-		conn_send_error(c, m->id, MSG_E_LIMIT, "%zu processes are registered, the limit "
-		                "(limits.processes)", c->d->nprocs);
+		conn_send_error(&s->conn, m->id, MSG_E_LIMIT, "%zu processes are registered, the limit "
+		                "(limits.processes)", s->d->nprocs);
 		return;
 	}
 	if (rc < 0) {
-		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		conn_send_error(&s->conn, m->id, MSG_E_INTERNAL, "out of memory");
 		return;
 	}
-	c->proc = p;
+	s->proc = p;
+	p->ref = &s->proc;
 	/* an unknown rank is said as such, never as -1 (issue 26) */
 	if (p->rank >= 0)
 		log_info("registered pid %d (uid %u, job %s, rank %lld)", (int)p->pid,
@@ -65,28 +69,28 @@ void hagent_register(struct conn *c, const struct msg *m)
 	else
 		log_info("registered pid %d (uid %u, job %s, no rank)", (int)p->pid, (unsigned)p->uid,
 		         *p->job_id ? p->job_id : "none");
-	metrics_proc_update(c->d, p);
+	metrics_proc_update(s->d, p);
 	msg_init(&reply, MSG_REGISTER_REPLY, m->id);
-	reply.u.register_reply.heartbeat_ms = (int64_t)c->d->cfg.heartbeat_ms;
-	conn_send_msg(c, &reply);
+	reply.u.register_reply.heartbeat_ms = (int64_t)s->d->cfg.heartbeat_ms;
+	conn_send_msg(&s->conn, &reply);
 }
 
-void hagent_heartbeat(struct conn *c, const struct msg *m)
+void hagent_heartbeat(struct session *s, const struct msg *m)
 {
-	if (c->proc == NULL)
+	if (s->proc == NULL)
 		return;
-	c->proc->steps = m->u.heartbeat.steps;
-	c->proc->heartbeat_us = daemon_now_us();
-	c->proc->last_step_us = m->u.heartbeat.last_step_us;
-	c->proc->median_step_us = m->u.heartbeat.median_step_us;
-	metrics_proc_update(c->d, c->proc);
+	s->proc->steps = m->u.heartbeat.steps;
+	s->proc->heartbeat_us = clock_now_us();
+	s->proc->last_step_us = m->u.heartbeat.last_step_us;
+	s->proc->median_step_us = m->u.heartbeat.median_step_us;
+	metrics_proc_update(s->d, s->proc);
 }
 
-void hagent_capture_status(struct conn *c, const struct msg *m)
+void hagent_capture_status(struct session *s, const struct msg *m)
 {
-	if (c->proc == NULL) {
-		conn_send_error(c, m->id, MSG_E_FORBIDDEN, "register before reporting captures");
+	if (s->proc == NULL) {
+		conn_send_error(&s->conn, m->id, MSG_E_FORBIDDEN, "register before reporting captures");
 		return;
 	}
-	trace_capture_status(c->d, c->proc, &m->u.capture_status);
+	trace_capture_status(s->d, s->proc, &m->u.capture_status);
 }

@@ -1,6 +1,8 @@
 /*
  * handler: see handler.h. The table is indexed by message type; a type
- * with no entry is one clients never send (replies, events).
+ * with no entry is one clients never send (replies, events). Owns the
+ * table. Called by bus.c (handler_dispatch) and by the handlers
+ * (handler_send_page).
  */
 #include <errno.h>
 
@@ -14,7 +16,7 @@
 #define R_ANY (R_AGENT | R_CTL)
 
 struct handler {
-	void (*fn)(struct conn *c, const struct msg *m);
+	void (*fn)(struct session *s, const struct msg *m);
 	unsigned roles;
 };
 
@@ -35,37 +37,37 @@ static const struct handler handlers[MSG_TYPE_COUNT] = {
 	[MSG_METRICS_QUERY] = { hinfo_metrics_query, R_CTL },
 };
 
-void handler_dispatch(struct conn *c, const struct msg *m)
+void handler_dispatch(struct session *s, const struct msg *m)
 {
 	const struct handler *h = &handlers[m->type];
 
 	if (m->type == MSG_HELLO) {
-		hsession_hello(c, m);
+		hsession_hello(s, m);
 		return;
 	}
-	if (c->role == CONN_ROLE_NONE || c->role == CONN_ROLE_DYNO) {
-		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "send hello first");
+	if (s->role == SESSION_ROLE_NONE || s->role == SESSION_ROLE_DYNO) {
+		conn_send_error(&s->conn, m->id, MSG_E_BAD_REQUEST, "send hello first");
 		return;
 	}
 	if (m->type == MSG_AUTH) {
-		hsession_auth(c, m);
+		hsession_auth(s, m);
 		return;
 	}
-	if (c->need_auth && !c->authed) {
-		conn_send_error(c, m->id, MSG_E_AUTH_REQUIRED, "authenticate first: answer the "
+	if (s->need_auth && !s->authed) {
+		conn_send_error(&s->conn, m->id, MSG_E_AUTH_REQUIRED, "authenticate first: answer the "
 		                "nonce of hello_reply with an auth message");
 		return;
 	}
-	if (h->fn == NULL || !(h->roles & (1u << c->role))) {
-		conn_send_error(c, m->id, MSG_E_FORBIDDEN, "a %s may not send %s",
-		                c->role == MSG_ROLE_AGENT ? "agent" : "ctl",
+	if (h->fn == NULL || !(h->roles & (1u << s->role))) {
+		conn_send_error(&s->conn, m->id, MSG_E_FORBIDDEN, "a %s may not send %s",
+		                s->role == MSG_ROLE_AGENT ? "agent" : "ctl",
 		                msg_type_name(m->type));
 		return;
 	}
-	h->fn(c, m);
+	h->fn(s, m);
 }
 
-void handler_send_page(struct conn *c, struct msg *r, void *v, size_t n, size_t from,
+void handler_send_page(struct session *s, struct msg *r, void *v, size_t n, size_t from,
                        size_t max, handler_page_fn *page, const char *what)
 {
 	size_t k = n - from < max ? n - from : max;
@@ -82,9 +84,9 @@ void handler_send_page(struct conn *c, struct msg *r, void *v, size_t n, size_t 
 		k /= 2;
 	}
 	if (rc == 0) {
-		conn_send(c, &b);
+		conn_send(&s->conn, &b);
 		return;
 	}
 	pbuf_deinit(&b);
-	conn_send_error(c, r->id, MSG_E_INTERNAL, "cannot send the %s: %s", what, err.msg);
+	conn_send_error(&s->conn, r->id, MSG_E_INTERNAL, "cannot send the %s: %s", what, err.msg);
 }

@@ -3,18 +3,35 @@
  * send each message (the permission table of proto/PROTOCOL.md 3.1).
  * One handler function per message type, grouped in files by what they
  * touch: hsession.c (hello, auth), hagent.c (register, heartbeat,
- * capture_status, uploads), htrace.c (trace_*), hinfo.c (process_list,
- * daemon_status, metrics_query).
+ * capture_status; uploads are upload.c's), htrace.c (trace_*), hinfo.c
+ * (process_list, daemon_status, metrics_query). bus.c calls
+ * handler_dispatch with each validated message of a session.
+ *
+ * Ownership, the objects a handler meets (each file's header says more):
+ * - conn (conn.h): the transport, embedded in its session; freed only in
+ *   libuv's close callback, through the session. A handler sends on it
+ *   (conn_send_msg, conn_send_error) and may finish or close it; it
+ *   stays valid until the handler returns either way.
+ * - session (session.h): owned by the bus (d->sessions), freed in its
+ *   conn's close callback after bus.c has detached everything from it.
+ * - upload (upload.h): owned by its session (s->uploads) until its
+ *   session goes; then detached, failed, and freed by itself when its
+ *   in-flight file operation comes back.
+ * - download (download.h): at most one per session (s->download), the
+ *   same way.
+ * - proc (registry.h): the registry's; a session points at its own
+ *   (s->proc), and the registry clears that pointer when it removes it.
+ * A message handed to a handler is valid during the call only.
  */
 #ifndef GPROFD_HANDLER_H
 #define GPROFD_HANDLER_H
 
-#include "conn.h"
 #include "msg.h"
+#include "session.h"
 
 /* Routes a validated message: checks the session state (hello first,
  * auth where needed) and the sender's role, then calls its handler. */
-void handler_dispatch(struct conn *c, const struct msg *m);
+void handler_dispatch(struct session *s, const struct msg *m);
 
 /* Sends reply r as one page of the n elements at v, from `from`:
  * page(r, v, n, from, k) points r's list at elements [from, from + k) and
@@ -22,22 +39,22 @@ void handler_dispatch(struct conn *c, const struct msg *m);
  * one frame (the client asks again from next_offset). `what` names the
  * list in the error sent when not even one element fits. */
 typedef void handler_page_fn(struct msg *r, void *v, size_t n, size_t from, size_t k);
-void handler_send_page(struct conn *c, struct msg *r, void *v, size_t n, size_t from,
+void handler_send_page(struct session *s, struct msg *r, void *v, size_t n, size_t from,
                        size_t max, handler_page_fn *page, const char *what);
 
-void hsession_hello(struct conn *c, const struct msg *m);
-void hsession_auth(struct conn *c, const struct msg *m);
-void hagent_register(struct conn *c, const struct msg *m);
-void hagent_heartbeat(struct conn *c, const struct msg *m);
-void hagent_capture_status(struct conn *c, const struct msg *m);
-void htrace_start(struct conn *c, const struct msg *m);
-void htrace_status(struct conn *c, const struct msg *m);
-void htrace_cancel(struct conn *c, const struct msg *m);
-void htrace_list(struct conn *c, const struct msg *m);
-void htrace_download(struct conn *c, const struct msg *m);
-void htrace_delete(struct conn *c, const struct msg *m);
-void hinfo_process_list(struct conn *c, const struct msg *m);
-void hinfo_daemon_status(struct conn *c, const struct msg *m);
-void hinfo_metrics_query(struct conn *c, const struct msg *m);
+void hsession_hello(struct session *s, const struct msg *m);
+void hsession_auth(struct session *s, const struct msg *m);
+void hagent_register(struct session *s, const struct msg *m);
+void hagent_heartbeat(struct session *s, const struct msg *m);
+void hagent_capture_status(struct session *s, const struct msg *m);
+void htrace_start(struct session *s, const struct msg *m);
+void htrace_status(struct session *s, const struct msg *m);
+void htrace_cancel(struct session *s, const struct msg *m);
+void htrace_list(struct session *s, const struct msg *m);
+void htrace_download(struct session *s, const struct msg *m);
+void htrace_delete(struct session *s, const struct msg *m);
+void hinfo_process_list(struct session *s, const struct msg *m);
+void hinfo_daemon_status(struct session *s, const struct msg *m);
+void hinfo_metrics_query(struct session *s, const struct msg *m);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * kineto: see kineto.h.
+ * kineto: see kineto.h (ownership, callers).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,9 +15,11 @@
 
 #include <zlib.h>
 
+#include "clock.h"
 #include "kineto.h"
 #include "peer.h"
 #include "kstep.h"
+#include "kconfig.h"
 #include "kipc.h"
 #include "log.h"
 #include "registry.h"
@@ -151,7 +153,7 @@ static const char *choose_config(struct proc *p, const struct kwatch *w, bool fr
 		kineto_withdraw(p); /* taken, and already done */
 		return NULL;
 	}
-	if (daemon_now_us() >= p->fallback_at_us) {
+	if (clock_now_us() >= p->fallback_at_us) {
 		*fell_back = true;
 		return p->fallback;
 	}
@@ -194,7 +196,7 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		sweep_arm(d);
 	}
 	if (p->kind == MSG_KIND_KINETO) {
-		p->last_seen_us = daemon_now_us();
+		p->last_seen_us = clock_now_us();
 		w = watch_of(d, p);
 		/* the activities bit clear: busy (or a bare heartbeat) */
 		config = choose_config(p, w, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
@@ -542,7 +544,7 @@ static void ingest_done(uv_work_t *req, int status)
 	snprintf(tp->file, sizeof(tp->file), "%s", in->name);
 	tp->stored_bytes = in->bytes;
 	tp->recording = true;
-	r = store_record(w->d, t, ingest_recorded, in);
+	r = store_record(w->d, trace_stored(t, MSG_TRACE_RUNNING, true), ingest_recorded, in);
 	if (r < 0)
 		ingest_recorded(in, r);
 }
@@ -572,7 +574,7 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	in->req.data = in;
 	in->limit = w->d->cfg.max_trace_bytes;
 	snprintf(in->src, sizeof(in->src), "%s/%s", w->dir, filename);
-	store_file_name(w->d->host, w->pid, w->rank, in->name, sizeof(in->name));
+	store_file_name(w->d->host, w->pid, w->rank, MSG_FMT_TRACE, in->name, sizeof(in->name));
 	store_mkdir(w->d, w->trace_id);
 	store_path(w->d, w->trace_id, in->name, in->final, sizeof(in->final));
 	snprintf(in->tmp, sizeof(in->tmp), "%s.tmp", in->final);
@@ -637,7 +639,7 @@ static int base_dir(struct daemon *d, struct perr *err)
 void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 {
 	struct proc *p = tp->proc;
-	char config[1024], why[300];
+	char config[PATH_MAX + 1024], why[300];
 	struct kwatch *w;
 	struct perr err;
 	int r, n;
@@ -688,6 +690,11 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	 * kineto.step_wait the same config with a duration is handed over once,
 	 * which Kineto captures by time if it still counts no steps. */
 	n = snprintf(config, sizeof(config), "ACTIVITIES_LOG_FILE=%s/" KFILE "\n", w->dir);
+	/* the profiler options, every one said true or false as `dyno
+	 * gputrace` says them; the buffer holds the longest directory and
+	 * them with room to spare */
+	r = kconfig_options_format(t->win.options, config, sizeof(config));
+	n += r > 0 ? r : 0;
 	if (t->win.iterations > 0)
 		n += snprintf(config + n, sizeof(config) - (size_t)n,
 		              "PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=%lld\n"
@@ -715,7 +722,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 			p->pending = NULL;
 		if (asprintf(&p->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
 			p->fallback = NULL;
-		p->fallback_at_us = daemon_now_us() + wait_us;
+		p->fallback_at_us = clock_now_us() + wait_us;
 		w->wait_s = wait_us / 1000000;
 		if (p->fallback == NULL)
 			kineto_withdraw(p);
@@ -733,7 +740,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 static void on_sweep(uv_timer_t *timer)
 {
 	struct daemon *d = timer->data;
-	int64_t now = daemon_now_us(), limit = (int64_t)d->cfg.kineto_expiry_s * 1000000;
+	int64_t now = clock_now_us(), limit = (int64_t)d->cfg.kineto_expiry_s * 1000000;
 	struct kwatch *w, *wnext;
 	struct proc *p, *next;
 	bool clients = false;

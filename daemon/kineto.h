@@ -35,6 +35,11 @@
  * Ownership: the daemon owns the socket, its poll handle, the expiry timer
  * and the list of file watches (d->kwatches); a watch is freed in its
  * handle's close callback.
+ *
+ * Floor: an engine above trace, registry and store (it reports into
+ * them like an upload does); the trace engine reaches it only through
+ * d->hooks.kineto_capture and kineto_withdraw, which main.c points here.
+ * Called by main.c (start, stop), the hooks, and libuv.
  */
 #ifndef GPROFD_KINETO_H
 #define GPROFD_KINETO_H

@@ -1,6 +1,9 @@
 /*
  * kstep.h: ProfilerStep#<n> events for Kineto's daemon-mode traces, made
  * from their Optimizer.step annotations (kstep.c says how and why).
+ *
+ * Floor: a leaf (pure functions on a trace file's text). Called by
+ * kineto.c when it collects a Kineto trace, by bench-kstep and test-kstep.
  */
 #ifndef GPROF_KSTEP_H
 #define GPROF_KSTEP_H

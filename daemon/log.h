@@ -3,6 +3,9 @@
  * prefix ("<3>"), which journald turns into the entry's priority, so the
  * same binary logs correctly under systemd, in a container and in a
  * terminal. Messages below the current level cost one comparison.
+ *
+ * Floor: a leaf, included by every module. Owns the level. Called by
+ * everyone; main.c sets the level.
  */
 #ifndef GPROFD_LOG_H
 #define GPROFD_LOG_H

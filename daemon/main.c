@@ -12,6 +12,10 @@
  *                    finish, fail what is left, close every handle, exit 0.
  * The loop must close with no handle left open: a leak of a handle is a
  * bug, reported and turned into exit status 1.
+ *
+ * Floor: the top; nobody calls it. It installs the engines' upward calls
+ * (d->hooks, install_hooks) before anything runs, and drives the others:
+ * server (listen), bus (deadlines, shutdown), store, kineto, metrics.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,14 +31,17 @@
 
 #include <uv.h>
 
+#include "clock.h"
 #include "auth.h"
-#include "conn.h"
+#include "bus.h"
+#include "component.h"
 #include "daemon.h"
 #include "kineto.h"
 #include "log.h"
 #include "metrics.h"
 #include "sdnotify.h"
 #include "server.h"
+#include "session.h"
 #include "store.h"
 #include "tlsio.h"
 #include "trace.h"
@@ -58,14 +65,6 @@ static bool verbose;
 static char default_path[PATH_MAX];
 static bool config_explicit;
 static bool config_from_file;
-
-int64_t daemon_now_us(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
-}
 
 static void usage(FILE *f)
 {
@@ -168,15 +167,16 @@ static void stop_finish(struct daemon *d)
 
 static void on_deadlines(uv_timer_t *t)
 {
-	conn_deadlines(t->data);
+	bus_deadlines(t->data);
+	component_scan(t->data); /* what /metrics says of the parts, each second */
 }
 
 static bool uploads_in_flight(struct daemon *d)
 {
-	struct conn *c;
+	struct session *s;
 
-	for (c = d->conns; c != NULL; c = c->next)
-		if (c->uploads != NULL)
+	for (s = d->sessions; s != NULL; s = s->next)
+		if (s->uploads != NULL)
 			return true;
 	return false;
 }
@@ -192,13 +192,13 @@ static void on_stop_check(uv_timer_t *t)
 	if (uploads_in_flight(d))
 		log_warn("stopping with uploads still in flight; they are marked failed");
 	uv_timer_stop(t);
-	conn_close_all(d);
+	bus_close_all(d);
 	stop_finish(d);
 }
 
 static void daemon_stop(struct daemon *d)
 {
-	struct conn *c, *next;
+	struct session *s, *next;
 
 	if (d->stopping)
 		return;
@@ -208,10 +208,10 @@ static void daemon_stop(struct daemon *d)
 	kineto_stop(d);
 	metrics_stop(d);
 	/* Connections without uploads go now; uploads get a grace period. */
-	for (c = d->conns; c != NULL; c = next) {
-		next = c->next;
-		if (c->uploads == NULL)
-			conn_close(c, "daemon stopping");
+	for (s = d->sessions; s != NULL; s = next) {
+		next = s->next;
+		if (s->uploads == NULL)
+			conn_close(&s->conn, "daemon stopping");
 	}
 	uv_timer_start(&d->stop_timer, on_stop_check, 0, 100);
 }
@@ -317,6 +317,22 @@ static void on_retention(uv_timer_t *t)
 	store_retain(t->data);
 }
 
+/* registry -> the floors above it: a process is about to be freed. */
+static void on_proc_gone(struct daemon *d, struct proc *p)
+{
+	trace_proc_gone(d, p);
+	metrics_proc_gone(d, p);
+}
+
+/* Connects the engines' upward calls (daemon.h, struct daemon_hooks). */
+static void install_hooks(struct daemon *d)
+{
+	d->hooks.proc_gone = on_proc_gone;
+	d->hooks.kineto_capture = kineto_capture;
+	d->hooks.kineto_withdraw = kineto_withdraw;
+	d->hooks.trace_running = trace_running;
+}
+
 static int run(struct daemon *d)
 {
 	struct perr err;
@@ -328,7 +344,8 @@ static int run(struct daemon *d)
 	signal(SIGPIPE, SIG_IGN);
 	uv_loop_init(&loop);
 	d->loop = &loop;
-	d->started_us = daemon_now_us();
+	install_hooks(d);
+	d->started_us = clock_now_us();
 	if (gethostname(d->host, sizeof(d->host) - 1) != 0)
 		snprintf(d->host, sizeof(d->host), "localhost");
 	uv_signal_init(&loop, &d->sigint);
@@ -346,16 +363,26 @@ static int run(struct daemon *d)
 	uv_signal_start(&d->sighup, on_signal, SIGHUP);
 
 	raise_nofile(&d->cfg);
-	r = store_init(d, &err);
+	r = component_init(d, &err);
+	if (r == 0)
+		r = store_init(d, &err);
 	if (r == 0)
 		r = server_start(d, &err);
-	if (r == 0 && metrics_start(d, &err) < 0) {
-		/* metrics are a feature too: a taken port must not stop tracing */
-		log_err("%s; metrics off", err.msg);
-	}
+	/* Kineto before metrics, so the first sample already says how each
+	 * part started (component.c) */
 	if (r == 0 && kineto_start(d, &err) < 0) {
-		/* PyTorch clients are a feature, not a requirement of the daemon */
+		/* PyTorch clients are a feature, not a requirement of the daemon;
+		 * but a taken name leaves their jobs untraced: gprofctl status and
+		 * gprofd_component_degraded say so, with the holder */
 		log_err("%s", err.msg);
+		component_set(d, COMP_KINETO, COMP_DOWN, "%s", err.msg);
+	}
+	if (r == 0)
+		component_scan(d);
+	if (r == 0 && metrics_start(d, &err) < 0) {
+		/* metrics are a feature too: a failure must not stop tracing */
+		log_err("%s; metrics off", err.msg);
+		component_set(d, COMP_METRICS, COMP_DOWN, "%s; metrics off", err.msg);
 	}
 	if (r < 0) {
 		log_err("%s", err.msg);
@@ -364,6 +391,7 @@ static int run(struct daemon *d)
 		uv_run(&loop, UV_RUN_DEFAULT);
 		store_deinit(d);
 		uv_loop_close(&loop);
+		component_deinit(d);
 		return 1;
 	}
 	uv_timer_start(&d->retention_timer, on_retention, RETENTION_PERIOD_MS, RETENTION_PERIOD_MS);
@@ -382,6 +410,7 @@ static int run(struct daemon *d)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	store_deinit(d);
 	r = uv_loop_close(&loop);
+	component_deinit(d);
 	if (r != 0) {
 		log_err("handles left open at exit: %s", uv_strerror(r));
 		return 1;

@@ -42,6 +42,7 @@
 
 #include <microhttpd.h>
 
+#include "component.h"
 #include "conn.h"
 #include "daemon.h"
 #include "log.h"
@@ -77,6 +78,7 @@ struct metrics {
 	struct mset cur;       /* the sampler thread's */
 	double wall_s, cpu_s;
 	struct mgpu *gpu;
+	bool gpu_absent;       /* no NVML installed (component.c: absent, not down) */
 	char gpu_why[256];
 	pthread_mutex_t lock;  /* everything below */
 	struct mset *ring;     /* history: ring[(head + i) % cap], i < n */
@@ -264,7 +266,8 @@ static void sample(struct metrics *m)
 	mset_reset(s);
 	s->ts_us = (int64_t)(now_s(CLOCK_REALTIME) * 1e6);
 	mhost_sample(m->proc_root, s);
-	mgpu_sample(m->gpu, s);
+	component_nvml(m->d, m->gpu, m->gpu_absent, mgpu_sample(m->gpu, s), m->gpu_why);
+	component_sample(m->d, s);
 	pthread_mutex_lock(&m->lock);
 	add_processes(m, s);
 	pthread_mutex_unlock(&m->lock);
@@ -299,7 +302,7 @@ static void *sampler_main(void *arg)
 
 	pthread_setname_np(pthread_self(), "gprofd-sample");
 	/* NVML loads here, so nvmlInit never blocks the loop */
-	m->gpu = mgpu_open(m->nvml_library, m->gpu_why, sizeof(m->gpu_why));
+	m->gpu = mgpu_load(m->nvml_library, &m->gpu_absent, m->gpu_why, sizeof(m->gpu_why));
 	log_info("%s", m->gpu ? "NVML loaded: GPU metrics on" : m->gpu_why);
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	for (;;) {
@@ -580,6 +583,7 @@ static int http_start(struct metrics *m, struct perr *err)
 	info = MHD_get_daemon_info(m->http, MHD_DAEMON_INFO_BIND_PORT);
 	m->http_port = info ? info->port : 0;
 	log_info("metrics on http://%s:%d/metrics", host, m->http_port);
+	component_set(m->d, COMP_METRICS, COMP_UP, "http://%s:%d/metrics", host, m->http_port);
 	return 0;
 }
 
@@ -623,8 +627,13 @@ int metrics_start(struct daemon *d, struct perr *err)
 			m->jsonl_bytes = (uint64_t)ftell(m->jsonl);
 		}
 	}
-	if ((r = http_start(m, err)) < 0)
-		goto fail;
+	/* A taken port costs /metrics only: sampling goes on for gprofctl
+	 * metrics and export.jsonl, and the metrics component says why. */
+	if (http_start(m, err) < 0) {
+		log_err("%s; sampling goes on (gprofctl metrics, export.jsonl)", err->msg);
+		component_set(d, COMP_METRICS, COMP_DOWN, "%s", err->msg);
+	} else if (m->http == NULL)
+		component_set(d, COMP_METRICS, COMP_OFF, "metrics: off (sampling goes on)");
 	d->metrics = m;
 	if ((r = -pthread_create(&m->thread, NULL, sampler_main, m)) < 0) {
 		d->metrics = NULL;
@@ -692,9 +701,8 @@ static bool visible(const struct peer *peer, const struct mval *v)
 	return v->owner < 0 || peer_may(peer, (uid_t)v->owner);
 }
 
-void metrics_query(struct conn *c, const struct msg *q)
+void metrics_query(struct daemon *d, struct conn *c, const struct msg *q)
 {
-	struct daemon *d = c->d;
 	struct metrics *m = d->metrics;
 	struct msg_sample *samples;
 	struct msg r;

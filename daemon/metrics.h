@@ -2,6 +2,10 @@
  * metrics.h: always-on host, GPU and process metrics (metrics.c has the
  * data flow), exported over HTTP for Prometheus, as JSON lines, and to
  * gprofctl through metrics_query.
+ *
+ * Floor: an engine above the registry (it reads struct proc). Called by
+ * main.c (start, stop), hagent.c (step values), hinfo.c (metrics_query),
+ * and, through d->hooks.proc_gone, the registry (a process gone).
  */
 #ifndef GPROFD_METRICS_H
 #define GPROFD_METRICS_H
@@ -25,7 +29,8 @@ void metrics_proc_update(struct daemon *d, struct proc *p);
 void metrics_proc_gone(struct daemon *d, struct proc *p);
 /* The port /metrics is served on (0 when off). */
 int metrics_http_port(struct daemon *d);
-/* Answers a metrics_query on c. */
-void metrics_query(struct conn *c, const struct msg *q);
+/* Answers a metrics_query on c, whose peer decides which process values
+ * it may see. */
+void metrics_query(struct daemon *d, struct conn *c, const struct msg *q);
 
 #endif

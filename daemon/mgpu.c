@@ -231,15 +231,29 @@ static void xid_start(struct mgpu *m)
 
 struct mgpu *mgpu_open(const char *library, char *why, size_t n)
 {
+	bool absent;
+
+	return mgpu_load(library, &absent, why, n);
+}
+
+int mgpu_count(const struct mgpu *m)
+{
+	return m != NULL ? (int)m->ngpus : 0;
+}
+
+struct mgpu *mgpu_load(const char *library, bool *absent, char *why, size_t n)
+{
 	struct mgpu *m = calloc(1, sizeof(*m));
 	nvmlReturn_t r;
 
+	*absent = false;
 	if (m == NULL) {
 		snprintf(why, n, "out of memory");
 		return NULL;
 	}
 	m->lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
 	if (m->lib == NULL) {
+		*absent = true; /* no driver installed: a host without GPUs */
 		snprintf(why, n, "NVML not loaded (%s): no NVIDIA driver on this host; GPU metrics off",
 		         library);
 		free(m);

@@ -1,5 +1,7 @@
 /*
  * mhost.h: host metrics from /proc under a root directory (mhost.c).
+ *
+ * Floor: a leaf under metrics.c, its only caller (the sampler thread).
  */
 #ifndef GPROFD_MHOST_H
 #define GPROFD_MHOST_H

@@ -14,6 +14,8 @@
  * history ring's oldest) allocates nothing in the steady state.
  *
  * Ownership: an mset owns its value array and text; mset_free releases them.
+ *
+ * Floor: a leaf under metrics.c, mhost.c and mgpu.c, its callers.
  */
 #ifndef GPROFD_MSET_H
 #define GPROFD_MSET_H
@@ -39,6 +41,9 @@ enum mfam {
 	MF_GPM_FP64,
 	/* traced processes (agents' heartbeats) */
 	MF_PROC_STEPS, MF_PROC_LAST_STEP, MF_PROC_MEDIAN_STEP,
+	/* the daemon's parts, build, traces and store (component.c) */
+	MF_COMPONENT_UP, MF_COMPONENT_DEGRADED, MF_BUILD_INFO, MF_TRACES_TOTAL, MF_STORE_TRACES,
+	MF_STORE_BYTES, MF_STORE_FREE_BYTES,
 	/* the daemon itself */
 	MF_SAMPLE_SECONDS, MF_SAMPLE_CPU_SECONDS, MF_SAMPLE_SKIPPED, MF_SELF_CPU_SECONDS, MF_SELF_RSS,
 	MF_HTTP_EVICTED,

@@ -12,6 +12,10 @@
  * address pair (sock_diag netlink), and reads /proc/net/tcp{,6} (the same
  * address pair, the same liveness test) only where netlink is unavailable.
  * A TCP client that proved it holds the auth token is an administrator.
+ *
+ * Floor: a leaf. Owns nothing; struct peer lives in its conn. Called by
+ * conn.c (identity at accept), the handlers and metrics.c (peer_may),
+ * registry.c and kineto.c (/proc lookups).
  */
 #ifndef GPROFD_PEER_H
 #define GPROFD_PEER_H

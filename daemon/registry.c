@@ -11,13 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "conn.h"
 #include "ident.h"
 #include "log.h"
-#include "metrics.h"
 #include "peer.h"
 #include "registry.h"
-#include "trace.h"
 
 static char *dup_or_empty(const char *s)
 {
@@ -78,7 +77,7 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	p->local_rank = r->local_rank;
 	p->world_size = r->world_size;
 	p->caps = r->caps;
-	p->registered_us = daemon_now_us();
+	p->registered_us = clock_now_us();
 	p->start_time = peer_start_time(pid);
 	p->conn = c;
 	link_proc(d, p);
@@ -160,7 +159,7 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 	}
 	kineto_identity(d, p);
 	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
-	p->registered_us = p->last_seen_us = daemon_now_us();
+	p->registered_us = p->last_seen_us = clock_now_us();
 	p->start_time = peer_start_time(pid);
 	link_proc(d, p);
 	*out = p;
@@ -169,8 +168,9 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 
 void registry_remove(struct daemon *d, struct proc *p)
 {
-	trace_proc_gone(d, p);
-	metrics_proc_gone(d, p);
+	if (p->ref != NULL)
+		*p->ref = NULL; /* its session lives on, unregistered */
+	d->hooks.proc_gone(d, p);
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -196,10 +196,10 @@ struct proc *registry_find(struct daemon *d, pid_t pid)
  * tells, to the clock tick. */
 static bool proc_gone(const struct proc *p)
 {
-	uv_os_fd_t fd;
+	int fd = p->conn != NULL ? conn_fileno(p->conn) : -1;
 	int alive = -1;
 
-	if (p->conn != NULL && uv_fileno(&p->conn->u.h, &fd) == 0)
+	if (fd >= 0)
 		alive = peer_unix_alive(fd);
 	if (alive >= 0)
 		return alive == 0;
@@ -216,9 +216,7 @@ struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid)
 		return p;
 	log_info("pid %d: the process that registered it has exited and the pid is now "
 	         "another's; its registration is dropped", (int)pid);
-	if (p->conn != NULL)
-		p->conn->proc = NULL; /* the connection lives on, unregistered */
-	registry_remove(d, p);
+	registry_remove(d, p); /* clears the session's p->ref */
 	return NULL;
 }
 
@@ -374,5 +372,5 @@ void registry_info(struct daemon *d, const struct proc *p, struct msg_proc_info 
 	info->steps = p->steps;
 	info->last_step_us = p->last_step_us;
 	info->launcher = registry_launcher(d, p, NULL, 0);
-	info->step_now = registry_step_now(p, daemon_now_us());
+	info->step_now = registry_step_now(p, clock_now_us());
 }

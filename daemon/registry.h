@@ -2,16 +2,24 @@
  * registry: the processes this host can trace.
  *
  * An agent's process is registered by its `register` message and lives
- * as long as its connection: conn.c calls registry_remove when the
- * connection closes. Kineto clients (issue 7) are added with kind
+ * as long as its connection: bus.c calls registry_remove when the
+ * session goes. Kineto clients (issue 7) are added with kind
  * MSG_KIND_KINETO and expire by silence instead. Either is dropped sooner
  * when its pid is claimed by another process (registry_find_live): a pid
  * names a process only while that process lives.
  *
  * Ownership: the registry owns every struct proc (d->procs, a doubly
  * linked list) and its strings. A proc's `conn` is a borrowed pointer that
- * is valid for the proc's whole life. Traces hold procs only weakly: the
- * trace module is told (trace_proc_gone) before a proc is freed.
+ * is valid for the proc's whole life; its `ref` is its session's pointer
+ * to it, which registry_remove clears. Traces hold procs only weakly: the
+ * trace module is told (trace_proc_gone, through d->hooks.proc_gone)
+ * before a proc is freed.
+ *
+ * Floor: the lowest engine: it includes only conn.h (an agent's conn,
+ * to know its process alive) and tells the floors above that a process
+ * is gone through d->hooks.proc_gone. Called by hagent.c (register),
+ * bus.c (a session gone), kineto.c, trace.c (matching), hinfo.c and
+ * metrics.c (reading).
  */
 #ifndef GPROFD_REGISTRY_H
 #define GPROFD_REGISTRY_H
@@ -46,7 +54,9 @@ struct proc {
 	                                  (peer_start_time); 0 if unknown */
 	int64_t steps, last_step_us, median_step_us; /* last_step_us: its duration */
 	int64_t heartbeat_us;      /* when the last heartbeat (and steps) came */
-	struct conn *conn;         /* agents: their connection */
+	struct conn *conn;         /* agents: their connection (transport, conn.h) */
+	struct proc **ref;         /* agents: their session's pointer to this proc,
+	                            * cleared when the registry removes it */
 	struct trace *busy;        /* the trace capturing it now, if any */
 	size_t mslot;              /* metrics.c's slot for its step values, + 1 */
 	/* Kineto clients (kineto.c) */
@@ -73,7 +83,8 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
  * and NULL returned. */
 struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid);
 
-/* Removes and frees p, telling the trace module first. */
+/* Removes and frees p: clears *p->ref, then tells the floors above
+ * (d->hooks.proc_gone: traces, metrics) before it is freed. */
 void registry_remove(struct daemon *d, struct proc *p);
 
 /* Adds a Kineto client seen polling: pid and uid from its credentials,

@@ -4,6 +4,9 @@
  * ($NOTIFY_SOCKET or $LISTEN_FDS set). Run by hand or in a container, the
  * daemon never maps libsystemd and its compression libraries (about 1 MB
  * resident); under systemd it uses the library's own code, not a copy.
+ *
+ * Floor: a leaf. Called by main.c (READY, STOPPING) and server.c (the
+ * sockets systemd passes).
  */
 #ifndef GPROFD_SDNOTIFY_H
 #define GPROFD_SDNOTIFY_H

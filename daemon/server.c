@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 
-#include "conn.h"
+#include "bus.h"
 #include "log.h"
 #include "sdnotify.h"
 #include "server.h"
@@ -25,7 +25,7 @@ static void on_unix_conn(uv_stream_t *s, int status)
 		log_warn("accept on the Unix socket: %s", uv_strerror(status));
 		return;
 	}
-	conn_accept(d, s, false);
+	bus_accept(d, s, false, false);
 }
 
 static void on_tcp_conn(uv_stream_t *s, int status)
@@ -36,7 +36,7 @@ static void on_tcp_conn(uv_stream_t *s, int status)
 		log_warn("accept on TCP: %s", uv_strerror(status));
 		return;
 	}
-	conn_accept(d, s, true);
+	bus_accept(d, s, true, false);
 }
 
 static void on_tls_conn(uv_stream_t *s, int status)
@@ -47,7 +47,7 @@ static void on_tls_conn(uv_stream_t *s, int status)
 		log_warn("accept on the TLS listener: %s", uv_strerror(status));
 		return;
 	}
-	conn_accept_tls(d, s);
+	bus_accept(d, s, true, true);
 }
 
 /* Is a daemon already answering on path? */

@@ -8,6 +8,10 @@
  *   - TCP on the configured address ("off" disables it; port 0 picks one);
  *   - TLS (tls.listen): bound by the daemon only, never passed by systemd,
  *     and only when d->tls holds the certificates (main.c loads them).
+ *
+ * Floor: the top of the connection stack, with main.c. Owns the
+ * listening handles (in struct daemon). Called by main.c (start, stop,
+ * reload); each accepted connection goes to bus_accept (bus.h).
  */
 #ifndef GPROFD_SERVER_H
 #define GPROFD_SERVER_H

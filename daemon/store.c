@@ -15,10 +15,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "clock.h"
 #include "fsutil.h"
 #include "log.h"
 #include "store.h"
-#include "trace.h"
 
 #define MANIFEST "manifest.json"
 #define LOCKFILE "gprofd.lock"
@@ -37,7 +37,8 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
 		snprintf(out, size, "%s/traces/%s", d->cfg.state_dir, trace_id);
 }
 
-void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_t size)
+void store_file_name(const char *host, pid_t pid, int64_t rank, int format, char *out,
+                     size_t size)
 {
 	struct timespec ts;
 	char h[64], r[32] = "";
@@ -51,8 +52,9 @@ void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_
 	if (rank >= 0)
 		snprintf(r, sizeof(r), "_rank%lld", (long long)rank);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	snprintf(out, size, "%s_%d%s.%lld%09ld.pt.trace.json.gz", h, (int)pid, r,
-	         (long long)ts.tv_sec, ts.tv_nsec);
+	snprintf(out, size, "%s_%d%s.%lld%09ld.%s", h, (int)pid, r, (long long)ts.tv_sec,
+	         ts.tv_nsec, format == MSG_FMT_MEMORY_SNAPSHOT ? "memory.pickle" :
+	         "pt.trace.json.gz");
 }
 
 int store_mkdir(struct daemon *d, const char *trace_id)
@@ -452,43 +454,22 @@ void store_deinit(struct daemon *d)
 	d->store_lock_fd = -1;
 }
 
-/* A record of t in the given state listing the processes whose file is
- * acknowledged (done), and when running also those whose file waits to be
- * recorded (tproc.recording). NULL when out of memory. */
-static struct stored *stored_of(const struct trace *t, int state, bool running)
+/* A copy of s (the writer gets its own). NULL when out of memory. */
+static struct stored *stored_dup(const struct stored *s)
 {
-	struct stored *s;
-	size_t i, n = 0;
+	struct stored *c = malloc(sizeof(*c));
 
-	s = calloc(1, sizeof(*s));
-	if (s == NULL || (s->files = calloc(t->n + 1, sizeof(*s->files))) == NULL) {
-		free(s);
+	if (c == NULL)
+		return NULL;
+	*c = *s;
+	c->next = NULL;
+	c->files = calloc(s->nfiles + 1, sizeof(*c->files));
+	if (c->files == NULL) {
+		free(c);
 		return NULL;
 	}
-	snprintf(s->id, sizeof(s->id), "%s", t->id);
-	s->owner = t->owner;
-	s->created_us = t->created_us;
-	s->state = state;
-	for (i = 0; i < t->n; i++) {
-		const struct tproc *tp = &t->tp[i];
-		struct stored_file *sf;
-
-		if (tp->state != MSG_TS_SKIPPED)
-			n++;
-		if (tp->file[0] == 0 || !(tp->state == MSG_TS_DONE ||
-		                          (running && tp->recording && !trace_tproc_ended(tp))))
-			continue;
-		sf = &s->files[s->nfiles++];
-		snprintf(sf->name, sizeof(sf->name), "%s", tp->file);
-		snprintf(sf->host, sizeof(sf->host), "%s", tp->host);
-		snprintf(sf->job_id, sizeof(sf->job_id), "%s", tp->job_id);
-		sf->bytes = tp->stored_bytes;
-		sf->pid = tp->pid;
-		sf->rank = tp->rank;
-		s->bytes += (uint64_t)tp->stored_bytes;
-	}
-	s->processes = n;
-	return s;
+	memcpy(c->files, s->files, s->nfiles * sizeof(*c->files));
+	return c;
 }
 
 /* ---- the writer: every change to a trace's directory after start-up, one
@@ -536,7 +517,6 @@ static void job_done(uv_work_t *req, int status)
 	struct sjob *j = req->data;
 	struct daemon *d = j->d;
 	struct swaiter *w, *next;
-	struct trace *t;
 
 	(void)status;
 	d->store_jobs = j->next;
@@ -552,8 +532,7 @@ static void job_done(uv_work_t *req, int status)
 	}
 	/* deleted (or ended with nothing) while this job wrote its manifest:
 	 * no directory of it may stay */
-	t = trace_find(d, j->id);
-	if (store_find(d, j->id) == NULL && (t == NULL || t->finished))
+	if (store_find(d, j->id) == NULL && !d->hooks.trace_running(d, j->id))
 		remove_dir(j->dir);
 	if (j->s != NULL)
 		stored_free(j->s);
@@ -611,9 +590,8 @@ static void remove_now(struct daemon *d, const char *id)
 	remove_dir(path);
 }
 
-int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void *arg)
+int store_record(struct daemon *d, struct stored *s, store_done_fn fn, void *arg)
 {
-	struct stored *s = stored_of(t, MSG_TRACE_RUNNING, true);
 	struct swaiter *w = calloc(1, sizeof(*w));
 	struct sjob *j;
 
@@ -628,7 +606,7 @@ int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void
 	/* a running manifest of this trace not yet started: this one replaces it */
 	for (j = d->store_jobs; j != NULL; j = j->next)
 		if (!(j == d->store_jobs && d->store_job_running) && !j->final &&
-		    strcmp(j->id, t->id) == 0)
+		    strcmp(j->id, s->id) == 0)
 			break;
 	if (j != NULL) {
 		stored_free(j->s);
@@ -637,7 +615,7 @@ int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void
 		j->waiters = w;
 		return 0;
 	}
-	j = job_new(d, t->id, s);
+	j = job_new(d, s->id, s);
 	if (j == NULL) {
 		free(w);
 		stored_free(s);
@@ -648,29 +626,24 @@ int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void
 	return 0;
 }
 
-void store_add(struct daemon *d, const struct trace *t)
+void store_add(struct daemon *d, struct stored *s)
 {
-	struct stored *s, *copy;
+	struct stored *copy;
 	struct sjob *j;
 
-	s = stored_of(t, t->state, false);
-	if (s == NULL) {
-		log_err("trace %s: out of memory recording it", t->id);
-		return;
-	}
 	if (s->nfiles == 0) {
+		remove_now(d, s->id);
 		stored_free(s);
-		remove_now(d, t->id);
 		return;
 	}
 	/* the list has it at once; the writer gets a copy */
-	copy = stored_of(t, t->state, false);
-	j = copy ? job_new(d, t->id, copy) : NULL;
+	copy = stored_dup(s);
+	j = copy ? job_new(d, s->id, copy) : NULL;
 	if (j == NULL) {
 		if (copy != NULL)
 			stored_free(copy);
 		log_err("trace %s: out of memory writing its final manifest; the manifest of its "
-		        "last acknowledgement stays", t->id);
+		        "last acknowledgement stays", s->id);
 	} else {
 		j->final = true;
 		job_push(d, j);
@@ -716,7 +689,7 @@ void store_delete(struct daemon *d, struct stored *s)
 
 void store_retain(struct daemon *d)
 {
-	int64_t cutoff = daemon_now_us() - (int64_t)d->cfg.retention_max_age_s * 1000000;
+	int64_t cutoff = clock_now_us() - (int64_t)d->cfg.retention_max_age_s * 1000000;
 	struct stored *s, *oldest;
 
 	for (;;) {

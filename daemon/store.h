@@ -33,6 +33,12 @@
  * Ownership: the daemon owns the list of stored traces (d->stored, newest
  * first); each struct stored owns its file array. The writer's jobs
  * (d->store_jobs) own copies, never a trace or a stored entry.
+ *
+ * Floor: an engine below the trace engine: it never sees a struct trace
+ * (trace_stored makes its record), and asks whether a trace still runs
+ * through d->hooks.trace_running. Called by main.c (init, retention,
+ * deinit), trace.c (add, find), upload.c and kineto.c (paths, records),
+ * htrace.c (list, download, delete).
  */
 #ifndef GPROFD_STORE_H
 #define GPROFD_STORE_H
@@ -42,9 +48,6 @@
 
 #include "daemon.h"
 #include "msg.h"
-
-struct trace;
-struct tproc;
 
 struct stored_file {
 	char name[160];
@@ -80,7 +83,8 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
  * when the rank is known (rank >= 0), so a job's directory sorts and reads
  * by rank; the host cut to characters a token allows (it may come from a
  * client), so every stored name is one the protocol can carry. */
-void store_file_name(const char *host, pid_t pid, int64_t rank, char *out, size_t size);
+void store_file_name(const char *host, pid_t pid, int64_t rank, int format, char *out,
+                     size_t size);
 
 /* Creates a trace's directory (uploads go there). 0 or -errno. */
 int store_mkdir(struct daemon *d, const char *trace_id);
@@ -89,18 +93,19 @@ int store_mkdir(struct daemon *d, const char *trace_id);
  * could not be written (-errno). */
 typedef void (*store_done_fn)(void *arg, int result);
 
-/* Records in t's manifest (state running), written durably on the thread
- * pool, every file acknowledged so far and every file waiting to be
- * (tproc.recording set, tproc.file and stored_bytes filled: the file is
- * fsync'd and renamed into the trace's directory). fn(arg, result) follows
- * on the loop; only on 0 may those processes be acknowledged (done). On an
+/* Records s, a running trace's record (trace_stored: every file
+ * acknowledged so far and every file waiting to be, fsync'd and renamed
+ * into the trace's directory), as its manifest, written durably on the
+ * thread pool. Takes s (NULL: out of memory). fn(arg, result) follows on
+ * the loop; only on 0 may those processes be acknowledged (done). On an
  * error (a full disk) the caller removes its file and fails its process.
  * Returns 0 (fn will be called) or -ENOMEM (it will not). */
-int store_record(struct daemon *d, const struct trace *t, store_done_fn fn, void *arg);
+int store_record(struct daemon *d, struct stored *s, store_done_fn fn, void *arg);
 
-/* Records a finished trace: writes its manifest, adds it to the list,
- * applies retention. A trace with no delivered file leaves nothing. */
-void store_add(struct daemon *d, const struct trace *t);
+/* Records a finished trace (s, from trace_stored; taken): writes its
+ * manifest, adds it to the list, applies retention. A trace with no
+ * delivered file leaves nothing. */
+void store_add(struct daemon *d, struct stored *s);
 
 struct stored *store_find(struct daemon *d, const char *trace_id);
 const struct stored_file *store_file(const struct stored *s, const char *name);

@@ -1,5 +1,6 @@
 /*
- * trace: see trace.h.
+ * trace: see trace.h (ownership, callers). It sends only to conns (an
+ * agent's proc->conn, a follower's), never to a session.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -8,8 +9,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "clock.h"
 #include "conn.h"
-#include "kineto.h"
 #include "log.h"
 #include "peer.h"
 #include "registry.h"
@@ -148,6 +149,7 @@ static void finish(struct trace *t)
 {
 	struct daemon *d = t->d;
 	size_t i, done = 0, cancelled = 0, skipped = 0, n;
+	struct stored *s;
 
 	for (i = 0; i < t->n; i++) {
 		if (t->tp[i].state == MSG_TS_DONE)
@@ -162,11 +164,16 @@ static void finish(struct trace *t)
 	t->state = done == n ? MSG_TRACE_DONE : done > 0 ? MSG_TRACE_PARTIAL :
 	           cancelled == n ? MSG_TRACE_CANCELLED : MSG_TRACE_FAILED;
 	t->finished = true;
+	d->cnt.traces_ended[t->state]++;
 	uv_timer_stop(&t->timer);
 	d->pending_traces--;
 	log_info("trace %s %s: %zu of %zu processes delivered%s", t->id,
 	         msg_trace_state_name(t->state), done, n, skipped ? " (launchers left out)" : "");
-	store_add(d, t);
+	s = trace_stored(t, t->state, false);
+	if (s != NULL)
+		store_add(d, s);
+	else
+		log_err("trace %s: out of memory recording it", t->id);
 	notify(t);
 	free_followers(t);
 	forget_old(d);
@@ -205,12 +212,12 @@ void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *r
 
 /* A Kineto client's config not yet handed over is withdrawn when its part
  * of the trace ends (cancel, timeout): Kineto must not start it later. */
-static void withdraw_pending(struct tproc *tp)
+static void withdraw_pending(struct trace *t, struct tproc *tp)
 {
 	struct proc *p = tp->proc;
 
 	if (p != NULL && p->kind == MSG_KIND_KINETO)
-		kineto_withdraw(p);
+		t->d->hooks.kineto_withdraw(p);
 }
 
 static void on_timeout(uv_timer_t *timer)
@@ -243,7 +250,7 @@ static void on_timeout(uv_timer_t *timer)
 			m.u.capture_cancel.reason = "trace timed out";
 			conn_send_msg(tp->proc->conn, &m);
 		}
-		withdraw_pending(tp);
+		withdraw_pending(t, tp);
 		trace_set_state(t, tp, MSG_TS_FAILED, why);
 	}
 }
@@ -256,8 +263,13 @@ static void begin_on(struct trace *t, struct tproc *tp)
 	tp->queued = false;
 	tp->reason[0] = '\0';
 	tp->proc->busy = t;
-	if (tp->kind == MSG_KIND_KINETO)
-		kineto_capture(t->d, t, tp);
+	if (tp->kind == MSG_KIND_KINETO && t->win.memory_snapshot)
+		trace_set_state(t, tp, MSG_TS_FAILED, "a memory snapshot needs the agent: this "
+		                "process is traced through Kineto's daemon mode (KINETO_USE_DAEMON); "
+		                "start it with libgprof_agent and GPROF_TORCH_STEPS=1 "
+		                "(gprofctl launch does both)");
+	else if (tp->kind == MSG_KIND_KINETO)
+		t->d->hooks.kineto_capture(t->d, t, tp);
 	else
 		send_start(t, tp);
 }
@@ -337,7 +349,7 @@ static const char *sits_out(struct daemon *d, const struct trace *t, const struc
  */
 static int64_t common_start(const struct trace *t)
 {
-	int64_t now = daemon_now_us(), best = 0, r = t->win.iteration_roundup > 0 ?
+	int64_t now = clock_now_us(), best = 0, r = t->win.iteration_roundup > 0 ?
 	              t->win.iteration_roundup : 1;
 	size_t i;
 
@@ -417,7 +429,7 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 	else
 		msg_trace_id_new(t->id, sizeof(t->id));
 	t->owner = peer->uid;
-	t->created_us = daemon_now_us();
+	t->created_us = clock_now_us();
 	t->win = req->win;
 	if (req->win.iteration_range)
 		snprintf(t->iteration_range, sizeof(t->iteration_range), "%s",
@@ -546,7 +558,7 @@ int trace_cancel(struct daemon *d, struct trace *t, const char *why)
 			m.u.capture_cancel.reason = why;
 			conn_send_msg(tp->proc->conn, &m);
 		}
-		withdraw_pending(tp);
+		withdraw_pending(t, tp);
 		n++;
 		trace_set_state(t, tp, MSG_TS_CANCELLED, why);
 	}
@@ -563,6 +575,45 @@ void trace_follow(struct trace *t, struct conn *c, uint64_t id)
 	f->id = id;
 	f->next = t->followers;
 	t->followers = f;
+}
+
+/* A record of t in the given state (trace.h) listing the processes whose file is
+ * acknowledged (done), and when running also those whose file waits to be
+ * recorded (tproc.recording). NULL when out of memory. */
+struct stored *trace_stored(const struct trace *t, int state, bool running)
+{
+	struct stored *s;
+	size_t i, n = 0;
+
+	s = calloc(1, sizeof(*s));
+	if (s == NULL || (s->files = calloc(t->n + 1, sizeof(*s->files))) == NULL) {
+		free(s);
+		return NULL;
+	}
+	snprintf(s->id, sizeof(s->id), "%s", t->id);
+	s->owner = t->owner;
+	s->created_us = t->created_us;
+	s->state = state;
+	for (i = 0; i < t->n; i++) {
+		const struct tproc *tp = &t->tp[i];
+		struct stored_file *sf;
+
+		if (tp->state != MSG_TS_SKIPPED)
+			n++;
+		if (tp->file[0] == 0 || !(tp->state == MSG_TS_DONE ||
+		                          (running && tp->recording && !trace_tproc_ended(tp))))
+			continue;
+		sf = &s->files[s->nfiles++];
+		snprintf(sf->name, sizeof(sf->name), "%s", tp->file);
+		snprintf(sf->host, sizeof(sf->host), "%s", tp->host);
+		snprintf(sf->job_id, sizeof(sf->job_id), "%s", tp->job_id);
+		sf->bytes = tp->stored_bytes;
+		sf->pid = tp->pid;
+		sf->rank = tp->rank;
+		s->bytes += (uint64_t)tp->stored_bytes;
+	}
+	s->processes = n;
+	return s;
 }
 
 void trace_proc_gone(struct daemon *d, struct proc *p)
@@ -612,4 +663,11 @@ void trace_shutdown(struct daemon *d)
 				trace_set_state(t, &t->tp[i], MSG_TS_FAILED, "the daemon stopped");
 		trace_free(d, t);
 	}
+}
+
+bool trace_running(struct daemon *d, const char *id)
+{
+	struct trace *t = trace_find(d, id);
+
+	return t != NULL && !t->finished;
 }

@@ -9,10 +9,17 @@
  *
  * Ownership: the daemon owns every trace (d->traces, newest first). A
  * trace is freed only in its timer's close callback. Each tproc holds its
- * registry proc weakly: registry_remove calls trace_proc_gone first.
+ * registry proc weakly: registry_remove calls trace_proc_gone first
+ * (through d->hooks.proc_gone).
  * Followers are (conn, request id) pairs; trace_conn_gone drops a closing
  * conn's. Finished traces stay in memory (for trace_status and reasons)
  * until more than TRACE_KEEP_FINISHED have finished.
+ *
+ * Floor: an engine above the registry and the store; it sends to a
+ * conn (an agent's, a follower's) and never sees a session. Reaches
+ * Kineto clients through d->hooks.kineto_capture/kineto_withdraw. Called
+ * by htrace.c and dynorpc.c (requests), hagent.c, upload.c and kineto.c
+ * (progress), bus.c (a session gone), main.c (hooks, shutdown).
  */
 #ifndef GPROFD_TRACE_H
 #define GPROFD_TRACE_H
@@ -32,6 +39,7 @@
 struct proc;
 struct conn;
 struct peer;
+struct stored;
 
 struct tproc {
 	pid_t pid;
@@ -114,6 +122,17 @@ void trace_fill_procs(const struct trace *t, struct msg_trace_proc *procs);
  * have room for t->n entries. */
 void trace_fill(const struct trace *t, struct msg *m, struct msg_trace_proc *procs);
 
+/* A record of t for the store (store.h), in the given state, listing the
+ * processes whose file is acknowledged (done) and, when running, also
+ * those whose file waits to be recorded (tproc.recording). NULL when out
+ * of memory. */
+struct stored *trace_stored(const struct trace *t, int state, bool running);
+/* Is trace id in memory and not finished (its directory still in use)?
+ * The store asks it through d->hooks.trace_running. */
+bool trace_running(struct daemon *d, const char *id);
+
+/* p is about to be freed (d->hooks.proc_gone, from registry_remove):
+ * its unfinished parts fail, and no tproc points at it any more. */
 void trace_proc_gone(struct daemon *d, struct proc *p);
 void trace_conn_gone(struct daemon *d, struct conn *c);
 

@@ -1,5 +1,5 @@
 /*
- * upload: see upload.h.
+ * upload: see upload.h (ownership, callers).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +29,7 @@ struct qchunk {
 struct upload {
 	struct upload *next;
 	struct daemon *d;
-	struct conn *c;              /* NULL once the connection is gone */
+	struct session *s;           /* NULL once its session is gone */
 	uint32_t transfer;
 	char trace_id[TRACE_ID_LEN];
 	pid_t pid;
@@ -60,9 +60,9 @@ static void unlink_upload(struct upload *u)
 {
 	struct upload **pp;
 
-	if (u->c == NULL)
+	if (u->s == NULL)
 		return;
-	for (pp = &u->c->uploads; *pp != NULL; pp = &(*pp)->next)
+	for (pp = &u->s->uploads; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == u) {
 			*pp = u->next;
 			break;
@@ -102,7 +102,7 @@ static void release(struct upload *u)
 		u->tmp[0] = 0;
 	}
 	drop_queue(u);
-	if (u->c == NULL)
+	if (u->s == NULL)
 		free(u);
 }
 
@@ -110,7 +110,7 @@ static void release(struct upload *u)
 static void detach(struct upload *u)
 {
 	unlink_upload(u);
-	u->c = NULL;
+	u->s = NULL;
 	release(u);
 }
 
@@ -130,13 +130,13 @@ static void fail(struct upload *u, enum msg_errcode code, const char *why)
 	snprintf(u->fail_reason, sizeof(u->fail_reason), "%s", why);
 	u->d->cnt.uploads_failed++;
 	log_info("upload of trace %s from pid %d failed: %s", u->trace_id, (int)u->pid, why);
-	if (u->c != NULL)
-		conn_send_error(u->c, u->ending ? u->end_id : 0, code, "trace %s: %s",
+	if (u->s != NULL)
+		conn_send_error(&u->s->conn, u->ending ? u->end_id : 0, code, "trace %s: %s",
 		                u->trace_id, why);
 	if (tp != NULL)
 		trace_set_state(t, tp, MSG_TS_FAILED, why);
-	if (u->c != NULL)
-		conn_resume(u->c);
+	if (u->s != NULL)
+		conn_resume(&u->s->conn);
 	if (u->ending)
 		detach(u); /* upload_end is answered: nothing more will come */
 	else
@@ -160,7 +160,7 @@ static void on_recorded(void *arg, int result)
 	/* a part that ended meanwhile keeps nothing: the next manifest does not
 	 * list it, and a start-up drops a listed file that is missing */
 	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp) || u->failed ||
-	    u->c == NULL) {
+	    u->s == NULL) {
 		store_path(u->d, u->trace_id, u->name, final, sizeof(final));
 		unlink(final);
 		if (mine) {
@@ -171,7 +171,7 @@ static void on_recorded(void *arg, int result)
 			release(u);
 			return;
 		}
-		if (u->c == NULL)
+		if (u->s == NULL)
 			snprintf(why, sizeof(why), "the agent disconnected during the upload");
 		else if (result < 0)
 			snprintf(why, sizeof(why), "cannot record the file in the trace's manifest: "
@@ -180,7 +180,7 @@ static void on_recorded(void *arg, int result)
 		else
 			snprintf(why, sizeof(why), "the trace ended (timed out or cancelled) before "
 			         "the upload completed");
-		fail(u, u->c == NULL ? MSG_E_IO : result == -ENOSPC ? MSG_E_NO_SPACE :
+		fail(u, u->s == NULL ? MSG_E_IO : result == -ENOSPC ? MSG_E_NO_SPACE :
 		     result < 0 ? MSG_E_IO : MSG_E_NOT_FOUND, why);
 		return;
 	}
@@ -188,7 +188,7 @@ static void on_recorded(void *arg, int result)
 	msg_init(&m, MSG_UPLOAD_END_REPLY, u->end_id);
 	m.u.upload_end_reply.file = u->name;
 	m.u.upload_end_reply.bytes = (int64_t)u->received;
-	conn_send_msg(u->c, &m);
+	conn_send_msg(&u->s->conn, &m);
 	log_debug("trace %s: stored %s (%llu bytes)", u->trace_id, u->name,
 	          (unsigned long long)u->received);
 	trace_set_state(t, tp, MSG_TS_DONE, NULL);
@@ -227,7 +227,7 @@ static void complete(struct upload *u)
 	snprintf(tp->file, sizeof(tp->file), "%s", u->name);
 	tp->stored_bytes = (int64_t)u->received;
 	tp->recording = true;
-	r = store_record(u->d, t, on_recorded, u);
+	r = store_record(u->d, trace_stored(t, MSG_TRACE_RUNNING, true), on_recorded, u);
 	if (r < 0) {
 		on_recorded(u, r);
 		return;
@@ -246,7 +246,7 @@ static void on_fsync(uv_fs_t *req)
 		release(u);
 		return;
 	}
-	if (u->c == NULL) {
+	if (u->s == NULL) {
 		fail(u, MSG_E_IO, "the agent disconnected during the upload");
 		return;
 	}
@@ -290,7 +290,7 @@ static void on_write(uv_fs_t *req)
 		u->tail = NULL;
 	free(q->block);
 	free(q);
-	if (u->failed || u->c == NULL) {
+	if (u->failed || u->s == NULL) {
 		if (!u->failed)
 			fail(u, MSG_E_IO, "the agent disconnected during the upload");
 		else
@@ -307,7 +307,7 @@ static void on_write(uv_fs_t *req)
 	}
 	u->written += (uint64_t)r;
 	if (u->received - u->written <= UPLOAD_QUEUE_MAX / 2)
-		conn_resume(u->c);
+		conn_resume(&u->s->conn);
 	pump(u);
 }
 
@@ -333,65 +333,79 @@ static void pump(struct upload *u)
 	u->busy = true;
 }
 
-static struct upload *find(struct conn *c, uint32_t transfer)
+static struct upload *find(struct session *s, uint32_t transfer)
 {
 	struct upload *u;
 
-	for (u = c->uploads; u != NULL; u = u->next)
+	for (u = s->uploads; u != NULL; u = u->next)
 		if (u->transfer == transfer)
 			return u;
 	return NULL;
 }
 
-void upload_begin(struct conn *c, const struct msg *m)
+void upload_begin(struct session *s, const struct msg *m)
 {
 	const struct msg_upload_begin *b = &m->u.upload_begin;
-	struct daemon *d = c->d;
+	struct daemon *d = s->d;
 	struct upload *u;
 	struct trace *t;
 	struct tproc *tp;
 	int r;
 
-	if (c->proc == NULL) {
-		conn_send_error(c, m->id, MSG_E_FORBIDDEN, "register before uploading");
+	if (s->proc == NULL) {
+		conn_send_error(&s->conn, m->id, MSG_E_FORBIDDEN, "register before uploading");
 		return;
 	}
 	t = trace_find(d, b->trace_id);
-	tp = t ? trace_tproc(t, c->proc->pid) : NULL;
+	tp = t ? trace_tproc(t, s->proc->pid) : NULL;
 	if (tp == NULL || t->finished || tp->state == MSG_TS_DONE ||
 	    tp->state == MSG_TS_FAILED || tp->state == MSG_TS_CANCELLED) {
-		conn_send_error(c, m->id, MSG_E_NOT_FOUND, "trace %s is not waiting for a "
-		                "trace from pid %d", b->trace_id, (int)c->proc->pid);
+		conn_send_error(&s->conn, m->id, MSG_E_NOT_FOUND, "trace %s is not waiting for a "
+		                "trace from pid %d", b->trace_id, (int)s->proc->pid);
 		return;
 	}
 	/* One upload per process and trace: a second (another transfer, on this
 	 * connection or another) would store bytes the trace's books never
 	 * count, past limits.trace_bytes and retention.max_bytes. */
 	if (tp->upload_begun) {
-		conn_send_error(c, m->id, MSG_E_BUSY, "pid %d has already begun its upload for "
-		                "trace %s; a process sends one file per trace", (int)c->proc->pid,
+		conn_send_error(&s->conn, m->id, MSG_E_BUSY, "pid %d has already begun its upload for "
+		                "trace %s; a process sends one file per trace", (int)s->proc->pid,
 		                b->trace_id);
 		return;
 	}
-	if (find(c, (uint32_t)b->transfer) != NULL) {
-		conn_send_error(c, m->id, MSG_E_BAD_REQUEST, "transfer %lld is already open",
+	/* The file must be what the trace asked for: an agent too old to know
+	 * memory_snapshot would send a trace, which a .pickle name would hide. */
+	if ((b->format == MSG_FMT_MEMORY_SNAPSHOT) != t->win.memory_snapshot) {
+		char why[300];
+
+		snprintf(why, sizeof(why), "%s", t->win.memory_snapshot ? "this process's agent "
+		         "sent a trace, not the memory snapshot asked for: it is too old for "
+		         "--memory-snapshot; update libgprof_agent and python/gprof_agent" :
+		         "the agent sent a memory snapshot for a trace that asked for none");
+		tp->upload_begun = true;
+		trace_set_state(t, tp, MSG_TS_FAILED, why);
+		conn_send_error(&s->conn, m->id, MSG_E_BAD_REQUEST, "%s", why);
+		return;
+	}
+	if (find(s, (uint32_t)b->transfer) != NULL) {
+		conn_send_error(&s->conn, m->id, MSG_E_BAD_REQUEST, "transfer %lld is already open",
 		                (long long)b->transfer);
 		return;
 	}
 	u = calloc(1, sizeof(*u));
 	if (u == NULL) {
-		conn_send_error(c, m->id, MSG_E_INTERNAL, "out of memory");
+		conn_send_error(&s->conn, m->id, MSG_E_INTERNAL, "out of memory");
 		return;
 	}
 	u->d = d;
-	u->c = c;
+	u->s = s;
 	u->fd = -1;
 	u->transfer = (uint32_t)b->transfer;
-	u->pid = c->proc->pid;
+	u->pid = s->proc->pid;
 	u->crc = (uint32_t)crc32(0L, Z_NULL, 0);
 	snprintf(u->trace_id, sizeof(u->trace_id), "%s", b->trace_id);
 	/* the host part is what the agent registered */
-	store_file_name(tp->host[0] ? tp->host : d->host, u->pid, tp->rank, u->name,
+	store_file_name(tp->host[0] ? tp->host : d->host, u->pid, tp->rank, b->format, u->name,
 	                sizeof(u->name));
 	store_path(d, u->trace_id, u->name, u->tmp, sizeof(u->tmp));
 	strncat(u->tmp, ".tmp", sizeof(u->tmp) - strlen(u->tmp) - 1);
@@ -401,8 +415,8 @@ void upload_begin(struct conn *c, const struct msg *m)
 		if (u->fd < 0)
 			r = -errno;
 	}
-	u->next = c->uploads;
-	c->uploads = u;
+	u->next = s->uploads;
+	s->uploads = u;
 	tp->upload_begun = true;
 	trace_set_state(t, tp, MSG_TS_UPLOADING, NULL);
 	if (r < 0) {
@@ -414,15 +428,15 @@ void upload_begin(struct conn *c, const struct msg *m)
 	}
 }
 
-int upload_chunk(struct conn *c, const struct frame *f)
+int upload_chunk(struct session *s, const struct frame *f)
 {
-	struct upload *u = find(c, f->transfer);
+	struct upload *u = find(s, f->transfer);
 	struct qchunk *q;
 
 	if (u == NULL) {
-		conn_send_error(c, 0, MSG_E_BAD_REQUEST, "chunk for transfer %u, which is not "
+		conn_send_error(&s->conn, 0, MSG_E_BAD_REQUEST, "chunk for transfer %u, which is not "
 		                "open; closing the connection", f->transfer);
-		conn_finish(c, "chunk for an unknown transfer");
+		conn_finish(&s->conn, "chunk for an unknown transfer");
 		return -EPROTO;
 	}
 	if (u->failed)
@@ -432,13 +446,13 @@ int upload_chunk(struct conn *c, const struct frame *f)
 		     "repeated)");
 		return 0;
 	}
-	if (u->received + f->len > c->d->cfg.max_trace_bytes) {
+	if (u->received + f->len > s->d->cfg.max_trace_bytes) {
 		fail(u, MSG_E_LIMIT, "the trace is larger than limits.trace_bytes");
 		return 0;
 	}
 	q = malloc(sizeof(*q));
 	if (q != NULL && f->buffered) {
-		q->block = frame_decoder_steal(&c->dec);
+		q->block = conn_steal_frame(&s->conn);
 		q->data = f->data;
 	} else if (q != NULL) {
 		q->block = malloc(f->len);
@@ -461,25 +475,25 @@ int upload_chunk(struct conn *c, const struct frame *f)
 	u->received += f->len;
 	u->crc = (uint32_t)crc32(u->crc, f->data, (uInt)f->len);
 	if (u->received - u->written > UPLOAD_QUEUE_MAX)
-		conn_pause(c);
+		conn_pause(&s->conn);
 	pump(u);
 	return 0;
 }
 
-void upload_end(struct conn *c, const struct msg *m)
+void upload_end(struct session *s, const struct msg *m)
 {
 	const struct msg_upload_end *e = &m->u.upload_end;
-	struct upload *u = find(c, (uint32_t)e->transfer);
+	struct upload *u = find(s, (uint32_t)e->transfer);
 
 	if (u == NULL) {
-		conn_send_error(c, m->id, MSG_E_NOT_FOUND, "transfer %lld is not open",
+		conn_send_error(&s->conn, m->id, MSG_E_NOT_FOUND, "transfer %lld is not open",
 		                (long long)e->transfer);
 		return;
 	}
 	u->end_id = m->id;
 	u->ending = true;
 	if (u->failed) {
-		conn_send_error(c, m->id, u->fail_code, "trace %s: %s", u->trace_id,
+		conn_send_error(&s->conn, m->id, u->fail_code, "trace %s: %s", u->trace_id,
 		                u->fail_reason);
 		detach(u);
 		return;
@@ -496,13 +510,13 @@ void upload_end(struct conn *c, const struct msg *m)
 	pump(u);
 }
 
-void upload_conn_gone(struct conn *c)
+void upload_session_gone(struct session *s)
 {
 	struct upload *u;
 
-	while ((u = c->uploads) != NULL) {
-		c->uploads = u->next;
-		u->c = NULL;
+	while ((u = s->uploads) != NULL) {
+		s->uploads = u->next;
+		u->s = NULL;
 		if (!u->failed) {
 			struct trace *t;
 			struct tproc *tp = find_tproc(u, &t);

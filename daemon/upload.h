@@ -17,25 +17,28 @@
  * UPLOAD_QUEUE_MAX bytes wait for the disk, the connection stops being
  * read (backpressure) until the queue drains.
  *
- * Ownership: a connection owns its uploads (c->uploads). An upload whose
- * connection closes is failed, but freed only when its in-flight file
- * operation has come back; until then it is detached (u->c == NULL).
+ * Ownership: a session owns its uploads (s->uploads). An upload whose
+ * session goes (upload_session_gone, from bus.c) is failed, but freed
+ * only when its in-flight file operation has come back; until then it is
+ * detached (u->s == NULL). Called by the handler table (upload_begin,
+ * upload_end) and bus.c (chunks, the session's end).
  * Failures remove the partial file, so nothing half-written is ever stored.
  */
 #ifndef GPROFD_UPLOAD_H
 #define GPROFD_UPLOAD_H
 
-#include "conn.h"
 #include "frame.h"
 #include "msg.h"
+#include "session.h"
 
 #define UPLOAD_QUEUE_MAX (16u << 20)
 
-void upload_begin(struct conn *c, const struct msg *m);
-void upload_end(struct conn *c, const struct msg *m);
-/* A chunk frame from c: 0, or a negative code that closes c. */
-int upload_chunk(struct conn *c, const struct frame *f);
-/* c is closing: fail and detach its uploads. */
-void upload_conn_gone(struct conn *c);
+void upload_begin(struct session *s, const struct msg *m);
+void upload_end(struct session *s, const struct msg *m);
+/* A chunk frame from s: 0, or a negative code that stops reading s (it
+ * is then finishing). */
+int upload_chunk(struct session *s, const struct frame *f);
+/* s is going: fail and detach its uploads. */
+void upload_session_gone(struct session *s);
 
 #endif

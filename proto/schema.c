@@ -76,6 +76,8 @@ const char *const schema_type_names[MSG_TYPE_COUNT] = {
 
 static const char *const role_names[] = { "agent", "ctl", NULL };
 static const char *const auth_names[] = { "none", "hmac-sha256", NULL };
+/* upload_begin.format, in MSG_FMT_* order */
+static const char *const format_names[] = { "trace", "memory_snapshot", NULL };
 const char *const schema_errcode_names[] = {
 	"bad_request", "unsupported", "version", "auth_required", "auth_failed",
 	"forbidden", "not_found", "limit", "busy", "no_space", "io", "internal", NULL,
@@ -91,6 +93,9 @@ const char *const schema_trace_state_names[] = {
 const char *const schema_activity_names[] = {
 	"kernel", "memcpy", "memset", "cuda_runtime", "cuda_driver", "sync",
 	"overhead", "memory", "nvtx", NULL,
+};
+const char *const schema_option_names[] = {
+	"record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", NULL,
 };
 static const char *const cap_names[] = { "cupti", "nvtx", "steps", NULL };
 
@@ -206,7 +211,9 @@ static const struct field f_heartbeat[] = {
 	INT(S, win.iteration_roundup, "iteration_roundup", 0, 0, ID_, 0), \
 	INT(S, win.start_iteration, "start_iteration", 0, 0, ID_, 0), \
 	FLAGS(S, win.activities, "activities", schema_activity_names, MSG_ACT_DEFAULT), \
-	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX)
+	STR(S, win.iteration_range, "iteration_range", 0, MSG_NAME_MAX), \
+	FLAGS(S, win.options, "options", schema_option_names, 0), \
+	BOOL(S, win.memory_snapshot, "memory_snapshot")
 
 #define S struct msg_capture_start
 static const struct field f_capture_start[] = {
@@ -235,6 +242,7 @@ static const struct field f_capture_status[] = {
 static const struct field f_upload_begin[] = {
 	STR(S, trace_id, "trace_id", REQ | FF_TOKEN, MSG_TRACE_ID_MAX),
 	INT(S, transfer, "transfer", REQ, 1, U32_, 0),
+	ENUM(S, format, "format", 0, format_names, MSG_FMT_TRACE),
 };
 #undef S
 #define S struct msg_upload_end
@@ -404,6 +412,15 @@ static const struct field f_process_list_reply[] = {
 	INT(S, next_offset, "next_offset", 0, 0, ID_, 0),
 };
 #undef S
+#define S struct msg_component
+static const struct field f_component[] = {
+	STR(S, name, "name", REQ | FF_TOKEN, MSG_NAME_MAX),
+	STR(S, state, "state", REQ | FF_TOKEN, MSG_NAME_MAX),
+	BOOL(S, degraded, "degraded"),
+	STR(S, detail, "detail", FF_TEXT, MSG_TEXT_MAX),
+};
+static const struct schema sc_component = SCHEMA("component", S, f_component, NULL, false);
+#undef S
 #define S struct msg_daemon_status_reply
 static const struct field f_daemon_status_reply[] = {
 	STR(S, version, "version", REQ, MSG_NAME_MAX),
@@ -415,6 +432,9 @@ static const struct field f_daemon_status_reply[] = {
 	INT(S, stored_traces, "stored_traces", 0, 0, ID_, 0),
 	INT(S, stored_bytes, "stored_bytes", 0, 0, ID_, 0),
 	NUMMAP(S, counters, "counters", MSG_METRICS_MAX),
+	STR(S, commit, "commit", 0, MSG_NAME_MAX),
+	INT(S, store_free_bytes, "store_free_bytes", 0, -1, ID_, -1),
+	OBJS(S, components, "components", 0, sc_component, 64),
 };
 #undef S
 #define S struct msg_metrics_query
@@ -489,6 +509,7 @@ const struct schema *schema_of_elem(enum msg_elem e)
 	case MSG_ELEM_TRACE_SUMMARY: return &sc_trace_summary;
 	case MSG_ELEM_PROC_INFO: return &sc_proc_info;
 	case MSG_ELEM_SAMPLE: return &sc_sample;
+	case MSG_ELEM_COMPONENT: return &sc_component;
 	}
 	return NULL;
 }

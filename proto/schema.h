@@ -12,7 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "msg.h"
+#include "msgtypes.h"
+#include "perr.h"
 
 enum ftype {
 	FT_STR,    /* const char *; min/max = length in bytes */
@@ -61,6 +62,7 @@ extern const char *const schema_tstate_names[];
 extern const char *const schema_trace_state_names[];
 extern const char *const schema_kind_names[];
 extern const char *const schema_activity_names[];
+extern const char *const schema_option_names[];
 
 /* The schema of a message type (never NULL for 0 < t < MSG_TYPE_COUNT). */
 const struct schema *schema_of_type(enum msg_type t);

@@ -36,6 +36,10 @@ int window_check(const struct msg_window *w, struct perr *err)
 		return perr_set(err, -EBADMSG, "start_iteration needs iterations");
 	if (w->iterations == 0 && w->iteration_range != NULL)
 		return perr_set(err, -EBADMSG, "iteration_range needs iterations");
+	/* the snapshot is opened and taken at optimizer steps (python/gprof_agent) */
+	if (w->memory_snapshot && w->iteration_range != NULL)
+		return perr_set(err, -EBADMSG, "memory_snapshot counts iterations by steps: "
+		                "leave out iteration_range");
 	if (w->activities == 0)
 		return perr_set(err, -EBADMSG, "activities is empty: name at least one");
 	return 0;

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "msg.h"
+#include "msgtypes.h"
 #include "perr.h"
 
 #define WINDOW_ITERATIONS_MAX 1000000

@@ -31,6 +31,7 @@ import threading
 __all__ = ["step", "steps", "range_push", "range_pop", "loaded", "install"]
 
 _lib = None
+_mem = None   # memsnap.Poller, when the agent takes memory snapshots
 _tried = False
 _lock = threading.Lock()
 _HOOKED = "torch.optim.optimizer"
@@ -42,6 +43,17 @@ def _open(path):
     lib.gprof_steps.restype = ctypes.c_uint64
     lib.gprof_range_push.argtypes = [ctypes.c_char_p]
     return lib
+
+
+def _memory_poller(lib):
+    """memsnap's poller for an agent that has gprof_step_memory (an older
+    one has not: no snapshots, nothing else changes)."""
+    global _mem
+    try:
+        from . import memsnap
+        _mem = memsnap.Poller(lib)
+    except (AttributeError, ImportError):
+        _mem = None
 
 
 def _load():
@@ -66,6 +78,8 @@ def _load():
                 _lib = _open(None)
             except (OSError, AttributeError):
                 _lib = None
+        if _lib is not None:
+            _memory_poller(_lib)
         _tried = True
     return _lib
 
@@ -79,8 +93,21 @@ def loaded():
 def step():
     """Ends one iteration (what the optimizer hook calls)."""
     lib = _lib if _tried else _load()
-    if lib is not None:
+    if lib is None:
+        return 0
+    if _mem is None:
         lib.gprof_step()
+        return 0
+    # the step and the poll in one call: a snapshot's start and end are at
+    # steps, and the answer says when a window takes operators (ops.py)
+    r = _mem.step()
+    what = r & 0xff
+    if what or _mem.recording:
+        try:
+            _mem.handle(what)
+        except Exception:  # never break the job over profiling
+            pass
+    return r
 
 
 def steps():
@@ -102,23 +129,25 @@ def range_pop():
 
 _poll = None
 _poll_tried = False
+_STEP_OPS = 0x100  # GPROF_STEP_OPS in agent/gprof_agent.h
 
 
 def _hook(optimizer, args, kwargs):
-    """After each optimizer step: the boundary, then what the capture
-    window wants (PyTorch operators: ops.py)."""
+    """After each optimizer step: the boundary and the poll (one call), then
+    what a window that takes PyTorch operators wants (ops.py): only while
+    one is open or the operators' profiler runs."""
     global _poll, _poll_tried
-    step()
+    r = step()
     try:
         if _poll is not None:
-            _poll()
-        elif not _poll_tried:
+            if (r & _STEP_OPS) or _poll.active():
+                _poll()
+        elif not _poll_tried and (r & _STEP_OPS) and _lib is not None:
             _poll_tried = True
-            if _lib is not None:
-                from . import ops
-                _poll = ops.poller(_lib)
-                if _poll is not None:
-                    _poll()
+            from . import ops
+            _poll = ops.poller(_lib)
+            if _poll is not None:
+                _poll()
     except Exception:  # never break the job over profiling
         pass
 

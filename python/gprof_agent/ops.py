@@ -1,7 +1,9 @@
 """PyTorch operators for the agent's capture windows (docs/AGENT.md).
 
-At each optimizer step gprof_agent asks the agent what the current window
-wants (gprof_window_flags: one call, a few atomic loads). When a window
+At each optimizer step gprof_agent's one call (gprof_step_memory) says
+whether a window that takes operators is open (GPROF_STEP_OPS); only then,
+and while its profiler runs, does it ask what the window wants
+(gprof_window_flags: the options, the window's number). When a window
 that takes operators opens, the job's own profiler starts, recording CPU
 activities only (the agent holds CUPTI: the profiler never asks for it);
 at the first step after the window's end it stops and exports its Kineto
@@ -21,7 +23,7 @@ global module hooks registered for the window only: eager PyTorch's
 with_modules records nothing without TorchScript.
 
 Rules: nothing here changes what the job computes; outside a window it
-costs one ctypes call per step; every exception is swallowed, and its
+costs nothing beyond the step's own call; every exception is swallowed, and its
 text goes into the trace's note through gprof_ops_done.
 """
 import ctypes
@@ -169,6 +171,10 @@ class Poller:
         self._modules = None
         self._path = None
         self._notes = []
+
+    def active(self):
+        """A profiler runs for a window (poll every step until it ends)."""
+        return self._gen != 0
 
     def __call__(self):
         f = self._flags()

@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent.h"
+#include "ops.h"
 #include "fuzz.h"
 
 static void check_window(const char *text, size_t size, uint64_t t0, uint64_t t1)

@@ -8,6 +8,7 @@ changing the protocol; libFuzzer's minimised finds are added beside these
 by run-libfuzzer.sh.
 """
 import os
+import pickle
 import re
 import struct
 
@@ -66,6 +67,10 @@ write("kipc", "short", req[:30])
 write("kconfig", "dyno-duration", GPUTRACE.split(b'"config": "')[1].split(b'",')[0].replace(b"\\n", b"\n"))
 write("kconfig", "iterations", b"PROFILE_START_ITERATION=0\nPROFILE_START_ITERATION_ROUNDUP=10\nACTIVITIES_ITERATIONS=5\nREQUEST_TRACE_ID=x\n")
 write("kconfig", "two-equals", b"A=B=C\n")
+write("kconfig", "options", b"PROFILE_REPORT_INPUT_SHAPES=true\nPROFILE_PROFILE_MEMORY=True\n"
+      b"PROFILE_MEMORY=1\nPROFILE_WITH_STACK=y\nPROFILE_WITH_FLOPS=no\nPROFILE_WITH_MODULES=T\n")
+write("kconfig", "options-both-ways", b"PYTHON_STACK_TRACE=1\nPROFILE_WITH_STACK=false\n"
+      b"CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION=maybe\n")
 write("config", "full", b"tcp: 127.0.0.1:1778\nstate_dir: /var/lib/gprofd\nlog_level: debug\n"
       b"limits:\n  connections: 10\n  frame_bytes: 2M\nretention:\n  max_age: 3d\n"
       b"kineto:\n  enabled: false\n  expiry: 30s\n")
@@ -92,7 +97,8 @@ import json  # noqa: E402
 traces = os.path.join(HERE, "..", "fixtures", "traces")
 for sub in sorted(os.listdir(traces)):
     for name in sorted(os.listdir(os.path.join(traces, sub))):
-        with gzip.open(os.path.join(traces, sub, name)) as f:
+        with (gzip.open if name.endswith(".gz") else open)(os.path.join(traces, sub, name),
+                                                          "rb") as f:
             t = json.load(f)
         for per in (2, 4):
             seen, keep = {}, []
@@ -135,4 +141,22 @@ write("ops", "cut", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a",
 write("ops", "not-json", b"this is not a trace {")
 write("ops", "regress-flow-id-huge", b'{"traceEvents": [{"ph": "s", "cat": "fwdbwd", "id": 1e300, '
       b'"tid": 5, "ts": 2}]}')
+
+# gprofctl report on memory: a trace with [memory] events, and snapshots
+# (tests/fixtures/memory, made by its make.py: good ones at protocols 4 and
+# 2, cut, not a snapshot, hostile, a false length), plus a few shapes the
+# reader must take or refuse: a list holding itself, a shared dict.
+MEM = os.path.join(HERE, "..", "fixtures", "memory")
+with open(os.path.join(MEM, "memory.pt.trace.json"), "rb") as f:
+    write("report", "memory-events", json.dumps(json.loads(f.read()),
+                                                separators=(",", ":")).encode())
+for name in sorted(os.listdir(MEM)):
+    if name.endswith(".pickle"):
+        with open(os.path.join(MEM, name), "rb") as f:
+            write("pickle", name.split(".")[0], f.read())
+write("pickle", "self-list", b"\x80\x02]q\x00h\x00a.")
+write("pickle", "shared-dict", b"\x80\x04\x95\x12\x00\x00\x00\x00\x00\x00\x00]\x94(}\x94"
+      b"\x8c\x01n\x94\x8c\x01x\x94sh\x01e.")
+write("pickle", "snapshot-shape", pickle.dumps(
+    {"segments": [], "device_traces": [[{"action": "alloc", "addr": 16, "size": 512}]]}, 4))
 print("seeds written under", os.path.join(HERE, "corpus"))

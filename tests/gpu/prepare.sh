@@ -41,6 +41,8 @@ cp build/agent/libgprof_agent.so .devlibs/agent/
 /usr/local/cuda/bin/nvcc -O2 -gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90 -lcupti -Xlinker -rpath,/usr/local/cuda/lib64 \
 	-o .devlibs/bin/cupti_cost bench/cupti_cost.cu
+# the CUPTI spy (bench/cupti_spy.c): who calls CUPTI, for kineto_beside.sh
+cc -shared -fPIC -O2 -o .devlibs/lib/cupti_spy.so bench/cupti_spy.c -ldl
 # an earlier agent to compare with (OLD_AGENT=path/to/libgprof_agent.so)
 if [ -n "${OLD_AGENT:-}" ]; then
 	mkdir -p .devlibs/lib-old && cp "$OLD_AGENT" .devlibs/lib-old/

@@ -27,6 +27,9 @@ check "gprofctl tr" trace
 check "gprofctl rep" report
 check "gprofctl report --t" --top
 check "gprofctl trace --rep" --report
+check "gprofctl trace --rec" --record-shapes
+check "gprofctl trace --with-m" --with-modules
+check "gprofctl report --gr" --group-by-shape
 check "gprofctl --host h1 st" status
 check "gprofctl trace --it" --iterations
 check "gprofctl trace --it" --iteration-roundup

@@ -24,6 +24,7 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "kipc.h"
 
 #ifndef GPROFD_PATH
 #error "GPROFD_PATH must name the gprofd binary"
@@ -116,8 +117,22 @@ size_t td_log_len(struct td *t)
 	return n;
 }
 
+/* Does yaml set the top-level key (given with its colon)? */
+static bool has_key(const char *yaml, const char *key)
+{
+	size_t n = strlen(key);
+	const char *p;
+
+	for (p = yaml; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, n) == 0)
+			return true;
+	return false;
+}
+
 static int launch(struct td *t, const char *config_yaml, const char *const *extra)
 {
+	static int started;
+	char yaml[8192];
 	const char *argv[56];
 	static char wrap[512];
 	char cfg[300], *p, *save = NULL;
@@ -143,7 +158,17 @@ static int launch(struct td *t, const char *config_yaml, const char *const *extr
 	argv[n++] = "--state-dir";
 	argv[n++] = t->state;
 	argv[n++] = "-v";
-	if (config_yaml != NULL) {
+	/* The machine-wide names a test does not set are made its own: the
+	 * metrics port (127.0.0.1:9773) and Kineto's @dynolog may be held by
+	 * another daemon, which gprofctl status reports as degraded (exit 4). */
+	snprintf(yaml, sizeof(yaml), "%s", config_yaml ? config_yaml : "");
+	if (!has_key(yaml, "metrics:"))
+		snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml), "metrics: 127.0.0.1:0\n");
+	if (!has_key(yaml, "kineto:"))
+		snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml),
+		         "kineto:\n  socket_name: gprofd-test-%d-%d\n", (int)getpid(), started++);
+	config_yaml = yaml;
+	{
 		FILE *f;
 
 		snprintf(cfg, sizeof(cfg), "%s/gprofd.yaml", t->dir);
@@ -775,4 +800,65 @@ long pid_rss_kb(pid_t pid)
 			break;
 	fclose(f);
 	return kb;
+}
+
+/* ---- a Kineto client ---- */
+
+/* Opens a client socket like Kineto's: bound to dynoconfigclient<id> in
+ * the daemon's mode (dir: a file; NULL: the abstract namespace). */
+int kc_open(struct kc *k, const char *dir, const char *name)
+{
+	struct sockaddr_un me;
+	socklen_t len;
+	char cname[64];
+	static int seq;
+
+	memset(k, 0, sizeof(*k));
+	snprintf(cname, sizeof(cname), "dynoconfigclient%d-%d", (int)getpid(), seq++);
+	k->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (k->fd < 0)
+		return -1;
+	if (dir) {
+		kipc_addr_dir(&me, &len, dir, cname);
+		unlink(me.sun_path);
+		snprintf(k->path, sizeof(k->path), "%s", me.sun_path);
+		kipc_addr_dir(&k->daemon, &k->dlen, dir, name);
+	} else {
+		kipc_addr_abstract(&me, &len, cname);
+		kipc_addr_abstract(&k->daemon, &k->dlen, name);
+	}
+	return bind(k->fd, (struct sockaddr *)&me, len);
+}
+
+void kc_close(struct kc *k)
+{
+	close(k->fd);
+	if (k->path[0])
+		unlink(k->path);
+}
+
+/* One poll: "req" with this process and its parent; returns the config
+ * length (0: nothing to do) and copies it into config, or -1. */
+int kc_poll(struct kc *k, int type, int64_t job, char *config, size_t cap, int timeout_ms)
+{
+	struct kipc_req r = { type, 2, job, { (int32_t)getpid(), (int32_t)getppid() } };
+	uint8_t buf[KIPC_HDR_SIZE + KIPC_CONFIG_MAX];
+	struct pollfd p = { .fd = k->fd, .events = POLLIN };
+	enum kipc_kind kind;
+	const uint8_t *pl;
+	size_t plen;
+	ssize_t n;
+	int len = kipc_encode_req(buf, sizeof(buf), &r);
+
+	if (sendto(k->fd, buf, (size_t)len, 0, (struct sockaddr *)&k->daemon, k->dlen) != len)
+		return -1;
+	if (poll(&p, 1, timeout_ms) != 1)
+		return -1;
+	n = recv(k->fd, buf, sizeof(buf), 0);
+	if (n < 0 || kipc_decode_header(buf, (size_t)n, &kind, &pl, &plen, NULL) < 0 ||
+	    kind != KIPC_REQ || plen >= cap)
+		return -1;
+	memcpy(config, pl, plen);
+	config[plen] = 0;
+	return (int)plen;
 }

@@ -10,6 +10,8 @@
  *   agent a forked fake agent process: registers (with its own pid, so
  *         peer credentials are real), answers capture_start by uploading a
  *         trace of a given size, and exits when its parent closes a pipe.
+ *   kc_*  this process as a Kineto client (shared/DYNOLOG_COMPAT.md 2):
+ *         its datagram socket, and one poll for a config.
  */
 #ifndef GPROF_HARNESS_H
 #define GPROF_HARNESS_H
@@ -156,5 +158,22 @@ static inline uint8_t agent_byte(size_t i)
 {
 	return (uint8_t)(i * 7 + (i >> 9));
 }
+
+#include <sys/un.h>
+
+struct kc {
+	int fd;
+	struct sockaddr_un daemon;
+	socklen_t dlen;
+	char path[108];
+};
+/* Opens a client socket like Kineto's: bound to dynoconfigclient<id> in
+ * the daemon's mode (dir: a file; NULL: the abstract namespace) and aimed
+ * at the daemon's name. 0, or -1 with errno. */
+int kc_open(struct kc *k, const char *dir, const char *name);
+void kc_close(struct kc *k);
+/* One poll: "req" of this type with this process and its parent; returns
+ * the config's length (0: nothing to do) and copies it into config, or -1. */
+int kc_poll(struct kc *k, int type, int64_t job, char *config, size_t cap, int timeout_ms);
 
 #endif

@@ -145,8 +145,11 @@ def test_installed_service(d):
     confdir = os.path.join(dest, "etc", svc["ConfigurationDirectory"][0])
     os.makedirs(confdir)
     conf = os.path.join(confdir, "gprofd.yaml")
+    # @dynolog is machine-wide and may be another daemon's: taken, gprofctl
+    # status would say kineto down and exit 4
+    kineto = "kineto:\n  socket_name: gprofd-installed-%d\n" % os.getpid()
     with open(conf, "w") as f:
-        f.write("heartbeat_interval: 200ms\nlimits:\n  connections: 1\n")
+        f.write("heartbeat_interval: 200ms\nlimits:\n  connections: 1\n" + kineto)
     sock = os.path.join(d, "gprofd.sock")
     argv = [gprofd] + start[1:] + ["--socket", sock, "--tcp", "off", "--metrics", "off",
                                    "--state-dir", os.path.join(d, "state")]
@@ -171,7 +174,7 @@ def test_installed_service(d):
         # reload as the unit does (ExecReload, $MAINPID substituted): the new
         # limit lets a traced job and gprofctl in
         with open(conf + ".new", "w") as f:
-            f.write("heartbeat_interval: 200ms\nlimits:\n  connections: 16\n")
+            f.write("heartbeat_interval: 200ms\nlimits:\n  connections: 16\n" + kineto)
         os.rename(conf + ".new", conf)
         mark = log.mark()
         reload = shlex.split(svc["ExecReload"][0].replace("$MAINPID", str(p.pid)))

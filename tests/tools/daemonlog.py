@@ -53,6 +53,13 @@ class Daemon:
         self.dir = d
         self.sock = os.path.join(d, "gprofd.sock")
         extra = []
+        # Kineto's @dynolog is machine-wide and may be another daemon's,
+        # which gprofctl status reports as degraded (exit 4): a test that
+        # does not name its own gets a private one
+        if "kineto:" not in (yaml or ""):
+            Daemon.started = getattr(Daemon, "started", 0) + 1
+            yaml = (yaml or "") + "kineto:\n  socket_name: gprofd-test-%d-%d\n" % (
+                os.getpid(), Daemon.started)
         if yaml:
             with open(os.path.join(d, "gprofd.yaml"), "w") as f:
                 f.write(yaml)

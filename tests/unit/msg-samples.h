@@ -14,7 +14,7 @@ static const char *const msg_samples[] = {
 	"{\"type\":\"register\",\"id\":4,\"pid\":1234,\"ppids\":[1000,1],\"job_id\":\"1234\",\"rank\":3,\"local_rank\":1,\"world_size\":8,\"host\":\"node-1\",\"gpus\":[0,1],\"caps\":[\"cupti\",\"nvtx\"],\"version\":\"0.1.0\",\"name\":\"python3\"}",
 	"{\"type\":\"register_reply\",\"id\":4,\"heartbeat_ms\":1000}",
 	"{\"type\":\"heartbeat\",\"steps\":42,\"last_step_us\":81234,\"median_step_us\":80000}",
-	"{\"type\":\"capture_start\",\"trace_id\":\"t-1\",\"iterations\":5,\"start_at_us\":1795000000123456,\"iteration_roundup\":10,\"activities\":[\"kernel\",\"memcpy\",\"nvtx\"],\"iteration_range\":\"train_step\",\"max_bytes\":268435456}",
+	"{\"type\":\"capture_start\",\"trace_id\":\"t-1\",\"iterations\":5,\"start_at_us\":1795000000123456,\"iteration_roundup\":10,\"activities\":[\"kernel\",\"memcpy\",\"nvtx\"],\"iteration_range\":\"train_step\",\"options\":[\"record_shapes\",\"with_modules\"],\"max_bytes\":268435456}",
 	"{\"type\":\"capture_cancel\",\"trace_id\":\"t-1\",\"reason\":\"cancelled by user\"}",
 	"{\"type\":\"capture_status\",\"trace_id\":\"t-1\",\"state\":\"failed\",\"reason\":\"CUPTI is held by another tool (Nsight Systems)\",\"events\":10,\"dropped\":2,\"bytes\":100}",
 	"{\"type\":\"upload_begin\",\"trace_id\":\"t-1\",\"transfer\":9}",
@@ -38,7 +38,10 @@ static const char *const msg_samples[] = {
 	"{\"type\":\"process_list\",\"id\":14,\"job_id\":\"1234\",\"uid\":1000}",
 	"{\"type\":\"process_list_reply\",\"id\":14,\"procs\":[{\"pid\":1234,\"uid\":1000,\"ppids\":[1000],\"job_id\":\"1234\",\"rank\":0,\"local_rank\":0,\"world_size\":1,\"kind\":\"kineto\",\"host\":\"h\",\"gpus\":[0],\"caps\":[\"steps\"],\"version\":\"0.1.0\",\"name\":\"python3\",\"registered_us\":5,\"steps\":7,\"last_step_us\":900}]}",
 	"{\"type\":\"daemon_status\",\"id\":15}",
-	"{\"type\":\"daemon_status_reply\",\"id\":15,\"version\":\"0.1.0\",\"host\":\"h\",\"pid\":77,\"started_us\":1795000000000000,\"processes\":2,\"pending_traces\":1,\"stored_traces\":3,\"stored_bytes\":4096,\"counters\":{\"frames_in\":10,\"oversized\":0}}",
+	"{\"type\":\"daemon_status_reply\",\"id\":15,\"version\":\"0.1.0\",\"host\":\"h\",\"pid\":77,\"started_us\":1795000000000000,\"processes\":2,\"pending_traces\":1,\"stored_traces\":3,\"stored_bytes\":4096,\"counters\":{\"frames_in\":10,\"oversized\":0},\"commit\":\"9fd497f\",\"store_free_bytes\":1048576,\"components\":[{\"name\":\"unix\",\"state\":\"up\",\"detail\":\"/run/gprofd/gprofd.sock\"},{\"name\":\"kineto\",\"state\":\"down\",\"degraded\":true,\"detail\":\"@dynolog taken\\nby pid 1\"}]}",
 	"{\"type\":\"metrics_query\",\"id\":16,\"history_s\":60}",
 	"{\"type\":\"metrics_reply\",\"id\":16,\"host\":\"h\",\"interval_ms\":1000,\"samples\":[{\"ts_us\":1795000000000000,\"values\":{\"gpu0.util\":0.5,\"cpu.user\":12}}]}",
+	/* memory snapshots (issue 27): the window flag and the upload's format */
+	"{\"type\":\"capture_start\",\"trace_id\":\"t-2\",\"iterations\":3,\"memory_snapshot\":true}",
+	"{\"type\":\"upload_begin\",\"trace_id\":\"t-2\",\"transfer\":10,\"format\":\"memory_snapshot\"}",
 };

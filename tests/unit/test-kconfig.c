@@ -70,12 +70,90 @@ static void test_rejects(void **state)
 	assert_int_equal(k.start_time_ms, INT64_MAX);
 }
 
+/* Issue 27: the profiler options `dyno gputrace` sends, read with
+ * Kineto's own booleans; the older key names Kineto still reads. */
+static void test_options(void **state)
+{
+	struct kconfig k;
+
+	(void)state;
+	assert_int_equal(kconfig_parse(&k, "ACTIVITIES_LOG_FILE=/tmp/t.json\n"
+	                 "PROFILE_REPORT_INPUT_SHAPES=true\nPROFILE_PROFILE_MEMORY=false\n"
+	                 "PROFILE_WITH_STACK=false\nPROFILE_WITH_FLOPS=True\n"
+	                 "PROFILE_WITH_MODULES=1\n", NULL), 0);
+	assert_int_equal(k.options, MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_FLOPS |
+	                 MSG_OPT_WITH_MODULES);
+	assert_false(k.profile_memory);
+	assert_int_equal(kconfig_parse(&k, "PROFILE_PROFILE_MEMORY=yes\nPROFILE_WITH_STACK=t\n",
+	                 NULL), 0);
+	assert_int_equal(k.options, MSG_OPT_PROFILE_MEMORY | MSG_OPT_WITH_STACK);
+	assert_true(k.profile_memory);
+	assert_int_equal(kconfig_parse(&k, "CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION=y\n"
+	                 "PYTHON_STACK_TRACE=1\n", NULL), 0);
+	assert_int_equal(k.options, MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_STACK);
+	/* the same value twice is one request */
+	assert_int_equal(kconfig_parse(&k, "PROFILE_WITH_STACK=true\nPYTHON_STACK_TRACE=yes\n",
+	                 NULL), 0);
+	assert_int_equal(k.options, MSG_OPT_WITH_STACK);
+	assert_int_equal(kconfig_parse(&k, "", NULL), 0);
+	assert_int_equal(k.options, 0);
+}
+
+/* A value Kineto throws on, and one option set both ways, are refused
+ * with the line and what to do. */
+static void test_options_rejected(void **state)
+{
+	struct perr err;
+	struct kconfig k;
+
+	(void)state;
+	assert_int_equal(kconfig_parse(&k, "PROFILE_WITH_FLOPS=maybe\n", &err), -EINVAL);
+	assert_string_equal(err.msg, "config line 1: PROFILE_WITH_FLOPS=maybe is not a boolean: "
+	                    "give true or false (Kineto would reject the whole config)");
+	assert_int_equal(kconfig_parse(&k, "PROFILE_WITH_MODULES=\n", &err), -EINVAL);
+	assert_int_equal(kconfig_parse(&k, "PROFILE_REPORT_INPUT_SHAPES=true\nA=1\n"
+	                 "CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION=false\n", &err), -EINVAL);
+	assert_string_equal(err.msg, "config line 3: CLIENT_INTERFACE_ENABLE_OP_INPUTS_COLLECTION="
+	                    "false contradicts line 1 (PROFILE_REPORT_INPUT_SHAPES=true); Kineto "
+	                    "would take the later one: give the option once");
+	assert_int_equal(kconfig_parse(&k, "PYTHON_STACK_TRACE=0\nPROFILE_WITH_STACK=1\n", &err),
+	                 -EINVAL);
+	assert_non_null(strstr(err.msg, "contradicts line 1 (PYTHON_STACK_TRACE=false)"));
+}
+
+/* What a Kineto client is handed: all five keys, as dyno writes them. */
+static void test_options_format(void **state)
+{
+	char buf[400] = "ACTIVITIES_LOG_FILE=/x\n", small[40] = "X=1\n";
+	struct kconfig k;
+	int n;
+
+	(void)state;
+	n = kconfig_options_format(MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_MODULES, buf, sizeof(buf));
+	assert_string_equal(buf, "ACTIVITIES_LOG_FILE=/x\nPROFILE_REPORT_INPUT_SHAPES=true\n"
+	                    "PROFILE_PROFILE_MEMORY=false\nPROFILE_WITH_STACK=false\n"
+	                    "PROFILE_WITH_FLOPS=false\nPROFILE_WITH_MODULES=true\n");
+	assert_int_equal(n, (int)strlen(buf) - 23);
+	/* what it writes reads back as the same options, for every set */
+	for (int64_t o = 0; o <= MSG_OPT_ALL; o++) {
+		buf[0] = 0;
+		assert_true(kconfig_options_format(o, buf, sizeof(buf)) > 0);
+		assert_int_equal(kconfig_parse(&k, buf, NULL), 0);
+		assert_int_equal(k.options, o);
+	}
+	assert_int_equal(kconfig_options_format(MSG_OPT_ALL, small, sizeof(small)), -ENOBUFS);
+	assert_string_equal(small, "X=1\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dyno_duration),
 		cmocka_unit_test(test_iterations_and_defaults),
 		cmocka_unit_test(test_rejects),
+		cmocka_unit_test(test_options),
+		cmocka_unit_test(test_options_rejected),
+		cmocka_unit_test(test_options_format),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,6 +89,8 @@ static void test_typed_fields(void **state)
 	assert_int_equal(m.u.capture_start.win.activities,
 	                 MSG_ACT_KERNEL | MSG_ACT_MEMCPY | MSG_ACT_NVTX);
 	assert_string_equal(m.u.capture_start.win.iteration_range, "train_step");
+	assert_int_equal(m.u.capture_start.win.options,
+	                 MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_MODULES);
 	msg_deinit(&m);
 
 	assert_int_equal(decode(&m, msg_samples[23], NULL), 0); /* trace_list_reply */
@@ -162,6 +164,7 @@ static void test_defaults(void **state)
 	                        "\"iterations\":5}", NULL), 0);
 	assert_int_equal(m.u.trace_start.win.activities, MSG_ACT_DEFAULT);
 	assert_int_equal(m.u.trace_start.process_limit, 1000);
+	assert_int_equal(m.u.trace_start.win.options, 0); /* an older gprofctl's request */
 	msg_deinit(&m);
 
 	/* msg_init sets the same defaults for builders */
@@ -255,6 +258,9 @@ static void test_rejects_fields(void **state)
 	              "\"role\":\"root\"}", -EBADMSG, "unknown value");
 	expect_reject("{\"type\":\"trace_start\",\"id\":1,\"all\":true,\"iterations\":1,"
 	              "\"activities\":[\"kernel\",\"magic\"]}", -EBADMSG, "unknown name");
+	expect_reject("{\"type\":\"trace_start\",\"id\":1,\"all\":true,\"iterations\":1,"
+	              "\"options\":[\"with_stack\",\"with_everything\"]}", -EBADMSG,
+	              "options: unknown name \"with_everything\"");
 	/* arrays */
 	char big[8192];
 	int n = snprintf(big, sizeof(big), "{\"type\":\"register\",\"id\":1,\"pid\":5,\"gpus\":[");

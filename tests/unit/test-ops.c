@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "agent.h"
+#include "ops.h"
 
 #define ALL 0, UINT64_MAX
 

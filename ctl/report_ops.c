@@ -1,0 +1,673 @@
+/*
+ * report_ops: the operator table (issue 27), equal in meaning to
+ * torch.profiler's key_averages().table(sort_by="self_cuda_time_total"),
+ * for traces with PyTorch operators (cpu_op events: Kineto's,
+ * torch.profiler's own, the agent's).
+ *
+ * During report.c's pass, report_ops_fold keeps per operator (cpu_op and
+ * user_annotation, i.e. record_function scopes and ProfilerStep#N) its
+ * span, thread, name, input shapes and sequence number; per nn.Module
+ * scope its span; per CUDA runtime or driver call its correlation id,
+ * thread and time; per GPU record (kernel, copy, set) its correlation id
+ * and duration. About 80 bytes an operator; nothing else of the file.
+ * report_ops_finish then does what torch.profiler does:
+ *   - operators form one tree per thread (pid, tid): sorted by start, then
+ *     longest first, each one's parent is the innermost earlier operator
+ *     that encloses it (torch's _populate_cpu_children, the same rule);
+ *   - CPU total = the duration; CPU self = the duration minus the
+ *     children's durations;
+ *   - each GPU record belongs to the innermost operator on the thread of
+ *     the runtime call that launched it (the call with its correlation id)
+ *     enclosing that call: CUDA self = the records launched by the
+ *     operator itself, CUDA total = self plus the children's totals;
+ *   - an operator's module is the innermost scope around it on its thread,
+ *     an "nn.Module: X" or a record_function (user_annotation other than
+ *     ProfilerStep#), else (backward operators, which run on autograd's
+ *     thread outside any module) the module of the forward operator with
+ *     its sequence number, else its parent's.
+ * Rows group operators by name (ProfilerStep#N as ProfilerStep*, as
+ * torch names it) or, with --group-by-shape, by name and input shapes;
+ * shares are of all self CPU time, and of all GPU time in the trace (a
+ * record no operator launched counts in the total, and is shown apart).
+ *
+ * Ownership: st->ops belongs to the rstats (report_ops_free); outputs
+ * read it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+#define NONE UINT32_MAX
+
+struct rop {
+	double a, b, dur;          /* start, end, and the duration as written (us):
+	                              b - a of a time near 2^42 us is off by 1 ns */
+	int64_t pid, tid;
+	int64_t seq;               /* Sequence number; -1 none */
+	uint32_t name, shape;      /* interned; shape NONE when not recorded */
+	uint32_t module;           /* interned module name, NONE when none */
+	int32_t parent;            /* index among the sorted ops; -1 a root */
+	bool bwd;                  /* on autograd's backward pass */
+	bool scope;                /* a record_function scope (not ProfilerStep#) */
+	double child_cpu, gself, gtotal;
+};
+
+/* A CUDA call and a GPU record are most of a trace's events: 16 and 12
+ * bytes each (CUPTI's correlation ids are 32 bits; the call's thread an
+ * index into threads). */
+struct rlaunch { double ts; uint32_t corr, thr; };
+struct thread { int64_t pid, tid; };
+
+struct strtab { char **v; size_t n, cap; size_t *slot; size_t mask; };
+
+struct rops {
+	struct rop *ops, *mods;    /* mods: module scopes (name: the module) */
+	size_t nops, capops, nmods, capmods;
+	struct rlaunch *l;
+	size_t nl, capl;
+	uint32_t *gcorr;           /* GPU records: correlation ids, durations */
+	double *gdur;
+	size_t ng, capg, capg2;
+	struct thread *thr;
+	size_t nthr, capthr, lastthr;
+	struct strtab names, shapes, modules;
+	uint64_t cpu_ops;          /* cpu_op events: the table exists when > 0 */
+	double gpu_total, gpu_unattributed, cpu_self_total;
+};
+
+/* A row of the table. */
+struct orow {
+	uint32_t name, shape, module;
+	bool bwd;
+	uint64_t count;
+	double cpu_total, cpu_self, gpu_total, gpu_self;
+};
+
+static bool grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 64;
+	void *p;
+
+	if (need <= *cap)
+		return true;
+	while (c < need)
+		c *= 2;
+	if ((p = realloc(*v, c * size)) == NULL)
+		return false;
+	*v = p;
+	*cap = c;
+	return true;
+}
+
+static uint64_t hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+/* s's index in t, added when new; NONE when out of memory. */
+static uint32_t intern(struct strtab *t, const char *s)
+{
+	size_t i;
+
+	if ((t->n + 1) * 2 > t->mask + 1) {
+		size_t nmask = t->mask ? t->mask * 2 + 1 : 63, k;
+		size_t *slot = malloc((nmask + 1) * sizeof(*slot));
+
+		if (slot == NULL)
+			return NONE;
+		for (k = 0; k <= nmask; k++)
+			slot[k] = SIZE_MAX;
+		for (k = 0; k < t->n; k++) {
+			for (i = hash(t->v[k]) & nmask; slot[i] != SIZE_MAX; i = (i + 1) & nmask)
+				;
+			slot[i] = k;
+		}
+		free(t->slot);
+		t->slot = slot;
+		t->mask = nmask;
+	}
+	for (i = hash(s) & t->mask; t->slot[i] != SIZE_MAX; i = (i + 1) & t->mask)
+		if (strcmp(t->v[t->slot[i]], s) == 0)
+			return (uint32_t)t->slot[i];
+	if (!grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)) ||
+	    (t->v[t->n] = strdup(s)) == NULL)
+		return NONE;
+	t->slot[i] = t->n;
+	return (uint32_t)t->n++;
+}
+
+static void strtab_free(struct strtab *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n; i++)
+		free(t->v[i]);
+	free(t->v);
+	free(t->slot);
+}
+
+static bool add_span(struct rop **v, size_t *n, size_t *cap, const struct rop *r)
+{
+	if (!grow((void **)v, cap, *n + 1, sizeof(**v)))
+		return false;
+	(*v)[(*n)++] = *r;
+	return true;
+}
+
+/* The index of thread (pid, tid); NONE when out of memory. A trace has a
+ * few dozen threads and runs of calls on one: the last one found first. */
+static uint32_t thread_of(struct rops *o, int64_t pid, int64_t tid)
+{
+	size_t i;
+
+	if (o->nthr > o->lastthr && o->thr[o->lastthr].pid == pid && o->thr[o->lastthr].tid == tid)
+		return (uint32_t)o->lastthr;
+	for (i = 0; i < o->nthr; i++)
+		if (o->thr[i].pid == pid && o->thr[i].tid == tid)
+			break;
+	if (i == o->nthr) {
+		if (i >= NONE || !grow((void **)&o->thr, &o->capthr, i + 1, sizeof(*o->thr)))
+			return NONE;
+		o->thr[o->nthr++] = (struct thread){ pid, tid };
+	}
+	o->lastthr = i;
+	return (uint32_t)i;
+}
+
+bool report_ops_fold(struct rstats *st, const struct rop_event *e)
+{
+	static const char modp[] = "nn.Module: ";
+	bool cpu_op = strcmp(e->cat, "cpu_op") == 0, ann = strcmp(e->cat, "user_annotation") == 0;
+	bool py = strcmp(e->cat, "python_function") == 0;
+	struct rops *o = st->ops;
+	struct rop r = { .a = e->ts, .b = e->ts + e->dur, .dur = e->dur, .pid = e->pid, .tid = e->tid,
+	                 .seq = e->seq, .shape = NONE, .module = NONE, .parent = -1,
+	                 .bwd = e->fwd_tid > 0, .scope = ann };
+
+	if (o == NULL && (st->ops = o = calloc(1, sizeof(*o))) == NULL)
+		return false;
+	if ((py || ann || cpu_op) && strncmp(e->name, modp, sizeof(modp) - 1) == 0) {
+		r.name = intern(&o->modules, e->name + sizeof(modp) - 1);
+		return r.name != NONE && add_span(&o->mods, &o->nmods, &o->capmods, &r);
+	}
+	if (cpu_op || ann) {
+		char step[16];
+		const char *name = e->name;
+
+		/* ProfilerStep#N: one row for all, as torch.profiler names it */
+		if (strncmp(name, "ProfilerStep#", 13) == 0) {
+			snprintf(step, sizeof(step), "ProfilerStep*");
+			name = step;
+			r.scope = false;
+		}
+		o->cpu_ops += cpu_op;
+		r.name = intern(&o->names, name);
+		if (e->shape != NULL && e->shape[0])
+			r.shape = intern(&o->shapes, e->shape);
+		return r.name != NONE && (e->shape == NULL || !e->shape[0] || r.shape != NONE) &&
+		       add_span(&o->ops, &o->nops, &o->capops, &r);
+	}
+	if (e->corr < 0 || e->corr > UINT32_MAX)
+		return true;
+	if (strcmp(e->cat, "cuda_runtime") == 0 || strcmp(e->cat, "cuda_driver") == 0 ||
+	    strcmp(e->cat, "Runtime") == 0 || strcmp(e->cat, "Driver") == 0) {
+		uint32_t t = thread_of(o, e->pid, e->tid);
+
+		if (t == NONE || !grow((void **)&o->l, &o->capl, o->nl + 1, sizeof(*o->l)))
+			return false;
+		o->l[o->nl++] = (struct rlaunch){ e->ts, (uint32_t)e->corr, t };
+	}
+	return true;
+}
+
+bool report_ops_gpu(struct rstats *st, int64_t corr, double dur)
+{
+	struct rops *o = st->ops;
+
+	if (o == NULL && (st->ops = o = calloc(1, sizeof(*o))) == NULL)
+		return false;
+	o->gpu_total += dur;
+	if (corr < 0 || corr > UINT32_MAX) {
+		o->gpu_unattributed += dur;
+		return true;
+	}
+	if (!grow((void **)&o->gcorr, &o->capg, o->ng + 1, sizeof(*o->gcorr)) ||
+	    !grow((void **)&o->gdur, &o->capg2, o->ng + 1, sizeof(*o->gdur)))
+		return false;
+	o->gcorr[o->ng] = (uint32_t)corr;
+	o->gdur[o->ng++] = dur;
+	return true;
+}
+
+/* ---- after the pass ---- */
+
+/* By thread, then start, then the longer first (an enclosing op before
+ * what it encloses, when both start together). */
+static int by_thread_start(const void *x, const void *y)
+{
+	const struct rop *a = x, *b = y;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->a != b->a)
+		return a->a < b->a ? -1 : 1;
+	if (a->b != b->b)
+		return a->b > b->b ? -1 : 1;
+	return 0;
+}
+
+static int by_corr(const void *x, const void *y)
+{
+	const struct rlaunch *a = x, *b = y;
+
+	return a->corr < b->corr ? -1 : a->corr > b->corr;
+}
+
+/* A forward operator's sequence number and module. Several ops share a
+ * number (each peeks at the counter; the one that records the autograd
+ * node advances it), all in one module: any of them names it. */
+struct fwd { int64_t seq; uint32_t module; };
+
+static int by_seq(const void *x, const void *y)
+{
+	const struct fwd *a = x, *b = y;
+
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Each span's parent: the innermost earlier span on its thread that
+ * encloses it (torch.profiler's rule: a candidate that ends before this
+ * one starts, or ends before this one ends, is no parent and is dropped). */
+static bool link(struct rop *v, size_t n)
+{
+	int32_t *stack = malloc((n ? n : 1) * sizeof(*stack));
+	size_t i, depth = 0;
+
+	if (stack == NULL)
+		return false;
+	for (i = 0; i < n; i++) {
+		if (i > 0 && (v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid))
+			depth = 0;
+		while (depth > 0) {
+			const struct rop *p = &v[stack[depth - 1]];
+
+			if (v[i].a >= p->b || v[i].b > p->b)
+				depth--;
+			else
+				break;
+		}
+		v[i].parent = depth > 0 ? stack[depth - 1] : -1;
+		stack[depth++] = (int32_t)i;
+	}
+	free(stack);
+	return true;
+}
+
+/* The innermost span of v (sorted, linked) on thread (pid, tid) holding
+ * t, or -1. */
+static int32_t innermost(const struct rop *v, size_t n, int64_t pid, int64_t tid, double t)
+{
+	size_t lo = 0, hi = n;
+	int32_t i;
+
+	/* the last span starting at or before t on that thread */
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct rop *m = &v[mid];
+
+		if (m->pid < pid || (m->pid == pid && (m->tid < tid || (m->tid == tid && m->a <= t))))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return -1;
+	i = (int32_t)lo - 1;
+	if (v[i].pid != pid || v[i].tid != tid)
+		return -1;
+	while (i >= 0 && v[i].b < t)
+		i = v[i].parent;
+	return i;
+}
+
+bool report_ops_finish(struct rstats *st)
+{
+	struct rops *o = st->ops;
+	struct fwd *fwd = NULL;
+	size_t i, nfwd = 0;
+
+	if (o == NULL)
+		return true;
+	if (o->nops)
+		qsort(o->ops, o->nops, sizeof(*o->ops), by_thread_start);
+	if (o->nmods)
+		qsort(o->mods, o->nmods, sizeof(*o->mods), by_thread_start);
+	if (o->nl)
+		qsort(o->l, o->nl, sizeof(*o->l), by_corr);
+	if (!link(o->ops, o->nops) || !link(o->mods, o->nmods))
+		return false;
+	/* GPU records to the operator that launched them */
+	for (i = 0; i < o->ng; i++) {
+		struct rlaunch key = { .corr = o->gcorr[i] }, *l = NULL;
+		int32_t op = -1;
+
+		if (o->nl)
+			l = bsearch(&key, o->l, o->nl, sizeof(*o->l), by_corr);
+		if (l != NULL)
+			op = innermost(o->ops, o->nops, o->thr[l->thr].pid, o->thr[l->thr].tid, l->ts);
+		if (op >= 0)
+			o->ops[op].gself += o->gdur[i];
+		else
+			o->gpu_unattributed += o->gdur[i];
+	}
+	/* children come after their parent: walking back, each is complete
+	 * when it is added to its parent */
+	for (i = 0; i < o->nops; i++)
+		o->ops[i].gtotal = o->ops[i].gself;
+	for (i = o->nops; i-- > 0;) {
+		struct rop *r = &o->ops[i];
+
+		if (r->parent >= 0) {
+			o->ops[r->parent].gtotal += r->gtotal;
+			o->ops[r->parent].child_cpu += r->dur;
+		}
+	}
+	/* modules: the scope around each op; forward ops' by sequence number */
+	if (o->nops && (fwd = malloc(o->nops * sizeof(*fwd))) == NULL)
+		return false;
+	for (i = 0; i < o->nops; i++) {
+		struct rop *r = &o->ops[i];
+		int32_t m = innermost(o->mods, o->nmods, r->pid, r->tid, r->a);
+
+		int32_t u = r->parent;
+
+		while (m >= 0 && o->mods[m].b < r->b)
+			m = o->mods[m].parent;
+		if (m >= 0)
+			r->module = o->mods[m].name;
+		/* a record_function scope inside that module (or with none) is
+		 * the nearer one */
+		while (u >= 0 && !o->ops[u].scope)
+			u = o->ops[u].parent;
+		if (u >= 0 && (m < 0 || o->ops[u].a >= o->mods[m].a) &&
+		    (r->module = intern(&o->modules, o->names.v[o->ops[u].name])) == NONE) {
+			free(fwd);
+			return false;
+		}
+		if (r->parent >= 0 && o->ops[r->parent].bwd) /* parents come first */
+			r->bwd = true;
+		if (r->module != NONE && !r->bwd && r->seq >= 0) {
+			fwd[nfwd].seq = r->seq;
+			fwd[nfwd++].module = r->module;
+		}
+		o->cpu_self_total += r->dur - r->child_cpu;
+	}
+	if (nfwd)
+		qsort(fwd, nfwd, sizeof(*fwd), by_seq);
+	for (i = 0; i < o->nops; i++) {
+		struct rop *r = &o->ops[i];
+		struct fwd key = { .seq = r->seq }, *f;
+
+		if (r->module != NONE)
+			continue;
+		if (r->bwd && r->seq >= 0 && nfwd &&
+		    (f = bsearch(&key, fwd, nfwd, sizeof(*fwd), by_seq)) != NULL)
+			r->module = f->module;
+		if (r->module == NONE && r->parent >= 0)
+			r->module = o->ops[r->parent].module;
+	}
+	free(fwd);
+	return true;
+}
+
+void report_ops_free(struct rstats *st)
+{
+	struct rops *o = st->ops;
+
+	if (o == NULL)
+		return;
+	free(o->ops);
+	free(o->mods);
+	free(o->l);
+	free(o->gcorr);
+	free(o->gdur);
+	free(o->thr);
+	strtab_free(&o->names);
+	strtab_free(&o->shapes);
+	strtab_free(&o->modules);
+	free(o);
+	st->ops = NULL;
+}
+
+/* ---- the table ---- */
+
+struct okey { uint32_t name, shape, module; bool bwd; size_t i; };
+
+static int by_key(const void *x, const void *y)
+{
+	const struct okey *a = x, *b = y;
+
+	if (a->name != b->name)
+		return a->name < b->name ? -1 : 1;
+	if (a->shape != b->shape)
+		return a->shape < b->shape ? -1 : 1;
+	if (a->module != b->module)
+		return a->module < b->module ? -1 : 1;
+	if (a->bwd != b->bwd)
+		return a->bwd ? 1 : -1;
+	return 0;
+}
+
+static const struct rops *ops_of(const struct rstats *st)
+{
+	return st->ops != NULL && st->ops->cpu_ops > 0 ? st->ops : NULL;
+}
+
+static const char *const *g_names; /* by_row's tie-break: set around its qsort */
+
+/* Self CUDA time, largest first; then self CPU; then the name. */
+static int by_row(const void *x, const void *y)
+{
+	const struct orow *a = x, *b = y;
+
+	if (a->gpu_self != b->gpu_self)
+		return a->gpu_self > b->gpu_self ? -1 : 1;
+	if (a->cpu_self != b->cpu_self)
+		return a->cpu_self > b->cpu_self ? -1 : 1;
+	return strcmp(g_names[a->name], g_names[b->name]);
+}
+
+/*
+ * The rows, sorted; *n their count. by_shape: one row per name and input
+ * shapes (the table's --group-by-shape); modules: one per name, module
+ * and pass (forward or backward), the findings'. NULL when out of memory.
+ */
+static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size_t *n)
+{
+	struct okey *k = malloc((o->nops ? o->nops : 1) * sizeof(*k));
+	struct orow *r = malloc((o->nops ? o->nops : 1) * sizeof(*r));
+	size_t i, m = 0;
+
+	*n = 0;
+	if (k == NULL || r == NULL) {
+		free(k);
+		free(r);
+		return NULL;
+	}
+	for (i = 0; i < o->nops; i++)
+		k[i] = (struct okey){ o->ops[i].name, by_shape ? o->ops[i].shape : NONE,
+		                      modules ? o->ops[i].module : NONE, modules && o->ops[i].bwd, i };
+	if (o->nops)
+		qsort(k, o->nops, sizeof(*k), by_key);
+	for (i = 0; i < o->nops; i++) {
+		const struct rop *p = &o->ops[k[i].i];
+
+		if (i == 0 || by_key(&k[i], &k[i - 1]) != 0)
+			r[m++] = (struct orow){ k[i].name, k[i].shape, k[i].module, k[i].bwd,
+			                        0, 0, 0, 0, 0 };
+		r[m - 1].count++;
+		r[m - 1].cpu_total += p->dur;
+		r[m - 1].cpu_self += p->dur - p->child_cpu;
+		r[m - 1].gpu_total += p->gtotal;
+		r[m - 1].gpu_self += p->gself;
+	}
+	free(k);
+	g_names = (const char *const *)o->names.v;
+	if (m)
+		qsort(r, m, sizeof(*r), by_row);
+	*n = m;
+	return r;
+}
+
+static double share(double part, double whole)
+{
+	return whole > 0 ? part / whole : 0;
+}
+
+void report_ops_print(FILE *f, const struct rstats *st, size_t top)
+{
+	const struct rops *o = ops_of(st);
+	struct orow *r;
+	size_t n, i;
+
+	if (o == NULL || (r = rows(o, st->ops_by_shape, false, &n)) == NULL)
+		return;
+	fprintf(f, "operators by self CUDA time (%zu %s, as torch.profiler's key_averages table; "
+	        "GPU time %.3f ms, %.3f ms of it launched by no operator):\n"
+	        "  %6s %12s %12s %6s %12s %12s %8s %s\n", n,
+	        st->ops_by_shape ? "names and input shapes" : "names", o->gpu_total / 1000,
+	        o->gpu_unattributed / 1000, "CUDA%", "CUDA self ms", "CUDA tot ms", "CPU%",
+	        "CPU self ms", "CPU tot ms", "calls", "name");
+	for (i = 0; i < n && i < top; i++) {
+		fprintf(f, "  %5.1f%% %12.3f %12.3f %5.1f%% %12.3f %12.3f %8llu %.100s",
+		        100 * share(r[i].gpu_self, o->gpu_total), r[i].gpu_self / 1000,
+		        r[i].gpu_total / 1000, 100 * share(r[i].cpu_self, o->cpu_self_total),
+		        r[i].cpu_self / 1000, r[i].cpu_total / 1000, (unsigned long long)r[i].count,
+		        o->names.v[r[i].name]);
+		if (st->ops_by_shape)
+			fprintf(f, "  %.200s", r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
+		fprintf(f, "\n");
+	}
+	free(r);
+}
+
+void report_ops_json(cJSON *parent, const struct rstats *st, size_t top)
+{
+	const struct rops *o = ops_of(st);
+	cJSON *t, *a;
+	struct orow *r;
+	size_t n, i;
+
+	if (o == NULL || (r = rows(o, st->ops_by_shape, false, &n)) == NULL)
+		return;
+	t = cJSON_AddObjectToObject(parent, "operators");
+	cJSON_AddBoolToObject(t, "group_by_shape", st->ops_by_shape);
+	cJSON_AddNumberToObject(t, "rows_total", (double)n);
+	cJSON_AddNumberToObject(t, "gpu_us", o->gpu_total);
+	cJSON_AddNumberToObject(t, "gpu_unattributed_us", o->gpu_unattributed);
+	cJSON_AddNumberToObject(t, "cpu_self_us", o->cpu_self_total);
+	a = cJSON_AddArrayToObject(t, "rows");
+	for (i = 0; i < n && i < top; i++) {
+		cJSON *x = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(x, "name", o->names.v[r[i].name]);
+		if (st->ops_by_shape)
+			cJSON_AddStringToObject(x, "input_shapes",
+			                        r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
+		cJSON_AddNumberToObject(x, "count", (double)r[i].count);
+		cJSON_AddNumberToObject(x, "cpu_total_us", r[i].cpu_total);
+		cJSON_AddNumberToObject(x, "cpu_self_us", r[i].cpu_self);
+		cJSON_AddNumberToObject(x, "cuda_total_us", r[i].gpu_total);
+		cJSON_AddNumberToObject(x, "cuda_self_us", r[i].gpu_self);
+		cJSON_AddNumberToObject(x, "self_cpu_share", share(r[i].cpu_self, o->cpu_self_total));
+		cJSON_AddNumberToObject(x, "self_cuda_share", share(r[i].gpu_self, o->gpu_total));
+		cJSON_AddItemToArray(a, x);
+	}
+	free(r);
+	if ((r = rows(o, false, true, &n)) == NULL)
+		return;
+	a = cJSON_AddArrayToObject(t, "by_module");
+	for (i = 0; i < n && i < top && r[i].gpu_self > 0; i++) {
+		cJSON *x = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(x, "name", o->names.v[r[i].name]);
+		if (r[i].module != NONE)
+			cJSON_AddStringToObject(x, "module", o->modules.v[r[i].module]);
+		else
+			cJSON_AddNullToObject(x, "module");
+		cJSON_AddBoolToObject(x, "backward", r[i].bwd);
+		cJSON_AddNumberToObject(x, "count", (double)r[i].count);
+		cJSON_AddNumberToObject(x, "cuda_self_us", r[i].gpu_self);
+		cJSON_AddNumberToObject(x, "self_cuda_share", share(r[i].gpu_self, o->gpu_total));
+		cJSON_AddItemToArray(a, x);
+	}
+	free(r);
+}
+
+void report_ops_html(FILE *f, const struct rstats *st, size_t top)
+{
+	const struct rops *o = ops_of(st);
+	struct orow *r;
+	size_t n, i;
+
+	if (o == NULL || (r = rows(o, st->ops_by_shape, false, &n)) == NULL)
+		return;
+	fprintf(f, "<h3>Operators by self CUDA time</h3>\n<p class=note>As torch.profiler's "
+	        "key_averages table: %zu %s; GPU time %.3f ms, %.3f ms of it launched by no "
+	        "operator.</p>\n<table><tr><th>self CUDA %%</th><th>self CUDA ms</th>"
+	        "<th>CUDA total ms</th><th>self CPU %%</th><th>self CPU ms</th><th>CPU total ms</th>"
+	        "<th>calls</th><th>name</th>%s</tr>\n", n,
+	        st->ops_by_shape ? "names and input shapes" : "names", o->gpu_total / 1000,
+	        o->gpu_unattributed / 1000, st->ops_by_shape ? "<th>input shapes</th>" : "");
+	for (i = 0; i < n && i < top; i++) {
+		fprintf(f, "<tr><td>%.1f%%</td><td>%.3f</td><td>%.3f</td><td>%.1f%%</td><td>%.3f</td>"
+		        "<td>%.3f</td><td>%llu</td><td class=name>",
+		        100 * share(r[i].gpu_self, o->gpu_total), r[i].gpu_self / 1000,
+		        r[i].gpu_total / 1000, 100 * share(r[i].cpu_self, o->cpu_self_total),
+		        r[i].cpu_self / 1000, r[i].cpu_total / 1000, (unsigned long long)r[i].count);
+		report_html_esc(f, o->names.v[r[i].name]);
+		if (st->ops_by_shape) {
+			fprintf(f, "</td><td class=name>");
+			report_html_esc(f, r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
+		}
+		fprintf(f, "</td></tr>\n");
+	}
+	fprintf(f, "</table>\n");
+	free(r);
+}
+
+size_t report_ops_findings(const struct rstats *st, const char *who, struct finding *out,
+                           size_t k, size_t max)
+{
+	const struct rops *o = ops_of(st);
+	struct orow *r;
+	size_t n, i;
+
+	if (o == NULL || o->gpu_total <= 0 || (r = rows(o, false, true, &n)) == NULL)
+		return k;
+	/* the operators (in their module) that take a tenth of the GPU or more */
+	for (i = 0; i < n && i < 3 && k < max; i++) {
+		double s = share(r[i].gpu_self, o->gpu_total);
+
+		if (s < 0.1)
+			break;
+		out[k].weight = s;
+		snprintf(out[k].text, sizeof(out[k].text), "%s%.200s%s%.100s%s: %.0f%% of GPU time "
+		         "(%.3f ms of kernels it launched itself, %llu call%s); the operator table "
+		         "ranks the rest", who, o->names.v[r[i].name], r[i].module != NONE ? " in " : "",
+		         r[i].module != NONE ? o->modules.v[r[i].module] : "",
+		         r[i].bwd ? " (backward)" : "", 100 * s, r[i].gpu_self / 1000,
+		         (unsigned long long)r[i].count, r[i].count == 1 ? "" : "s");
+		k++;
+	}
+	free(r);
+	return k;
+}

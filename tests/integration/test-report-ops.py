@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""gprofctl report's operator table (issue 27) on a hand-built Kineto trace
+whose every figure was computed by hand, and on a real torch.profiler trace
+checked against Kineto's own links.
+
+usage: test-report-ops.py GPROFCTL FIXTURES
+
+tests/fixtures/traces/ops/ops-kineto.pt.trace.json (times in us): one
+ProfilerStep#1 (0-1000) on the main thread holds nn.Module: Linear_1
+(10-210) with aten::linear (20-170; seq 5) holding aten::t (25-35) and
+aten::addmm (40-140), whose cudaLaunchKernel (50) started a 300 us kernel;
+nn.Module: Linear_2 (300-600) with aten::linear (310-560; seq 6) holding
+aten::t (315-320) and aten::addmm (330-530), which launched 500 and 100 us
+kernels; a record_function "loss" (620-720) holding aten::sum (630-680, a
+40 us kernel) and launching a 10 us memset itself. A launch at 2000,
+outside every operator, starts a 50 us kernel no operator owns. On
+autograd's thread: evaluate_function: AddmmBackward0 (1100-1300, seq 6)
+> AddmmBackward0 (1110-1290) > aten::mm (1120-1180, 200 us kernel) and
+aten::mm (1200-1280, 100 us kernel through cuLaunchKernel); and
+evaluate_function (1400-1500, seq 5) > AddmmBackward0 (1405-1495) >
+aten::mm (1410-1460, 60 us kernel). GPU time in all: 1360 us.
+By hand, as torch.profiler counts (self = total minus the children on the
+same thread; CUDA self = the kernels an op launched itself, total = self
+plus the children's): the table below. An op's module is the innermost
+nn.Module or record_function scope around it (aten::sum: loss); backward
+ops take the module of the forward op with their sequence number (Linear_2
+for seq 6).
+"""
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+GPROFCTL, FIXTURES = sys.argv[1], sys.argv[2]
+OPS = os.path.join(FIXTURES, "ops", "ops-kineto.pt.trace.json")
+TORCH = os.path.join(FIXTURES, "bottlenecks", "h200-torch-profiler.pt.trace.json.gz")
+AGENT = os.path.join(FIXTURES, "bottlenecks", "h200-agent-bottlenecks.pt.trace.json.gz")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import runner  # noqa: E402
+
+# name: calls, CPU total, CPU self, CUDA total, CUDA self (us), in the
+# order of self CUDA time (then self CPU)
+BY_NAME = [
+    ("aten::addmm", 2, 300, 300, 900, 900),
+    ("aten::mm", 3, 190, 190, 360, 360),
+    ("aten::sum", 1, 50, 50, 40, 40),
+    ("loss", 1, 100, 50, 50, 10),
+    ("ProfilerStep*", 1, 1000, 500, 950, 0),
+    ("aten::linear", 2, 400, 85, 900, 0),
+    ("AddmmBackward0", 2, 270, 80, 360, 0),
+    ("autograd::engine::evaluate_function: AddmmBackward0", 2, 300, 30, 360, 0),
+    ("aten::t", 2, 15, 15, 0, 0),
+]
+BY_SHAPE = [
+    ("aten::addmm", "[[4], [8, 32], [32, 4], [], []]", 1, 200, 200, 600, 600),
+    ("aten::addmm", "[[32], [8, 16], [16, 32], [], []]", 1, 100, 100, 300, 300),
+    ("aten::mm", "[[8, 4], [4, 32]]", 1, 60, 60, 200, 200),
+    ("aten::mm", "[[4, 8], [8, 32]]", 1, 80, 80, 100, 100),
+    ("aten::mm", "[[8, 32], [32, 16]]", 1, 50, 50, 60, 60),
+    ("aten::sum", "[[8, 4]]", 1, 50, 50, 40, 40),
+    ("loss", "[]", 1, 100, 50, 50, 10),
+    ("ProfilerStep*", "[]", 1, 1000, 500, 950, 0),
+    ("AddmmBackward0", "[]", 2, 270, 80, 360, 0),
+    ("aten::linear", "[[8, 32], [4, 32], [4]]", 1, 250, 45, 600, 0),
+    ("aten::linear", "[[8, 16], [32, 16], [32]]", 1, 150, 40, 300, 0),
+    ("autograd::engine::evaluate_function: AddmmBackward0", "[]", 2, 300, 30, 360, 0),
+    ("aten::t", "[[32, 16]]", 1, 10, 10, 0, 0),
+    ("aten::t", "[[4, 32]]", 1, 5, 5, 0, 0),
+]
+GPU_US, STRAY_US, SELF_CPU_US = 1360, 50, 1300
+
+
+def report(*args):
+    r = subprocess.run([GPROFCTL] + list(args), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (args, r.returncode, r.stderr)
+    return r.stdout
+
+
+def ops_json(*args):
+    d = json.loads(report("--json", "report", "--top", "100", *args))
+    return d, d["ranks"][0]["operators"]
+
+
+def test_by_name(d):
+    doc, o = ops_json(OPS)
+    assert o["group_by_shape"] is False
+    assert (o["gpu_us"], o["gpu_unattributed_us"], o["cpu_self_us"]) == (GPU_US, STRAY_US,
+                                                                          SELF_CPU_US), o
+    got = [(r["name"], r["count"], r["cpu_total_us"], r["cpu_self_us"], r["cuda_total_us"],
+            r["cuda_self_us"]) for r in o["rows"]]
+    assert got == BY_NAME, got
+    for r in o["rows"]:
+        assert abs(r["self_cuda_share"] - r["cuda_self_us"] / GPU_US) < 1e-12, r
+        assert abs(r["self_cpu_share"] - r["cpu_self_us"] / SELF_CPU_US) < 1e-12, r
+    assert o["rows_total"] == len(BY_NAME)
+    mods = [(m["name"], m["module"], m["backward"], m["count"], m["cuda_self_us"])
+            for m in o["by_module"]]
+    assert mods == [("aten::addmm", "Linear_2", False, 1, 600),
+                    ("aten::mm", "Linear_2", True, 2, 300),
+                    ("aten::addmm", "Linear_1", False, 1, 300),
+                    ("aten::mm", "Linear_1", True, 1, 60),
+                    ("aten::sum", "loss", False, 1, 40),
+                    ("loss", None, False, 1, 10)], mods
+    f = doc["findings"]
+    assert ("aten::addmm in Linear_2: 44% of GPU time (0.600 ms of kernels it launched itself, "
+            "1 call); the operator table ranks the rest") in f, f
+    assert ("aten::mm in Linear_2 (backward): 22% of GPU time (0.300 ms of kernels it launched "
+            "itself, 2 calls); the operator table ranks the rest") in f, f
+
+
+def test_by_shape(d):
+    _, o = ops_json("--group-by-shape", OPS)
+    assert o["group_by_shape"] is True
+    got = [(r["name"], r["input_shapes"], r["count"], r["cpu_total_us"], r["cpu_self_us"],
+            r["cuda_total_us"], r["cuda_self_us"]) for r in o["rows"]]
+    assert got == BY_SHAPE, got
+    assert o["rows_total"] == len(BY_SHAPE)
+
+
+def test_text_and_top(d):
+    out = report("report", "--top", "3", OPS)
+    lines = out.splitlines()
+    i = next(i for i, l in enumerate(lines) if l.startswith("operators by self CUDA time"))
+    assert lines[i] == ("operators by self CUDA time (9 names, as torch.profiler's key_averages "
+                        "table; GPU time 1.360 ms, 0.050 ms of it launched by no operator):"), lines[i]
+    rows = [l.split() for l in lines[i + 2:i + 5]]
+    assert rows[0] == ["66.2%", "0.900", "0.900", "23.1%", "0.300", "0.300", "2", "aten::addmm"]
+    assert rows[1] == ["26.5%", "0.360", "0.360", "14.6%", "0.190", "0.190", "3", "aten::mm"]
+    assert rows[2] == ["2.9%", "0.040", "0.040", "3.8%", "0.050", "0.050", "1", "aten::sum"]
+    assert not lines[i + 5].startswith("  "), lines[i + 5]  # --top 3
+    shaped = report("report", "--group-by-shape", OPS)
+    assert ("   44.1%        0.600        0.600  15.4%        0.200        0.200        1 "
+            "aten::addmm  [[4], [8, 32], [32, 4], [], []]\n") in shaped, shaped
+
+
+def test_html(d):
+    page = os.path.join(d, "r.html")
+    report("report", "--html", page, OPS)
+    with open(page) as f:
+        text = f.read()
+    assert "<h3>Operators by self CUDA time</h3>" in text
+    assert ("<tr><td>66.2%</td><td>0.900</td><td>0.900</td><td>23.1%</td><td>0.300</td>"
+            "<td>0.300</td><td>2</td><td class=name>aten::addmm</td></tr>") in text
+    assert "aten::addmm in Linear_2: 44% of GPU time" in text
+
+
+def test_no_operators(d):
+    """A trace without cpu_op events (the agent's, before it records
+    operators) has no operator table, and says nothing of one."""
+    doc = json.loads(report("--json", "report", AGENT))
+    assert "operators" not in doc["ranks"][0]
+    assert "operators by self CUDA time" not in report("report", AGENT)
+
+
+def test_real_torch_profiler(d):
+    """torch.profiler's own trace (H200, 3 steps of a training loop): the
+    table as Kineto links kernels to operators (each GPU record's External
+    id names the op that launched it), computed here, equals gprofctl's,
+    which links them through the runtime call's correlation id and thread."""
+    with gzip.open(TORCH) as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    ops = [e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")]
+    by_ext = {}
+    for o in ops:
+        o["children"], o["gself"] = [], 0.0
+        by_ext.setdefault(o.get("args", {}).get("External id"), o)
+    threads = defaultdict(list)
+    for o in ops:
+        threads[(o["pid"], o["tid"])].append(o)
+    for t in threads.values():  # torch.profiler's _populate_cpu_children
+        t.sort(key=lambda e: (e["ts"], -(e["ts"] + e["dur"])))
+        stack = []
+        for e in t:
+            while stack:
+                p = stack[-1]
+                if e["ts"] >= p["ts"] + p["dur"] or e["ts"] + e["dur"] > p["ts"] + p["dur"]:
+                    stack.pop()
+                else:
+                    p["children"].append(e)
+                    break
+            stack.append(e)
+    for k in ev:
+        if k.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            by_ext[k["args"]["External id"]]["gself"] += k["dur"]
+
+    def total(o):
+        return o["gself"] + sum(total(c) for c in o["children"])
+    want = defaultdict(lambda: [0, 0.0, 0.0, 0.0, 0.0])
+    for o in ops:
+        name = "ProfilerStep*" if o["name"].startswith("ProfilerStep#") else o["name"]
+        r = want[name]
+        r[0] += 1
+        r[1] += o["dur"]
+        r[2] += o["dur"] - sum(c["dur"] for c in o["children"])
+        r[3] += total(o)
+        r[4] += o["gself"]
+    _, o = ops_json(TORCH)
+    assert o["rows_total"] == len(want)
+    assert o["gpu_unattributed_us"] == 0
+    for r in o["rows"]:
+        w = want[r["name"]]
+        got = [r["count"], r["cpu_total_us"], r["cpu_self_us"], r["cuda_total_us"],
+               r["cuda_self_us"]]
+        assert got[0] == w[0] and all(abs(a - b) < 1e-6 for a, b in zip(got[1:], w[1:])), \
+            (r["name"], got, w)
+    assert [r["name"] for r in o["rows"][:4]] == ["aten::addmm", "aten::mul", "aten::add",
+                                                 "aten::mm"]
+
+
+if __name__ == "__main__":
+    sys.exit(runner.run([test_by_name, test_by_shape, test_text_and_top, test_html,
+                         test_no_operators, test_real_torch_profiler], "gprof-report-ops-"))
