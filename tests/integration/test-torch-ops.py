@@ -22,7 +22,8 @@ What must hold:
   old-format: the same from a file with absolute microseconds and no
     baseTimeNanoseconds (torch before 2.0);
   modules: with modules asked, nn.Module: <Class>_<n> scopes around the
-    modules' operators;
+    modules' operators; request-options: the same asked by gprofctl trace's
+    flags rather than the environment;
   hostile: a symlink, a FIFO, garbage, a cut file, a file over its cap, a
     failing export, malformed events: the trace is still delivered and
     valid, the note says why, the job carries on, and nothing is left in
@@ -81,7 +82,7 @@ class Job:
         return self.p.returncode, out, err
 
 
-def traced(d, iterations=3, validate_it=True, **env):
+def traced(d, iterations=3, validate_it=True, ctl_args=(), **env):
     """One job traced once: the trace's events, its notes, the job's exit."""
     dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
     job = None
@@ -91,7 +92,8 @@ def traced(d, iterations=3, validate_it=True, **env):
         out = os.path.join(d, "out")
         r = subprocess.run([GPROFCTL, "--socket", dm.sock, "--json", "trace", "--job", "opsjob",
                             "--iterations", str(iterations), "--output-dir", out,
-                            "--timeout", str(TIMEOUT)], capture_output=True, text=True,
+                            "--timeout", str(TIMEOUT)] + list(ctl_args),
+                           capture_output=True, text=True,
                            timeout=TIMEOUT + 10)
         assert r.returncode == 0, (r.stdout, r.stderr, open(os.path.join(d, "agent.log")).read())
         rc, so, se = job.finish()
@@ -189,6 +191,18 @@ def test_modules(d):
     assert [n for n in notes if "--with-stack, --with-flops asked for, not recorded" in n], notes
 
 
+def test_request_options(d):
+    """The options come with the request (gprofctl trace --record-shapes
+    --with-modules --with-stack, as dyno gputrace sends them): shapes and
+    module scopes recorded, the stack said not to be."""
+    ev, notes = traced(d, ctl_args=("--record-shapes", "--with-modules", "--with-stack"))
+    check_ops(ev)
+    mods = {e["name"] for e in ev if e.get("cat") == "user_annotation" and
+            e["name"].startswith("nn.Module: ")}
+    assert "nn.Module: Linear_1" in mods, mods
+    assert [n for n in notes if n.startswith("--with-stack asked for, not recorded")], notes
+
+
 def test_legacy(d):
     """GPROF_TORCH_OPS=legacy: the autograd profiler without Kineto, its
     events converted by the helper: the stepping thread's operators of the
@@ -244,7 +258,8 @@ def test_off(d):
 
 
 def main():
-    tests = [test_operators, test_old_format, test_modules, test_legacy, test_hostile, test_off]
+    tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
+             test_hostile, test_off]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
