@@ -198,7 +198,7 @@ static void begin(const struct cmd *c)
 	/* PyTorch operators: the Python helper polls these at each step */
 	if (!A.win.memory) {
 		A.win.torch_opts = ops_opts(w->options);
-		ops_begin();
+		ops_begin(w->options);
 	}
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);

@@ -110,11 +110,24 @@ static void add_note(const char *fmt, ...)
 	va_end(ap);
 }
 
-static bool ops_wanted(void)
+/* Operators only when asked: on the GPU host (docs/BENCHMARKS.md,
+ * docs/gpu-validation.md, 2026-11-25) they cost a window's steps about what
+ * torch.profiler's CPU side costs, and the job's profiler, started beside
+ * the agent's CUPTI, stays without GPU activities for the rest of the
+ * process (Kineto initialises once). So a window takes them when the
+ * request asks (--operators, or an operator option: --record-shapes,
+ * --with-modules) or the job's owner does (GPROF_TORCH_OPS=kineto-cpu or
+ * legacy, GPROF_TORCH_OPTS); GPROF_TORCH_OPS=off refuses them all. */
+static bool ops_wanted(int64_t options)
 {
 	const char *v = getenv("GPROF_TORCH_OPS");
 
-	return v == NULL || strcmp(v, "off") != 0;
+	if (v != NULL && strcmp(v, "off") == 0)
+		return false;
+	if (v != NULL && *v)
+		return true;
+	return (options & (MSG_OPT_OPERATORS | MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_MODULES)) ||
+	       (A.win.torch_opts & (GPROF_WINDOW_SHAPES | GPROF_WINDOW_MODULES));
 }
 
 /* The torch options a window asks for: the request's (gprofctl trace
@@ -197,14 +210,14 @@ void gprof_ops_done(uint64_t gen, const char *why)
 	pthread_mutex_unlock(&lock);
 }
 
-void ops_begin(void)
+void ops_begin(int64_t options)
 {
 	const char *base = getenv("GPROF_AGENT_TRACE_DIR");
 	char path[sizeof(dir)];
 
 	pthread_once(&cond_once, cond_init);
 	note[0] = '\0';
-	if (!ops_wanted())
+	if (!ops_wanted(options))
 		return;
 	if (base == NULL || !*base)
 		base = getenv("TMPDIR");

@@ -21,9 +21,10 @@ AGENT_HIDDEN uint32_t ops_opts(int64_t msg_options);
 /* GPROF_STEP_OPS while a window that takes operators is open (a few atomic
  * loads; gprof_step_memory's). */
 AGENT_HIDDEN int ops_poll(void);
-/* At a burst's start: the window's private directory (unless
- * GPROF_TORCH_OPS=off). */
-AGENT_HIDDEN void ops_begin(void);
+/* At a burst's start: the window's private directory, when the window
+ * takes operators (the request's MSG_OPT_* options or the job's
+ * GPROF_TORCH_OPS/GPROF_TORCH_OPTS ask for them: ops.c, ops_wanted). */
+AGENT_HIDDEN void ops_begin(int64_t options);
 /* After its end: waits for the Python helper's file and keeps its
  * operators in [t0, t1], the notes on what is left out. */
 AGENT_HIDDEN void ops_collect(uint64_t t0, uint64_t t1);

@@ -67,7 +67,7 @@ static void usage(FILE *f)
 	        "                [--iteration-roundup R] [--iteration-range NAME] [--activities LIST] [--process-limit N]\n"
 	        "                [--output-dir DIR] [--trace-id ID] [--timeout S]\n"
 	        "                [--record-shapes] [--profile-memory] [--with-stack] [--with-flops]\n"
-	        "                [--with-modules]\n"
+	        "                [--with-modules] [--operators]\n"
 	        "Captures a trace on every matching process of every host and downloads\n"
 	        "it into DIR/<trace-id>/ (default ./traces).\n"
 	        "  --job ID               processes of this job (GPROF_JOB_ID, SLURM_JOB_ID, ...)\n"
@@ -88,6 +88,9 @@ static void usage(FILE *f)
 	        "  --with-stack           Python stacks of operators\n"
 	        "  --with-flops           estimated FLOPs of matrix and convolution operators\n"
 	        "  --with-modules         nn.Module scopes around operators\n"
+	        "  --operators            PyTorch operators on the agent path (implied by\n"
+	        "                         --record-shapes and --with-modules; Kineto records\n"
+	        "                         them always)\n"
 	        "                         (these five: as torch.profiler's arguments of the same\n"
 	        "                         names; a Kineto client gets them in its config, an agent\n"
 	        "                         records what it can and notes what it left out)\n"
@@ -629,6 +632,7 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 		{ "with-stack", no_argument, &opt_bit, MSG_OPT_WITH_STACK },
 		{ "with-flops", no_argument, &opt_bit, MSG_OPT_WITH_FLOPS },
 		{ "with-modules", no_argument, &opt_bit, MSG_OPT_WITH_MODULES },
+		{ "operators", no_argument, &opt_bit, MSG_OPT_OPERATORS },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};

@@ -33,7 +33,7 @@ _gprofctl()
 	trace) COMPREPLY=($(compgen -W "--job --pid --iterations --duration-ms --start-at
 	                      --iteration-roundup --iteration-range --activities --process-limit --output-dir
 	                      --trace-id --timeout --report --record-shapes --profile-memory --with-stack
-	                      --with-flops --with-modules --memory-snapshot --json --help" -- "$cur")) ;;
+	                      --with-flops --with-modules --operators --memory-snapshot --json --help" -- "$cur")) ;;
 	report) [[ $cur == -* ]] && COMPREPLY=($(compgen -W "--top --html --group-by-shape --json --help" -- "$cur")) || _filedir ;;
 	list) COMPREPLY=($(compgen -W "--job --json --help" -- "$cur")) ;;
 	traces) COMPREPLY=($(compgen -W "--job --since --older-than --json --help" -- "$cur")) ;;

@@ -126,8 +126,13 @@ enum {
 	MSG_OPT_WITH_STACK = 1 << 2,     /* PROFILE_WITH_STACK */
 	MSG_OPT_WITH_FLOPS = 1 << 3,     /* PROFILE_WITH_FLOPS */
 	MSG_OPT_WITH_MODULES = 1 << 4,   /* PROFILE_WITH_MODULES */
+	/* the agent path: record PyTorch operators in the window (a Kineto
+	 * client always records them; its config has no key for it) */
+	MSG_OPT_OPERATORS = 1 << 5,
 };
-#define MSG_OPT_ALL 0x1f
+#define MSG_OPT_ALL 0x3f
+/* the options a Kineto on-demand config carries (proto/kconfig.c) */
+#define MSG_OPT_KINETO 0x1f
 /* Agent capability flags. */
 enum { MSG_CAP_CUPTI = 1 << 0, MSG_CAP_NVTX = 1 << 1, MSG_CAP_STEPS = 1 << 2 };
 

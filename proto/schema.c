@@ -95,7 +95,8 @@ const char *const schema_activity_names[] = {
 	"overhead", "memory", "nvtx", NULL,
 };
 const char *const schema_option_names[] = {
-	"record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", NULL,
+	"record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules", "operators",
+	NULL,
 };
 static const char *const cap_names[] = { "cupti", "nvtx", "steps", NULL };
 

@@ -28,6 +28,8 @@ What must hold:
     failing export, malformed events: the trace is still delivered and
     valid, the note says why, the job carries on, and nothing is left in
     the trace directory;
+  not-asked: a plain request from a job that set nothing records none,
+    --operators alone asks for them;
   off: GPROF_TORCH_OPS=off records no operators.
 """
 import glob
@@ -238,7 +240,7 @@ def test_hostile(d):
         sub = os.path.join(d, mode)
         os.mkdir(sub)
         # huge: 3 MB against a cap of a quarter of a 8 MB budget
-        ev, notes = traced(sub, FAKE_TORCH_EXPORT=mode,
+        ev, notes = traced(sub, ctl_args=("--operators",), FAKE_TORCH_EXPORT=mode,
                            **({"GPROF_AGENT_MAX_MB": "8"} if mode == "huge" else {}))
         assert not [e for e in ev if e.get("cat") == "cpu_op"], mode
         assert [n for n in notes if why in n], (mode, notes)
@@ -251,6 +253,24 @@ def test_hostile(d):
     assert [n for n in notes if "3 events of the PyTorch operator trace left out" in n], notes
 
 
+def test_not_asked(d):
+    """A plain request from a job that set nothing records no operators and
+    starts no profiler (they cost the window about torch.profiler's CPU
+    side, and the job's own torch.profiler would lose the GPU for the rest
+    of the process); --operators alone asks for them."""
+    sub = os.path.join(d, "plain")
+    os.mkdir(sub)
+    ev, notes = traced(sub)
+    assert not [e for e in ev if e.get("cat") == "cpu_op"], "operators recorded unasked"
+    assert not notes, notes
+    sub = os.path.join(d, "asked")
+    os.mkdir(sub)
+    ev, notes = traced(sub, ctl_args=("--operators",))
+    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    assert len(ops) == 3 * OPS_PER_STEP, (len(ops), notes)
+    assert not [o for o in ops if "Input Dims" in o.get("args", {})], "shapes unasked"
+
+
 def test_off(d):
     ev, notes = traced(d, GPROF_TORCH_OPS="off")
     assert not [e for e in ev if e.get("cat") == "cpu_op"]
@@ -259,7 +279,7 @@ def test_off(d):
 
 def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
-             test_hostile, test_off]
+             test_hostile, test_not_asked, test_off]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
