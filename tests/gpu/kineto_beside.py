@@ -78,10 +78,10 @@ print("agent trace: %d steps, %d kernels, %d cuda_runtime; profiler steps %s..%s
 print("runtime calls per step: inside the profiler's steps %s (n=%d), outside %s (n=%d)" % (
     statistics.median(inside) if inside else None, len(inside),
     statistics.median(outside) if outside else None, len(outside)))
-# the first and last steps of a window may be cut: compare the medians and
-# every whole step inside against the outside median
+# a step at the profiler's start or stop may hold its start/stop calls:
+# the medians must agree (a taken CUPTI leaves steps with none at all)
 mo = statistics.median(outside) if outside else -1
-ok = bool(inside) and kern > 0 and min(inside) == max(inside) == mo
+ok = bool(inside) and kern > 0 and statistics.median(inside) == mo and min(inside) > 0
 print("PASS" if ok else "FAIL: the agent lost records beside torch.profiler CPU-only")
 # and the job's own torch.profiler afterwards: does it still get the GPU?
 sys.stderr.write("mode tp-after start\n")
