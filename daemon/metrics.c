@@ -12,8 +12,9 @@
  *   rotation) -> under m->lock: copy it to m->latest, which the HTTP
  *   thread (libmicrohttpd's) copies out and renders as Prometheus text on
  *   the first scrape of that sample (later scrapes share the rendering),
- *   and move it into the history ring that metrics_query (loop) reads; the
- *   ring's evicted oldest sample lends its buffers to the next cycle.
+ *   and append it to the history (mhist.c, compact: each series named
+ *   once, a value in a few bytes) that metrics_query (loop) reads; m->cur
+ *   keeps its buffers for the next cycle.
  * Before, a loop timer queued each cycle on the thread pool and took it
  * back on the loop: three cold wake-ups a second instead of one, which
  * cost more than the sampling itself (docs/BENCHMARKS.md).
@@ -47,6 +48,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "mgpu.h"
+#include "mhist.h"
 #include "mhost.h"
 #include "mset.h"
 #include "peer.h"
@@ -79,8 +81,7 @@ struct metrics {
 	struct mgpu *gpu;
 	char gpu_why[256];
 	pthread_mutex_t lock;  /* everything below */
-	struct mset *ring;     /* history: ring[(head + i) % cap], i < n */
-	size_t cap, n, head;
+	struct mhist *hist;    /* the last history_s / interval samples */
 	struct mset latest;    /* a copy of the newest sample, rendered on scrape */
 	bool have_latest;
 	uint64_t latest_seq;   /* counts the samples copied to latest */
@@ -276,18 +277,8 @@ static void sample(struct metrics *m)
 	pthread_mutex_lock(&m->lock);
 	m->have_latest = mset_copy(&m->latest, s) == 0;
 	m->latest_seq++;
-	if (m->cap > 0) {
-		struct mset evicted = { 0 };
-
-		if (m->n == m->cap) { /* the oldest goes; its buffers serve the next cycle */
-			evicted = m->ring[m->head];
-			m->head = (m->head + 1) % m->cap;
-			m->n--;
-		}
-		m->ring[(m->head + m->n) % m->cap] = *s;
-		m->n++;
-		*s = evicted;
-	}
+	if (mhist_append(m->hist, s) < 0)
+		log_warn("metrics: out of memory: a sample is missing from the history");
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -604,9 +595,11 @@ int metrics_start(struct daemon *d, struct perr *err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	m->cap = d->cfg.history_s * 1000 / (d->cfg.sample_ms ? d->cfg.sample_ms : 1000);
-	if (m->cap > 0 && (m->ring = calloc(m->cap, sizeof(*m->ring))) == NULL)
-		m->cap = 0;
+	m->hist = mhist_new(d->cfg.history_s * 1000 / (d->cfg.sample_ms ? d->cfg.sample_ms : 1000));
+	if (m->hist == NULL) {
+		r = perr_set(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
 	if (d->cfg.jsonl[0]) {
 		if (strcmp(d->cfg.jsonl, "-") == 0) {
 			m->jsonl = stdout;
@@ -638,7 +631,7 @@ int metrics_start(struct daemon *d, struct perr *err)
 fail:
 	if (m->jsonl != NULL && m->jsonl != stdout)
 		fclose(m->jsonl);
-	free(m->ring);
+	mhist_free(m->hist);
 	pthread_cond_destroy(&m->wake);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
@@ -648,7 +641,6 @@ fail:
 void metrics_stop(struct daemon *d)
 {
 	struct metrics *m = d->metrics;
-	size_t i;
 
 	if (m == NULL)
 		return;
@@ -669,9 +661,7 @@ void metrics_stop(struct daemon *d)
 		fclose(m->jsonl);
 	if (m->statm_fd >= 0)
 		close(m->statm_fd);
-	for (i = 0; i < m->n; i++)
-		mset_free(&m->ring[(m->head + i) % m->cap]);
-	free(m->ring);
+	mhist_free(m->hist);
 	free(m->procs);
 	mset_free(&m->cur);
 	mset_free(&m->latest);
@@ -697,15 +687,16 @@ void metrics_query(struct conn *c, const struct msg *q)
 	struct daemon *d = c->d;
 	struct metrics *m = d->metrics;
 	struct msg_sample *samples;
+	struct mset s = { 0 };
 	struct msg r;
-	size_t want, first, oldest, i, j, cost = 0;
+	size_t n, want, first, oldest, i, j, cost = 0;
 
 	if (m == NULL) {
 		conn_send_error(c, q->id, MSG_E_NOT_FOUND, "metrics are off on this daemon");
 		return;
 	}
 	pthread_mutex_lock(&m->lock);
-	if (m->n == 0) {
+	if ((n = mhist_len(m->hist)) == 0) {
 		pthread_mutex_unlock(&m->lock);
 		conn_send_error(c, q->id, MSG_E_NOT_FOUND,
 		                "no sample yet: the first is taken within a second of start");
@@ -715,9 +706,9 @@ void metrics_query(struct conn *c, const struct msg *q)
 	 * many of the newest as fit one reply */
 	want = q->u.metrics_query.history_s > 0 ?
 	       (size_t)(q->u.metrics_query.history_s * 1000 / (int64_t)d->cfg.sample_ms) + 1 : 1;
-	if (want > m->n)
-		want = m->n;
-	first = m->n - want; /* ring position of the oldest wanted */
+	if (want > n)
+		want = n;
+	first = n - want; /* history position of the oldest wanted */
 	if ((samples = calloc(want, sizeof(*samples))) == NULL) {
 		pthread_mutex_unlock(&m->lock);
 		conn_send_error(c, q->id, MSG_E_INTERNAL, "out of memory");
@@ -725,25 +716,26 @@ void metrics_query(struct conn *c, const struct msg *q)
 	}
 	oldest = want;
 	for (i = want; i-- > 0;) {
-		const struct mset *s = &m->ring[(m->head + first + i) % m->cap];
 		struct msg_sample *o = &samples[i];
 
+		if (mhist_get(m->hist, first + i, &s) < 0)
+			break;
 		msg_elem_init(MSG_ELEM_SAMPLE, o);
-		o->ts_us = s->ts_us;
-		o->values.names = calloc(s->n ? s->n : 1, sizeof(char *));
-		o->values.values = calloc(s->n ? s->n : 1, sizeof(double));
+		o->ts_us = s.ts_us;
+		o->values.names = calloc(s.n ? s.n : 1, sizeof(char *));
+		o->values.values = calloc(s.n ? s.n : 1, sizeof(double));
 		if (o->values.names == NULL || o->values.values == NULL)
 			break;
-		for (j = 0; j < s->n && o->values.n < MSG_METRICS_MAX; j++) {
+		for (j = 0; j < s.n && o->values.n < MSG_METRICS_MAX; j++) {
 			char key[MSET_LABELS_MAX + 100];
 
-			if (!visible(conn_peer(c), &s->v[j]))
+			if (!visible(conn_peer(c), &s.v[j]))
 				continue;
-			mset_key(s, &s->v[j], key, sizeof(key));
+			mset_key(&s, &s.v[j], key, sizeof(key));
 			if (strlen(key) > MSG_METRIC_NAME_MAX ||
 			    (o->values.names[o->values.n] = strdup(key)) == NULL)
 				continue;
-			o->values.values[o->values.n++] = s->v[j].v;
+			o->values.values[o->values.n++] = s.v[j].v;
 			cost += strlen(key) + 28;
 		}
 		if (cost > 900 * 1024 && i + 1 < want)
@@ -751,6 +743,7 @@ void metrics_query(struct conn *c, const struct msg *q)
 		oldest = i;
 	}
 	pthread_mutex_unlock(&m->lock);
+	mset_free(&s);
 	msg_init(&r, MSG_METRICS_REPLY, q->id);
 	r.u.metrics_reply.host = d->host;
 	r.u.metrics_reply.interval_ms = (int64_t)d->cfg.sample_ms;

@@ -1,0 +1,177 @@
+/*
+ * test-mhist: the compact metrics history. Every value reads back bit for
+ * bit (ratios within a float's precision), with its family, labels, owner
+ * and time; the oldest sample goes when cap are kept; a series no kept
+ * sample names is freed, so churn (processes coming and going) does not
+ * grow it; and a host's sample costs a few bytes a value, not the 24 plus
+ * labels an mset holds (issue 25).
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mhist.h"
+#include "mhost.h"
+#include "mset.h"
+
+static const double values[] = {
+	0.0, -0.0, 1, -1, 42, 123456789012.0, 9007199254740993.0 /* past 2^53 */,
+	1844674407370955.0, 0.01 * 1234567, 14626.06, 0.46, 1e-9, 3.14159265358979,
+	1e300, -5.5, 0.375, 1.0 / 3.0, 2.5e-7, 80000000000.0, 4.2e18,
+};
+#define NVALUES (sizeof(values) / sizeof(values[0]))
+
+/* A sample: every test value twice, as a plain gauge with labels and as
+ * the process counter of owner 1000. */
+static void fill(struct mset *s, int64_t ts, int shift)
+{
+	size_t i;
+
+	mset_reset(s);
+	s->ts_us = ts;
+	for (i = 0; i < NVALUES; i++) {
+		struct mval *v;
+
+		assert_non_null(mset_add(s, MF_MEM_USED, values[(i + shift) % NVALUES],
+		                         "dev=\"d%zu\"", i));
+		v = mset_add(s, MF_PROC_STEPS, values[i] * (shift + 1), "pid=\"%zu\"", i);
+		assert_non_null(v);
+		v->owner = 1000;
+	}
+	assert_non_null(mset_add(s, MF_LOAD1, 0.5, NULL));
+}
+
+static void same(const struct mset *a, const struct mset *b)
+{
+	size_t i;
+
+	assert_int_equal(a->ts_us, b->ts_us);
+	assert_int_equal(a->n, b->n);
+	for (i = 0; i < a->n; i++) {
+		assert_int_equal(a->v[i].fam, b->v[i].fam);
+		assert_int_equal(a->v[i].owner, b->v[i].owner);
+		assert_string_equal(mset_labels(a, &a->v[i]), mset_labels(b, &b->v[i]));
+		if (memcmp(&a->v[i].v, &b->v[i].v, sizeof(double)) != 0)
+			fail_msg("value %zu: wrote %.17g, read %.17g", i, a->v[i].v, b->v[i].v);
+	}
+}
+
+static void test_round_trip(void **state)
+{
+	struct mset in = { 0 }, out = { 0 }, want = { 0 };
+	struct mhist *h = mhist_new(3);
+	int k;
+
+	(void)state;
+	assert_non_null(h);
+	assert_int_equal(mhist_get(h, 0, &out), -ERANGE);
+	for (k = 0; k < 5; k++) {
+		fill(&in, 1000 + k, k);
+		assert_int_equal(mhist_append(h, &in), 0);
+	}
+	assert_int_equal(mhist_len(h), 3);
+	for (k = 0; k < 3; k++) {
+		assert_int_equal(mhist_get(h, (size_t)k, &out), 0);
+		fill(&want, 1000 + k + 2, k + 2); /* the two oldest went */
+		same(&want, &out);
+	}
+	assert_int_equal(mhist_get(h, 3, &out), -ERANGE);
+	mhist_free(h);
+	mset_free(&in);
+	mset_free(&out);
+	mset_free(&want);
+}
+
+/* A ratio that is neither a decimal nor a float keeps a float's precision. */
+static void test_ratio(void **state)
+{
+	struct mset in = { 0 }, out = { 0 };
+	struct mhist *h = mhist_new(1);
+	double r = 0.123456789123;
+
+	(void)state;
+	assert_non_null(mset_add(&in, MF_GPM_SM_ACTIVE, r, "gpu=\"0\""));
+	assert_non_null(mset_add(&in, MF_GPU_POWER, r, "gpu=\"0\"")); /* not a ratio: exact */
+	assert_int_equal(mhist_append(h, &in), 0);
+	assert_int_equal(mhist_get(h, 0, &out), 0);
+	assert_true(fabs(out.v[0].v - r) < r * 6e-8);
+	assert_true(out.v[1].v == r);
+	mhist_free(h);
+	mset_free(&in);
+	mset_free(&out);
+}
+
+/* 10,000 processes, each seen in one sample only: the series of those no
+ * longer kept are freed, so the history stays the size of cap samples. */
+static void test_churn(void **state)
+{
+	struct mset in = { 0 }, out = { 0 };
+	struct mhist *h = mhist_new(10);
+	size_t early = 0;
+	int k, j;
+
+	(void)state;
+	for (k = 0; k < 1000; k++) {
+		mset_reset(&in);
+		for (j = 0; j < 10; j++)
+			assert_non_null(mset_add(&in, MF_PROC_STEPS, 7, "pid=\"%05d\"", k * 10 + j));
+		assert_int_equal(mhist_append(h, &in), 0);
+		if (k == 20)
+			early = mhist_bytes(h);
+	}
+	assert_true(mhist_bytes(h) <= early);
+	assert_int_equal(mhist_get(h, 9, &out), 0);
+	assert_int_equal(out.n, 10);
+	assert_string_equal(mset_labels(&out, &out.v[0]), "pid=\"09990\"");
+	mhist_free(h);
+	mset_free(&in);
+	mset_free(&out);
+}
+
+/* The fixture host's 300 samples (the default history) in a few bytes a
+ * value; an mset holds 24 a value and its labels. */
+static void test_host_size(void **state)
+{
+	struct mset s = { 0 }, out = { 0 };
+	struct mhist *h = mhist_new(300);
+	size_t n, per_sample;
+	int k;
+
+	(void)state;
+	mhost_sample(FIXTURES "/host-a", &s);
+	n = s.n;
+	assert_true(n > 20);
+	for (k = 0; k < 300; k++) {
+		s.ts_us = k;
+		assert_int_equal(mhist_append(h, &s), 0);
+	}
+	per_sample = (mhist_bytes(h) - 300 * 24) / 300; /* less the ring's slots */
+	printf("# %zu values: %zu bytes a sample kept (%zu in an mset)\n", n, per_sample,
+	       n * sizeof(struct mval) + s.text_len);
+	assert_true(per_sample <= n * 8);
+	assert_int_equal(mhist_get(h, 299, &out), 0);
+	assert_int_equal(out.n, n);
+	mhist_free(h);
+	mset_free(&s);
+	mset_free(&out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_ratio),
+		cmocka_unit_test(test_churn),
+		cmocka_unit_test(test_host_size),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
