@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -226,6 +227,11 @@ static void add_self(struct metrics *m, struct mset *s)
 	mset_add(s, MF_SAMPLE_CPU_SECONDS, m->cpu_s, NULL);
 	mset_add(s, MF_SAMPLE_SKIPPED, (double)m->skipped, NULL);
 	mset_add(s, MF_HTTP_EVICTED, (double)atomic_load(&m->http_evicted), NULL);
+	/* as of the previous cycle: this sample is not in it yet */
+	pthread_mutex_lock(&m->lock);
+	mset_add(s, MF_HISTORY_SAMPLES, (double)mhist_len(m->hist), NULL);
+	mset_add(s, MF_HISTORY_BYTES, (double)mhist_bytes(m->hist), NULL);
+	pthread_mutex_unlock(&m->lock);
 }
 
 static void jsonl_write(struct metrics *m, const struct mset *s)
@@ -256,6 +262,25 @@ static void jsonl_write(struct metrics *m, const struct mset *s)
 	}
 }
 
+/* Gives the heap's free pages back once more than this is free. glibc
+ * returns only the free memory at the top of a heap, and by itself only
+ * past a threshold that grows with the largest block ever freed: one
+ * gprofctl metrics reply (its strings and JSON) left 750 kB resident in
+ * the middle of the loop's heap, where nothing reclaimed it, nearly
+ * doubling an idle daemon's private memory (issue 25). */
+#define TRIM_FREE_BYTES (128 * 1024)
+
+/* Once a cycle: cheap (mallinfo2 counts the free lists; malloc_trim runs
+ * only after a burst of frees, and takes each arena's lock for the
+ * madvise calls only). */
+static void trim_heap(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	if (mi.fordblks > TRIM_FREE_BYTES)
+		malloc_trim(0);
+}
+
 /* One cycle, on the sampler thread. */
 static void sample(struct metrics *m)
 {
@@ -280,6 +305,7 @@ static void sample(struct metrics *m)
 	if (mhist_append(m->hist, s) < 0)
 		log_warn("metrics: out of memory: a sample is missing from the history");
 	pthread_mutex_unlock(&m->lock);
+	trim_heap();
 }
 
 static void *sampler_main(void *arg)
