@@ -9,12 +9,13 @@
  *   -> add the traced processes' step values (m->procs, which the loop
  *   keeps from the agents' heartbeats: metrics_proc_update/_gone) and the
  *   daemon's own -> append a JSON line to export.jsonl (size-based
- *   rotation) -> under m->lock: copy it to m->latest, which the HTTP
+ *   rotation) -> under m->lock: append it to the history (mhist.c,
+ *   compact: each series named once, a value in a few bytes) that
+ *   metrics_query (loop) reads, and make it m->latest, which the HTTP
  *   thread (libmicrohttpd's) copies out and renders as Prometheus text on
- *   the first scrape of that sample (later scrapes share the rendering),
- *   and append it to the history (mhist.c, compact: each series named
- *   once, a value in a few bytes) that metrics_query (loop) reads; m->cur
- *   keeps its buffers for the next cycle.
+ *   the first scrape of that sample (later scrapes share the rendering);
+ *   the previous latest is freed, so between cycles one full sample is
+ *   held, not two (issue 25: with 1,000 processes, 100 kB).
  * Before, a loop timer queued each cycle on the thread pool and took it
  * back on the loop: three cold wake-ups a second instead of one, which
  * cost more than the sampling itself (docs/BENCHMARKS.md).
@@ -58,7 +59,8 @@
 struct mproc {            /* an agent-loaded process's step values */
 	bool live;
 	int64_t owner;        /* its uid */
-	char labels[MSET_LABELS_MAX + 1];
+	char *labels;         /* heap, its length: a fixed MSET_LABELS_MAX array
+	                         was 190 bytes more per process (issue 25) */
 	double steps, last_s, median_s;
 };
 
@@ -87,7 +89,7 @@ struct metrics {
 	bool have_latest;
 	uint64_t latest_seq;   /* counts the samples copied to latest */
 	struct mproc *procs;   /* indexed by proc->mslot - 1 */
-	size_t nprocs;
+	size_t nprocs, procs_cap;
 	uint64_t skipped;
 	struct MHD_Daemon *http;
 	int http_port;
@@ -125,7 +127,7 @@ static double now_s(clockid_t c)
 void metrics_proc_update(struct daemon *d, struct proc *p)
 {
 	struct metrics *m = d->metrics;
-	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX], rank[24] = "";
+	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX], rank[24] = "", labels[MSET_LABELS_MAX + 1];
 	struct mproc *mp;
 
 	if (m == NULL || p->kind != MSG_KIND_AGENT)
@@ -137,20 +139,25 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 		for (i = 0; i < m->nprocs && m->procs[i].live; i++)
 			;
 		if (i == m->nprocs) {
-			struct mproc *v = realloc(m->procs, (m->nprocs + 1) * sizeof(*v));
+			/* doubling: one slot more per registration left a trail of
+			 * freed arrays in the loop's heap */
+			if (m->nprocs == m->procs_cap) {
+				size_t cap = m->procs_cap ? m->procs_cap * 2 : 16;
+				struct mproc *v = realloc(m->procs, cap * sizeof(*v));
 
-			if (v == NULL) {
-				pthread_mutex_unlock(&m->lock);
-				return;
+				if (v == NULL) {
+					pthread_mutex_unlock(&m->lock);
+					return;
+				}
+				m->procs = v;
+				m->procs_cap = cap;
 			}
-			m->procs = v;
-			m->nprocs++;
+			m->procs[m->nprocs].live = false;
+			m->procs[m->nprocs++].labels = NULL;
 		}
 		p->mslot = i + 1;
 	}
 	mp = &m->procs[p->mslot - 1];
-	mp->live = true;
-	mp->owner = (int64_t)p->uid;
 	/* Each value is bounded as it is escaped (mset_label), never after:
 	 * a precision here once cut an escaped job id just after a backslash, and the
 	 * dangling escape broke every series of the scrape (issue 23, item 10).
@@ -158,9 +165,21 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 	 * label at all: never rank="-1". */
 	if (p->rank >= 0)
 		snprintf(rank, sizeof(rank), "%lld", (long long)p->rank);
-	snprintf(mp->labels, sizeof(mp->labels), "job=\"%s\",rank=\"%s\",pid=\"%d\",host=\"%s\"",
+	snprintf(labels, sizeof(labels), "job=\"%s\",rank=\"%s\",pid=\"%d\",host=\"%s\"",
 	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), rank,
 	         (int)p->pid, mset_label(host, sizeof(host), p->host ? p->host : d->host));
+	if (mp->labels == NULL || strcmp(mp->labels, labels) != 0) {
+		char *l = strdup(labels);
+
+		if (l == NULL) { /* left out of the samples until the next heartbeat */
+			pthread_mutex_unlock(&m->lock);
+			return;
+		}
+		free(mp->labels);
+		mp->labels = l;
+	}
+	mp->live = true;
+	mp->owner = (int64_t)p->uid;
 	mp->steps = (double)p->steps;
 	mp->last_s = (double)p->last_step_us / 1e6;
 	mp->median_s = (double)p->median_step_us / 1e6;
@@ -175,6 +194,8 @@ void metrics_proc_gone(struct daemon *d, struct proc *p)
 		return;
 	pthread_mutex_lock(&m->lock);
 	m->procs[p->mslot - 1].live = false;
+	free(m->procs[p->mslot - 1].labels);
+	m->procs[p->mslot - 1].labels = NULL;
 	pthread_mutex_unlock(&m->lock);
 	p->mslot = 0;
 }
@@ -285,7 +306,7 @@ static void trim_heap(void)
 static void sample(struct metrics *m)
 {
 	double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
-	struct mset *s = &m->cur;
+	struct mset *s = &m->cur, old;
 
 	mset_reset(s);
 	s->ts_us = (int64_t)(now_s(CLOCK_REALTIME) * 1e6);
@@ -300,11 +321,15 @@ static void sample(struct metrics *m)
 	add_self(m, s);
 	jsonl_write(m, s);
 	pthread_mutex_lock(&m->lock);
-	m->have_latest = mset_copy(&m->latest, s) == 0;
-	m->latest_seq++;
 	if (mhist_append(m->hist, s) < 0)
 		log_warn("metrics: out of memory: a sample is missing from the history");
+	old = m->latest;
+	m->latest = *s; /* transferred */
+	m->have_latest = true;
+	m->latest_seq++;
 	pthread_mutex_unlock(&m->lock);
+	mset_free(&old);
+	memset(s, 0, sizeof(*s));
 	trim_heap();
 }
 
@@ -377,6 +402,7 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 	struct metrics *m = cls;
 	struct MHD_Response *resp;
 	uint64_t seq = 0;
+	void *p;
 	bool fresh;
 	struct pbuf b;
 	int r = 0;
@@ -413,6 +439,13 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 		pbuf_init(&b, 0);
 		if (r == 0)
 			r = mset_prometheus(&m->http_set, &b);
+		/* the copy is needed only to render: between scrapes the response
+		 * alone is kept, at its length (issue 25) */
+		mset_free(&m->http_set);
+		if (r == 0 && b.len > 0 && (p = realloc(b.data, b.len)) != NULL) {
+			b.data = p;
+			b.cap = b.len;
+		}
 		if (r < 0) {
 			pbuf_deinit(&b);
 			return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
@@ -667,6 +700,7 @@ fail:
 void metrics_stop(struct daemon *d)
 {
 	struct metrics *m = d->metrics;
+	size_t i;
 
 	if (m == NULL)
 		return;
@@ -688,6 +722,8 @@ void metrics_stop(struct daemon *d)
 	if (m->statm_fd >= 0)
 		close(m->statm_fd);
 	mhist_free(m->hist);
+	for (i = 0; i < m->nprocs; i++)
+		free(m->procs[i].labels);
 	free(m->procs);
 	mset_free(&m->cur);
 	mset_free(&m->latest);
@@ -708,14 +744,70 @@ static bool visible(const struct peer *peer, const struct mval *v)
 	return v->owner < 0 || peer_may(peer, (uid_t)v->owner);
 }
 
+/* metrics_query's two passes over the history (mhist_read): what each
+ * sample costs in the reply, then the samples that fit, as messages. */
+struct query {
+	struct conn *c;
+	size_t *cost;              /* per sample wanted */
+	size_t oldest;             /* the first sample sent, of those wanted */
+	struct msg_sample *samples;
+};
+
+static int query_cost(void *ud, size_t i, const struct mset *s)
+{
+	struct query *q = ud;
+	char key[MSET_LABELS_MAX + 100];
+	size_t j, n = 0;
+
+	for (j = 0; j < s->n && n < MSG_METRICS_MAX; j++) {
+		if (!visible(conn_peer(q->c), &s->v[j]))
+			continue;
+		mset_key(s, &s->v[j], key, sizeof(key));
+		if (strlen(key) <= MSG_METRIC_NAME_MAX) {
+			q->cost[i] += strlen(key) + 28;
+			n++;
+		}
+	}
+	return 0;
+}
+
+static int query_fill(void *ud, size_t i, const struct mset *s)
+{
+	struct query *q = ud;
+	struct msg_sample *o;
+	size_t j;
+
+	if (i < q->oldest)
+		return 0;
+	o = &q->samples[i - q->oldest];
+	msg_elem_init(MSG_ELEM_SAMPLE, o);
+	o->ts_us = s->ts_us;
+	o->values.names = calloc(s->n ? s->n : 1, sizeof(char *));
+	o->values.values = calloc(s->n ? s->n : 1, sizeof(double));
+	if (o->values.names == NULL || o->values.values == NULL)
+		return -ENOMEM;
+	for (j = 0; j < s->n && o->values.n < MSG_METRICS_MAX; j++) {
+		char key[MSET_LABELS_MAX + 100];
+
+		if (!visible(conn_peer(q->c), &s->v[j]))
+			continue;
+		mset_key(s, &s->v[j], key, sizeof(key));
+		if (strlen(key) > MSG_METRIC_NAME_MAX ||
+		    (o->values.names[o->values.n] = strdup(key)) == NULL)
+			continue;
+		o->values.values[o->values.n++] = s->v[j].v;
+	}
+	return 0;
+}
+
 void metrics_query(struct conn *c, const struct msg *q)
 {
 	struct daemon *d = c->d;
 	struct metrics *m = d->metrics;
-	struct msg_sample *samples;
-	struct mset s = { 0 };
+	struct query qq = { .c = c };
 	struct msg r;
-	size_t n, want, first, oldest, i, j, cost = 0;
+	size_t n, want, first, sent = 0, i, j, total = 0;
+	int rc;
 
 	if (m == NULL) {
 		conn_send_error(c, q->id, MSG_E_NOT_FOUND, "metrics are off on this daemon");
@@ -729,58 +821,41 @@ void metrics_query(struct conn *c, const struct msg *q)
 		return;
 	}
 	/* history_s 0: the latest sample; else the samples of that span, as
-	 * many of the newest as fit one reply */
+	 * many of the newest as fit one reply (1 MiB) */
 	want = q->u.metrics_query.history_s > 0 ?
 	       (size_t)(q->u.metrics_query.history_s * 1000 / (int64_t)d->cfg.sample_ms) + 1 : 1;
 	if (want > n)
 		want = n;
 	first = n - want; /* history position of the oldest wanted */
-	if ((samples = calloc(want, sizeof(*samples))) == NULL) {
-		pthread_mutex_unlock(&m->lock);
-		conn_send_error(c, q->id, MSG_E_INTERNAL, "out of memory");
-		return;
-	}
-	oldest = want;
-	for (i = want; i-- > 0;) {
-		struct msg_sample *o = &samples[i];
-
-		if (mhist_get(m->hist, first + i, &s) < 0)
-			break;
-		msg_elem_init(MSG_ELEM_SAMPLE, o);
-		o->ts_us = s.ts_us;
-		o->values.names = calloc(s.n ? s.n : 1, sizeof(char *));
-		o->values.values = calloc(s.n ? s.n : 1, sizeof(double));
-		if (o->values.names == NULL || o->values.values == NULL)
-			break;
-		for (j = 0; j < s.n && o->values.n < MSG_METRICS_MAX; j++) {
-			char key[MSET_LABELS_MAX + 100];
-
-			if (!visible(conn_peer(c), &s.v[j]))
-				continue;
-			mset_key(&s, &s.v[j], key, sizeof(key));
-			if (strlen(key) > MSG_METRIC_NAME_MAX ||
-			    (o->values.names[o->values.n] = strdup(key)) == NULL)
-				continue;
-			o->values.values[o->values.n++] = s.v[j].v;
-			cost += strlen(key) + 28;
+	qq.cost = calloc(want, sizeof(*qq.cost));
+	rc = qq.cost ? mhist_read(m->hist, first, want, query_cost, &qq) : -ENOMEM;
+	if (rc == 0) {
+		for (qq.oldest = want; qq.oldest > 0; qq.oldest--) {
+			total += qq.cost[qq.oldest - 1];
+			if (total > 900 * 1024 && qq.oldest < want)
+				break; /* this one does not fit the frame: send the newer */
 		}
-		if (cost > 900 * 1024 && i + 1 < want)
-			break; /* this one does not fit the 1 MiB frame: send the newer */
-		oldest = i;
+		sent = want - qq.oldest;
+		qq.samples = calloc(sent, sizeof(*qq.samples));
+		rc = qq.samples ? mhist_read(m->hist, first, want, query_fill, &qq) : -ENOMEM;
 	}
 	pthread_mutex_unlock(&m->lock);
-	mset_free(&s);
-	msg_init(&r, MSG_METRICS_REPLY, q->id);
-	r.u.metrics_reply.host = d->host;
-	r.u.metrics_reply.interval_ms = (int64_t)d->cfg.sample_ms;
-	r.u.metrics_reply.samples.v = samples + oldest;
-	r.u.metrics_reply.samples.n = want - oldest;
-	conn_send_msg(c, &r);
-	for (i = 0; i < want; i++) {
-		for (j = 0; j < samples[i].values.n; j++)
-			free((char *)samples[i].values.names[j]);
-		free(samples[i].values.names);
-		free(samples[i].values.values);
+	if (rc == 0) {
+		msg_init(&r, MSG_METRICS_REPLY, q->id);
+		r.u.metrics_reply.host = d->host;
+		r.u.metrics_reply.interval_ms = (int64_t)d->cfg.sample_ms;
+		r.u.metrics_reply.samples.v = qq.samples;
+		r.u.metrics_reply.samples.n = sent;
+		conn_send_msg(c, &r);
+	} else {
+		conn_send_error(c, q->id, MSG_E_INTERNAL, "out of memory");
 	}
-	free(samples);
+	for (i = 0; qq.samples != NULL && i < sent; i++) {
+		for (j = 0; j < qq.samples[i].values.n; j++)
+			free((char *)qq.samples[i].values.names[j]);
+		free(qq.samples[i].values.names);
+		free(qq.samples[i].values.values);
+	}
+	free(qq.samples);
+	free(qq.cost);
 }

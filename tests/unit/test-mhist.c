@@ -49,6 +49,18 @@ static void fill(struct mset *s, int64_t ts, int shift)
 	assert_non_null(mset_add(s, MF_LOAD1, 0.5, NULL));
 }
 
+static int copy_out(void *ud, size_t i, const struct mset *s)
+{
+	(void)i;
+	return mset_copy(ud, s);
+}
+
+/* Sample i of h into out, as metrics_query reads it. */
+static int mhist_get(const struct mhist *h, size_t i, struct mset *out)
+{
+	return mhist_read(h, i, 1, copy_out, out);
+}
+
 static void same(const struct mset *a, const struct mset *b)
 {
 	size_t i;
@@ -136,21 +148,78 @@ static void test_churn(void **state)
 	mset_free(&out);
 }
 
-/* The fixture host's 300 samples (the default history) in a few bytes a
- * value; an mset holds 24 a value and its labels. */
+/* Sample k of a changing host: processes come and go (pid k % 7 is away
+ * in every sample where k % 3 == 0), some values move, most stand still. */
+static void churn_sample(struct mset *s, int k)
+{
+	int j;
+
+	mset_reset(s);
+	s->ts_us = k;
+	for (j = 0; j < 40; j++) {
+		double v = j < 10 ? 1000.0 + k * 0.01 * j : j < 20 ? (double)(k / 5) : 0.25 * j;
+
+		if (j >= 30 && j % 7 == k % 7 && k % 3 == 0)
+			continue;
+		assert_non_null(mset_add(s, j >= 30 ? MF_PROC_STEPS : MF_NET_RX_BYTES, v,
+		                         "pid=\"%d\"", j));
+		if (j >= 30)
+			s->v[s->n - 1].owner = j;
+	}
+	if (k % 4 == 0) /* a series named twice in one sample */
+		assert_non_null(mset_add(s, MF_NET_RX_BYTES, k, "pid=\"%d\"", 5));
+}
+
+/* Runs of values that stand still read back as they were written, through
+ * the oldest samples' going (the next one is written again without runs)
+ * and series that come, go and come back. */
+static void test_runs(void **state)
+{
+	struct mset want = { 0 }, out = { 0 }, in = { 0 };
+	struct mhist *h;
+	size_t cap;
+	int k, i;
+
+	(void)state;
+	for (cap = 1; cap <= 5; cap++) {
+		h = mhist_new(cap);
+		for (k = 0; k < 40; k++) {
+			churn_sample(&in, k);
+			assert_int_equal(mhist_append(h, &in), 0);
+			assert_int_equal(mhist_len(h), (size_t)k + 1 < cap ? (size_t)k + 1 : cap);
+			for (i = 0; i < (int)mhist_len(h); i++) {
+				churn_sample(&want, k + 1 - (int)mhist_len(h) + i);
+				assert_int_equal(mhist_get(h, (size_t)i, &out), 0);
+				same(&want, &out);
+			}
+		}
+		mhist_free(h);
+	}
+	mset_free(&want);
+	mset_free(&out);
+	mset_free(&in);
+}
+
+/* The fixture host's 300 samples (the default history), its counters
+ * moving, in a few bytes a value; an mset holds 24 a value and its
+ * labels. */
 static void test_host_size(void **state)
 {
-	struct mset s = { 0 }, out = { 0 };
+	struct mset s = { 0 }, base = { 0 }, out = { 0 };
 	struct mhist *h = mhist_new(300);
-	size_t n, per_sample;
+	size_t n, per_sample, j;
 	int k;
 
 	(void)state;
-	mhost_sample(FIXTURES "/host-a", &s);
-	n = s.n;
+	mhost_sample(FIXTURES "/host-a", &base);
+	n = base.n;
 	assert_true(n > 20);
 	for (k = 0; k < 300; k++) {
+		assert_int_equal(mset_copy(&s, &base), 0);
 		s.ts_us = k;
+		for (j = 0; j < n; j++) /* every other value moves, as counters do */
+			if (j % 2 == 0 && s.v[j].v != 0)
+				s.v[j].v += (double)(k * (int)(j + 1) * 37 % 100000);
 		assert_int_equal(mhist_append(h, &s), 0);
 	}
 	per_sample = (mhist_bytes(h) - 300 * 24) / 300; /* less the ring's slots */
@@ -161,6 +230,7 @@ static void test_host_size(void **state)
 	assert_int_equal(out.n, n);
 	mhist_free(h);
 	mset_free(&s);
+	mset_free(&base);
 	mset_free(&out);
 }
 
@@ -170,6 +240,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_ratio),
 		cmocka_unit_test(test_churn),
+		cmocka_unit_test(test_runs),
 		cmocka_unit_test(test_host_size),
 	};
 
