@@ -111,6 +111,7 @@ struct metrics {
 	char jsonl_path[PATH_MAX];
 	char host[256];
 	int statm_fd;          /* /proc/self/statm, kept open */
+	long trimmed_pages;    /* own pages after the last malloc_trim */
 	char proc_root[PATH_MAX];
 	char nvml_library[256];
 };
@@ -223,22 +224,31 @@ static void add_processes(struct metrics *m, struct mset *s)
 	}
 }
 
-static void add_self(struct metrics *m, struct mset *s)
+/* The daemon's resident pages, and those of them that are its own
+ * (anonymous: resident less shared), from /proc/self/statm; 0 unknown. */
+static long self_pages(struct metrics *m, long *anon)
 {
-	struct rusage ru;
-	char buf[128];
-	long rss = 0;
+	char buf[128], *p;
+	long rss = 0, shared = 0;
 	ssize_t n;
 
 	if (m->statm_fd < 0)
 		m->statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	if (m->statm_fd >= 0 && (n = pread(m->statm_fd, buf, sizeof(buf) - 1, 0)) > 0) {
-		char *p;
-
 		buf[n] = '\0';
-		strtol(buf, &p, 10);      /* size */
-		rss = strtol(p, NULL, 10); /* resident, in pages */
+		strtol(buf, &p, 10);    /* size */
+		rss = strtol(p, &p, 10);
+		shared = strtol(p, NULL, 10);
 	}
+	*anon = rss > shared ? rss - shared : 0;
+	return rss;
+}
+
+static void add_self(struct metrics *m, struct mset *s)
+{
+	struct rusage ru;
+	long anon, rss = self_pages(m, &anon);
+
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		mset_add(s, MF_SELF_CPU_SECONDS,
 		         (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
@@ -292,15 +302,23 @@ static void jsonl_write(struct metrics *m, const struct mset *s)
  * doubling an idle daemon's private memory (issue 25). */
 #define TRIM_FREE_BYTES (128 * 1024)
 
-/* Once a cycle: cheap (mallinfo2 counts the free lists; malloc_trim runs
- * only after a burst of frees, and takes each arena's lock for the
- * madvise calls only). */
-static void trim_heap(void)
+/* Once a cycle, and cheap: a read of statm. malloc_trim (which holds the
+ * arena's lock, the loop's too, while it walks the free lists) runs only
+ * when the daemon's own pages grew by TRIM_FREE_BYTES since the last one:
+ * after a burst of allocations, which the trim gives back if they were
+ * freed. Counting free bytes instead (mallinfo2) would trim every cycle:
+ * pages already given back still count as free. */
+static void trim_heap(struct metrics *m)
 {
-	struct mallinfo2 mi = mallinfo2();
+	long page = sysconf(_SC_PAGESIZE), anon;
 
-	if (mi.fordblks > TRIM_FREE_BYTES)
-		malloc_trim(0);
+	self_pages(m, &anon);
+	if (anon < m->trimmed_pages)
+		m->trimmed_pages = anon;
+	if ((anon - m->trimmed_pages) * page < TRIM_FREE_BYTES)
+		return;
+	malloc_trim(0);
+	self_pages(m, &m->trimmed_pages);
 }
 
 /* Shrinks s's buffers to its first n values (and their labels). */
@@ -357,7 +375,7 @@ static void sample(struct metrics *m)
 	pthread_mutex_unlock(&m->lock);
 	mset_free(&old);
 	memset(s, 0, sizeof(*s));
-	trim_heap();
+	trim_heap(m);
 }
 
 static void *sampler_main(void *arg)
