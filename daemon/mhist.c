@@ -10,15 +10,18 @@
  *   form: 0 the value 0; 1-10 a decimal, v = m / 10^(form-1), m a zigzag
  *   varint; 11 a float (4 bytes); 12 a double (8 bytes); 13 a run: a
  *   varint count k >= 2 follows, and the k series from the id on each
- *   have the value they had in the sample before.
+ *   have the value they had in the sample before; 14 a delta: a varint
+ *   (zigzag(d) << 4 | e) follows, and v = (m' + d) / 10^e, where m' is
+ *   the series' value in the sample before as a decimal of the same e (a
+ *   counter that moved: a byte or two instead of its whole mantissa).
  * Series ids are handed out lowest first, so a steady host's values name
  * their series implicitly, and the gauges that stand still and the
  * processes that report nothing new cost a few bytes a sample together.
  *
- * Invariants: the oldest kept sample has no run (a run reads the sample
- * before it): when the oldest goes, the next one is written again without
- * runs first. A sample after one that was not kept (out of memory) has no
- * run either. A series is live (labels != NULL) while a kept sample names
+ * Invariants: the oldest kept sample has no run or delta (they read the
+ * sample before): when the oldest goes, the next one is written again
+ * without them first. A sample after one that was not kept (out of
+ * memory) has none either. A series is live (labels != NULL) while a kept sample names
  * it: last_seq, the newest sample that did, is at least the oldest kept
  * sample's number (seq - n). Only then may its id be reused, so a sample
  * never reads another series' name.
@@ -73,7 +76,8 @@ struct dec {
 	size_t np_cap;
 };
 
-enum { F_ZERO = 0, F_DEC0 = 1, F_DEC9 = 10, F_FLOAT = 11, F_DOUBLE = 12, F_RUN = 13 };
+enum { F_ZERO = 0, F_DEC0 = 1, F_DEC9 = 10, F_FLOAT = 11, F_DOUBLE = 12, F_RUN = 13,
+       F_DELTA = 14 };
 #define VALUE_MAX_BYTES (1 + 10 + 10) /* header, series id, mantissa (or count) */
 
 static const double pow10_tab[10] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9 };
@@ -330,14 +334,26 @@ static size_t encode(struct mhist *h, const struct pair *p, size_t n, bool runs,
 				o = put_varint(o, (uint64_t)id);
 			o = put_varint(o, k);
 		} else {
-			int64_t m = 0;
-			int form = value_form(h->ser[id].fam, p[i].v, &m);
+			const struct mser *sr = &h->ser[id];
+			int64_t m = 0, mp = 0;
+			int form = value_form(sr->fam, p[i].v, &m);
+			uint64_t d = 0;
 			float f;
 
+			/* a decimal whose series was a decimal of the same scale in the
+			 * sample before: its difference */
+			if (runs && form >= F_DEC0 && form <= F_DEC9 && sr->last_seq == h->seq - 1 &&
+			    value_form(sr->fam, sr->last_v, &mp) == form) {
+				d = ((uint64_t)(m - mp) << 1) ^ (uint64_t)((m - mp) >> 63);
+				if (d < (1ull << 59))
+					form = F_DELTA;
+			}
 			*o++ = (uint8_t)(form << 1 | !implicit);
 			if (!implicit)
 				o = put_varint(o, (uint64_t)id);
-			if (form >= F_DEC0 && form <= F_DEC9) {
+			if (form == F_DELTA) {
+				o = put_varint(o, d << 4 | (uint64_t)(value_form(sr->fam, p[i].v, &m) - F_DEC0));
+			} else if (form >= F_DEC0 && form <= F_DEC9) {
 				o = put_varint(o, ((uint64_t)m << 1) ^ (uint64_t)(m >> 63));
 			} else if (form == F_FLOAT) {
 				f = (float)p[i].v;
@@ -413,7 +429,18 @@ static long decode(const struct mhist *h, struct dec *d, size_t i)
 			id += k - 1;
 			continue;
 		}
-		if (form >= F_DEC0 && form <= F_DEC9) {
+		if (form == F_DELTA) {
+			int e;
+			int64_t mp;
+
+			if ((p = get_varint(p, end, &u)) == NULL || i == 0 || d->stamp[id] != i ||
+			    (e = (int)(u & 15)) > 9)
+				return -EINVAL;
+			u >>= 4;
+			/* the same expression value_form used on the writer's side */
+			mp = (int64_t)nearbyint(d->vals[id] * pow10_tab[e]);
+			x = (double)(mp + (int64_t)((u >> 1) ^ (~(u & 1) + 1))) / pow10_tab[e];
+		} else if (form >= F_DEC0 && form <= F_DEC9) {
 			if ((p = get_varint(p, end, &u)) == NULL)
 				return -EINVAL;
 			x = (double)(int64_t)((u >> 1) ^ (~(u & 1) + 1)) / pow10_tab[form - F_DEC0];

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,7 +62,16 @@ static int mhist_get(const struct mhist *h, size_t i, struct mset *out)
 	return mhist_read(h, i, 1, copy_out, out);
 }
 
+static void same_but_ratios(const struct mset *a, const struct mset *b, bool ratios);
+
 static void same(const struct mset *a, const struct mset *b)
+{
+	same_but_ratios(a, b, false);
+}
+
+/* a and b hold the same values, with their labels and owners; with
+ * ratios, a _ratio value may be off by a float's precision. */
+static void same_but_ratios(const struct mset *a, const struct mset *b, bool ratios)
 {
 	size_t i;
 
@@ -71,6 +81,9 @@ static void same(const struct mset *a, const struct mset *b)
 		assert_int_equal(a->v[i].fam, b->v[i].fam);
 		assert_int_equal(a->v[i].owner, b->v[i].owner);
 		assert_string_equal(mset_labels(a, &a->v[i]), mset_labels(b, &b->v[i]));
+		if (ratios && strstr(mset_family_name(a->v[i].fam), "_ratio") != NULL &&
+		    fabs(a->v[i].v - b->v[i].v) <= fabs(a->v[i].v) * 6e-8)
+			continue;
 		if (memcmp(&a->v[i].v, &b->v[i].v, sizeof(double)) != 0)
 			fail_msg("value %zu: wrote %.17g, read %.17g", i, a->v[i].v, b->v[i].v);
 	}
@@ -234,6 +247,85 @@ static void test_host_size(void **state)
 	mset_free(&out);
 }
 
+static uint32_t lcg(uint32_t *x)
+{
+	*x = *x * 1664525u + 1013904223u;
+	return *x >> 8;
+}
+
+/* A 16-core host with one Hopper GPU and four traced processes: 231
+ * series (issue 25 counted 231 on such a host), every counter moving
+ * every second as on a busy host, the gauges wandering, GPM ratios
+ * arbitrary fractions. Prints what a sample costs in the history. */
+static void test_gpu_host_size(void **state)
+{
+	static double cpu[136], net[26];
+	struct mset s = { 0 }, out = { 0 };
+	struct mhist *h = mhist_new(300);
+	uint32_t x = 1;
+	double used = 60e9, power = 350.125, load = 3.5;
+	size_t per_sample;
+	int k, j;
+
+	(void)state;
+	for (k = 0; k < 300; k++) {
+		mset_reset(&s);
+		s.ts_us = 1700000000000000 + k * 1000000LL;
+		for (j = 0; j < 136; j++) { /* cpu= x mode=: ticks in hundredths of a second */
+			cpu[j] += (double)(lcg(&x) % 101) / 100.0;
+			mset_add(&s, MF_CPU_SECONDS, cpu[j] + 123456.78, "cpu=\"%d\",mode=\"m%d\"",
+			         j / 8, j % 8);
+		}
+		used += (double)(lcg(&x) % 2000) * 4096.0 - 4096000.0;
+		for (j = 0; j < 7; j++)
+			mset_add(&s, MF_MEM_TOTAL + j % 5, j < 2 ? 540e9 : used + j * 4096.0, "k=\"%d\"", j);
+		load += (double)((int)(lcg(&x) % 21) - 10) / 100.0;
+		for (j = 0; j < 3; j++)
+			mset_add(&s, MF_LOAD1 + j, nearbyint(load * 100.0 + j) / 100.0, NULL);
+		for (j = 0; j < 26; j++) { /* network and disk counters */
+			net[j] += (double)(lcg(&x) % (j % 2 ? 1000 : 1000000));
+			mset_add(&s, MF_NET_RX_BYTES + j % 13, net[j], "dev=\"d%d\"", j);
+		}
+		mset_add(&s, MF_NVML_UP, 1, NULL);
+		mset_add(&s, MF_GPUS, 1, NULL);
+		mset_add(&s, MF_GPU_INFO, 1, "gpu=\"0\",uuid=\"GPU-0\",name=\"H100\"");
+		mset_add(&s, MF_GPU_UTIL, (double)(lcg(&x) % 101) / 100.0, "gpu=\"0\"");
+		mset_add(&s, MF_GPU_MEM_UTIL, (double)(lcg(&x) % 101) / 100.0, "gpu=\"0\"");
+		mset_add(&s, MF_GPU_MEM_USED, (double)(lcg(&x) % 80000) * 1048576.0, "gpu=\"0\"");
+		mset_add(&s, MF_GPU_MEM_TOTAL, 85520809984.0, "gpu=\"0\"");
+		power += (double)((int)(lcg(&x) % 2001) - 1000) / 1000.0;
+		mset_add(&s, MF_GPU_POWER, nearbyint(power * 1000.0) / 1000.0, "gpu=\"0\"");
+		mset_add(&s, MF_GPU_ENERGY, 987654.321 + (k / 300) * 100.0, "gpu=\"0\"");
+		mset_add(&s, MF_GPU_TEMP, 40 + lcg(&x) % 30, "gpu=\"0\"");
+		mset_add(&s, MF_GPU_SM_CLOCK, (1500 + lcg(&x) % 480) * 1e6, "gpu=\"0\"");
+		mset_add(&s, MF_GPU_MEM_CLOCK, 2619e6, "gpu=\"0\"");
+		for (j = 0; j < 10; j++)
+			mset_add(&s, MF_GPU_CLOCK_EVENTS, j == 3 && k % 7 == 0, "gpu=\"0\",reason=\"r%d\"", j);
+		for (j = 0; j < 6; j++)
+			mset_add(&s, j < 2 ? MF_GPU_ECC : MF_GPU_REMAPPED, 0, "gpu=\"0\",t=\"%d\"", j);
+		for (j = 0; j < 4; j++)
+			mset_add(&s, MF_GPU_PCIE_TX + j, (double)k * (double)(lcg(&x) % 100000000), "gpu=\"0\"");
+		for (j = 0; j < 7; j++) /* GPM: fractions NVML computes */
+			mset_add(&s, MF_GPM_SM_ACTIVE + j, (double)lcg(&x) / 16777216.0 / 3.0, "gpu=\"0\"");
+		for (j = 0; j < 12; j++) /* four processes: steps, last, median */
+			mset_add(&s, MF_PROC_STEPS + j % 3, j % 3 == 0 ? (double)k * 2 :
+			         nearbyint(0.25 * 1e6 + lcg(&x) % 1000) / 1e6, "pid=\"%d\"", j / 3);
+		for (j = 0; j < 8; j++) /* the daemon's own */
+			mset_add(&s, MF_SAMPLE_SECONDS + j, (double)(lcg(&x) % 100000) / 1e6, NULL);
+		assert_int_equal(s.n, 231);
+		assert_int_equal(mhist_append(h, &s), 0);
+	}
+	per_sample = (mhist_bytes(h) - 300 * 24) / 300;
+	printf("# GPU host, %zu series: %zu bytes a sample kept (%zu in an mset)\n", s.n,
+	       per_sample, s.n * sizeof(struct mval) + s.text_len);
+	assert_true(per_sample <= s.n * 8);
+	assert_int_equal(mhist_get(h, 299, &out), 0);
+	same_but_ratios(&s, &out, true);
+	mhist_free(h);
+	mset_free(&s);
+	mset_free(&out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -242,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_churn),
 		cmocka_unit_test(test_runs),
 		cmocka_unit_test(test_host_size),
+		cmocka_unit_test(test_gpu_host_size),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
