@@ -264,7 +264,8 @@ def main():
         for i in range(a.rounds):
             order = targets if i % 2 == 0 else targets[::-1]
             for label, kind, path in order:
-                r = measure(kind, path, os.path.join(tmp, "%d-%s" % (i, kind)), a)
+                r = measure(kind, path, os.path.join(tmp, "%d-%d" % (i, targets.index(
+                    (label, kind, path)))), a)
                 rounds[label].append(r)
                 print(row("%d: %s" % (i + 1, label), r), flush=True)
             if a.control:
