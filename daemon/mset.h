@@ -10,8 +10,8 @@
  *
  * Memory: a value is 24 bytes; its label list lives in the set's text arena
  * (NUL-terminated, at most MSET_LABELS_MAX bytes). A set keeps its buffers
- * across mset_reset, so a sampler that reuses one (metrics.c recycles the
- * history ring's oldest) allocates nothing in the steady state.
+ * across mset_reset. The history keeps samples in another form (mhist.h):
+ * an mset is the working form of one sample, not the stored one.
  *
  * Ownership: an mset owns its value array and text; mset_free releases them.
  */
