@@ -62,6 +62,7 @@ struct mproc {            /* an agent-loaded process's step values */
 	int64_t owner;        /* its uid */
 	char *labels;         /* heap, its length: a fixed MSET_LABELS_MAX array
 	                         was 190 bytes more per process (issue 25) */
+	uint64_t first_seq;   /* the first sample it is in (latest_seq's count); 0 none yet */
 	double steps, last_s, median_s;
 };
 
@@ -180,6 +181,8 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 		free(mp->labels);
 		mp->labels = l;
 	}
+	if (!mp->live)
+		mp->first_seq = 0;
 	mp->live = true;
 	mp->owner = (int64_t)p->uid;
 	mp->steps = (double)p->steps;
@@ -203,15 +206,23 @@ void metrics_proc_gone(struct daemon *d, struct proc *p)
 }
 
 /* Under m->lock. */
-static void add_processes(struct metrics *m, struct mset *s)
+/* Under m->lock. The sampler (upto 0) adds every live process and stamps
+ * the new ones with the sample they are first in (latest_seq + 1); a
+ * scrape (upto: the sample it renders) adds those already in that sample,
+ * so /metrics names the series gprofctl metrics reads in the same sample. */
+static void add_processes(struct metrics *m, struct mset *s, uint64_t upto)
 {
 	struct mval *v;
 	size_t i;
 
 	for (i = 0; i < m->nprocs; i++) {
-		const struct mproc *p = &m->procs[i];
+		struct mproc *p = &m->procs[i];
 
 		if (!p->live)
+			continue;
+		if (upto == 0 && p->first_seq == 0)
+			p->first_seq = m->latest_seq + 1;
+		if (upto != 0 && (p->first_seq == 0 || p->first_seq > upto))
 			continue;
 		if ((v = mset_add_labels(s, MF_PROC_STEPS, p->steps, p->labels)) != NULL)
 			v->owner = p->owner;
@@ -356,7 +367,7 @@ static void sample(struct metrics *m)
 	nbase = s->n;
 	tbase = s->text_len;
 	pthread_mutex_lock(&m->lock);
-	add_processes(m, s);
+	add_processes(m, s, 0);
 	pthread_mutex_unlock(&m->lock);
 	jsonl_write(m, s);
 	pthread_mutex_lock(&m->lock);
@@ -479,7 +490,7 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 		seq = m->latest_seq;
 		r = mset_copy(&m->http_set, &m->latest);
 		if (r == 0)
-			add_processes(m, &m->http_set);
+			add_processes(m, &m->http_set, seq);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (fresh) {
