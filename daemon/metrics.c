@@ -9,11 +9,14 @@
  *   -> add the traced processes' step values (m->procs, which the loop
  *   keeps from the agents' heartbeats: metrics_proc_update/_gone) and the
  *   daemon's own -> append a JSON line to export.jsonl (size-based
- *   rotation) -> under m->lock: copy it to m->latest, which the HTTP
- *   thread (libmicrohttpd's) copies out and renders as Prometheus text on
- *   the first scrape of that sample (later scrapes share the rendering),
- *   and move it into the history ring that metrics_query (loop) reads; the
- *   ring's evicted oldest sample lends its buffers to the next cycle.
+ *   rotation) -> under m->lock: append it to the history (mhist.c,
+ *   compact: each series named once, a value in a few bytes) that
+ *   metrics_query (loop) reads; its host values become m->latest, which
+ *   the HTTP thread (libmicrohttpd's) copies out, adds the processes'
+ *   values to (m->procs), and renders as Prometheus text on the first
+ *   scrape of that sample (later scrapes share the rendering). Between
+ *   cycles no sample is held twice: the history has them all, m->procs
+ *   the processes' (issue 25: 170 bytes a process less).
  * Before, a loop timer queued each cycle on the thread pool and took it
  * back on the loop: three cold wake-ups a second instead of one, which
  * cost more than the sampling itself (docs/BENCHMARKS.md).
@@ -28,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -48,6 +52,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "mgpu.h"
+#include "mhist.h"
 #include "mhost.h"
 #include "mset.h"
 #include "peer.h"
@@ -56,7 +61,9 @@
 struct mproc {            /* an agent-loaded process's step values */
 	bool live;
 	int64_t owner;        /* its uid */
-	char labels[MSET_LABELS_MAX + 1];
+	char *labels;         /* heap, its length: a fixed MSET_LABELS_MAX array
+	                         was 190 bytes more per process (issue 25) */
+	uint64_t first_seq;   /* the first sample it is in (latest_seq's count); 0 none yet */
 	double steps, last_s, median_s;
 };
 
@@ -81,13 +88,12 @@ struct metrics {
 	bool gpu_absent;       /* no NVML installed (component.c: absent, not down) */
 	char gpu_why[256];
 	pthread_mutex_t lock;  /* everything below */
-	struct mset *ring;     /* history: ring[(head + i) % cap], i < n */
-	size_t cap, n, head;
+	struct mhist *hist;    /* the last history_s / interval samples */
 	struct mset latest;    /* a copy of the newest sample, rendered on scrape */
 	bool have_latest;
 	uint64_t latest_seq;   /* counts the samples copied to latest */
 	struct mproc *procs;   /* indexed by proc->mslot - 1 */
-	size_t nprocs;
+	size_t nprocs, procs_cap;
 	uint64_t skipped;
 	struct MHD_Daemon *http;
 	int http_port;
@@ -108,6 +114,7 @@ struct metrics {
 	char jsonl_path[PATH_MAX];
 	char host[256];
 	int statm_fd;          /* /proc/self/statm, kept open */
+	long trimmed_pages;    /* own pages after the last malloc_trim */
 	char proc_root[PATH_MAX];
 	char nvml_library[256];
 };
@@ -125,7 +132,7 @@ static double now_s(clockid_t c)
 void metrics_proc_update(struct daemon *d, struct proc *p)
 {
 	struct metrics *m = d->metrics;
-	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX], rank[24] = "";
+	char job[MSET_VALUE_MAX], host[MSET_VALUE_MAX], rank[24] = "", labels[MSET_LABELS_MAX + 1];
 	struct mproc *mp;
 
 	if (m == NULL || p->kind != MSG_KIND_AGENT)
@@ -137,20 +144,25 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 		for (i = 0; i < m->nprocs && m->procs[i].live; i++)
 			;
 		if (i == m->nprocs) {
-			struct mproc *v = realloc(m->procs, (m->nprocs + 1) * sizeof(*v));
+			/* doubling: one slot more per registration left a trail of
+			 * freed arrays in the loop's heap */
+			if (m->nprocs == m->procs_cap) {
+				size_t cap = m->procs_cap ? m->procs_cap * 2 : 16;
+				struct mproc *v = realloc(m->procs, cap * sizeof(*v));
 
-			if (v == NULL) {
-				pthread_mutex_unlock(&m->lock);
-				return;
+				if (v == NULL) {
+					pthread_mutex_unlock(&m->lock);
+					return;
+				}
+				m->procs = v;
+				m->procs_cap = cap;
 			}
-			m->procs = v;
-			m->nprocs++;
+			m->procs[m->nprocs].live = false;
+			m->procs[m->nprocs++].labels = NULL;
 		}
 		p->mslot = i + 1;
 	}
 	mp = &m->procs[p->mslot - 1];
-	mp->live = true;
-	mp->owner = (int64_t)p->uid;
 	/* Each value is bounded as it is escaped (mset_label), never after:
 	 * a precision here once cut an escaped job id just after a backslash, and the
 	 * dangling escape broke every series of the scrape (issue 23, item 10).
@@ -158,9 +170,23 @@ void metrics_proc_update(struct daemon *d, struct proc *p)
 	 * label at all: never rank="-1". */
 	if (p->rank >= 0)
 		snprintf(rank, sizeof(rank), "%lld", (long long)p->rank);
-	snprintf(mp->labels, sizeof(mp->labels), "job=\"%s\",rank=\"%s\",pid=\"%d\",host=\"%s\"",
+	snprintf(labels, sizeof(labels), "job=\"%s\",rank=\"%s\",pid=\"%d\",host=\"%s\"",
 	         mset_label(job, sizeof(job), p->job_id ? p->job_id : ""), rank,
 	         (int)p->pid, mset_label(host, sizeof(host), p->host ? p->host : d->host));
+	if (mp->labels == NULL || strcmp(mp->labels, labels) != 0) {
+		char *l = strdup(labels);
+
+		if (l == NULL) { /* left out of the samples until the next heartbeat */
+			pthread_mutex_unlock(&m->lock);
+			return;
+		}
+		free(mp->labels);
+		mp->labels = l;
+	}
+	if (!mp->live)
+		mp->first_seq = 0;
+	mp->live = true;
+	mp->owner = (int64_t)p->uid;
 	mp->steps = (double)p->steps;
 	mp->last_s = (double)p->last_step_us / 1e6;
 	mp->median_s = (double)p->median_step_us / 1e6;
@@ -175,20 +201,30 @@ void metrics_proc_gone(struct daemon *d, struct proc *p)
 		return;
 	pthread_mutex_lock(&m->lock);
 	m->procs[p->mslot - 1].live = false;
+	free(m->procs[p->mslot - 1].labels);
+	m->procs[p->mslot - 1].labels = NULL;
 	pthread_mutex_unlock(&m->lock);
 	p->mslot = 0;
 }
 
 /* Under m->lock. */
-static void add_processes(struct metrics *m, struct mset *s)
+/* Under m->lock. The sampler (upto 0) adds every live process and stamps
+ * the new ones with the sample they are first in (latest_seq + 1); a
+ * scrape (upto: the sample it renders) adds those already in that sample,
+ * so /metrics names the series gprofctl metrics reads in the same sample. */
+static void add_processes(struct metrics *m, struct mset *s, uint64_t upto)
 {
 	struct mval *v;
 	size_t i;
 
 	for (i = 0; i < m->nprocs; i++) {
-		const struct mproc *p = &m->procs[i];
+		struct mproc *p = &m->procs[i];
 
 		if (!p->live)
+			continue;
+		if (upto == 0 && p->first_seq == 0)
+			p->first_seq = m->latest_seq + 1;
+		if (upto != 0 && (p->first_seq == 0 || p->first_seq > upto))
 			continue;
 		if ((v = mset_add_labels(s, MF_PROC_STEPS, p->steps, p->labels)) != NULL)
 			v->owner = p->owner;
@@ -201,22 +237,31 @@ static void add_processes(struct metrics *m, struct mset *s)
 	}
 }
 
-static void add_self(struct metrics *m, struct mset *s)
+/* The daemon's resident pages, and those of them that are its own
+ * (anonymous: resident less shared), from /proc/self/statm; 0 unknown. */
+static long self_pages(struct metrics *m, long *anon)
 {
-	struct rusage ru;
-	char buf[128];
-	long rss = 0;
+	char buf[128], *p;
+	long rss = 0, shared = 0;
 	ssize_t n;
 
 	if (m->statm_fd < 0)
 		m->statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	if (m->statm_fd >= 0 && (n = pread(m->statm_fd, buf, sizeof(buf) - 1, 0)) > 0) {
-		char *p;
-
 		buf[n] = '\0';
-		strtol(buf, &p, 10);      /* size */
-		rss = strtol(p, NULL, 10); /* resident, in pages */
+		strtol(buf, &p, 10);    /* size */
+		rss = strtol(p, &p, 10);
+		shared = strtol(p, NULL, 10);
 	}
+	*anon = rss > shared ? rss - shared : 0;
+	return rss;
+}
+
+static void add_self(struct metrics *m, struct mset *s)
+{
+	struct rusage ru;
+	long anon, rss = self_pages(m, &anon);
+
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		mset_add(s, MF_SELF_CPU_SECONDS,
 		         (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
@@ -227,6 +272,11 @@ static void add_self(struct metrics *m, struct mset *s)
 	mset_add(s, MF_SAMPLE_CPU_SECONDS, m->cpu_s, NULL);
 	mset_add(s, MF_SAMPLE_SKIPPED, (double)m->skipped, NULL);
 	mset_add(s, MF_HTTP_EVICTED, (double)atomic_load(&m->http_evicted), NULL);
+	/* as of the previous cycle: this sample is not in it yet */
+	pthread_mutex_lock(&m->lock);
+	mset_add(s, MF_HISTORY_SAMPLES, (double)mhist_len(m->hist), NULL);
+	mset_add(s, MF_HISTORY_BYTES, (double)mhist_bytes(m->hist), NULL);
+	pthread_mutex_unlock(&m->lock);
 }
 
 static void jsonl_write(struct metrics *m, const struct mset *s)
@@ -257,41 +307,89 @@ static void jsonl_write(struct metrics *m, const struct mset *s)
 	}
 }
 
+/* Gives the heap's free pages back once more than this is free. glibc
+ * returns only the free memory at the top of a heap, and by itself only
+ * past a threshold that grows with the largest block ever freed: one
+ * gprofctl metrics reply (its strings and JSON) left 750 kB resident in
+ * the middle of the loop's heap, where nothing reclaimed it, nearly
+ * doubling an idle daemon's private memory (issue 25). */
+#define TRIM_FREE_BYTES (128 * 1024)
+
+/* Once a cycle, and cheap: a read of statm. malloc_trim (which holds the
+ * arena's lock, the loop's too, while it walks the free lists) runs only
+ * when the daemon's own pages grew by TRIM_FREE_BYTES since the last one:
+ * after a burst of allocations, which the trim gives back if they were
+ * freed. Counting free bytes instead (mallinfo2) would trim every cycle:
+ * pages already given back still count as free. */
+static void trim_heap(struct metrics *m)
+{
+	long page = sysconf(_SC_PAGESIZE), anon;
+
+	self_pages(m, &anon);
+	if (anon < m->trimmed_pages)
+		m->trimmed_pages = anon;
+	if ((anon - m->trimmed_pages) * page < TRIM_FREE_BYTES)
+		return;
+	malloc_trim(0);
+	self_pages(m, &m->trimmed_pages);
+}
+
+/* Shrinks s's buffers to its first n values (and their labels). */
+static void mset_truncate(struct mset *s, size_t n, size_t text_len)
+{
+	void *p;
+
+	s->n = n;
+	s->text_len = text_len;
+	if (n > 0 && n < s->cap && (p = realloc(s->v, n * sizeof(*s->v))) != NULL) {
+		s->v = p;
+		s->cap = n;
+	}
+	if (text_len > 0 && text_len < s->text_cap && (p = realloc(s->text, text_len)) != NULL) {
+		s->text = p;
+		s->text_cap = text_len;
+	}
+}
+
 /* One cycle, on the sampler thread. */
 static void sample(struct metrics *m)
 {
 	double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
-	struct mset *s = &m->cur;
+	struct mset *s = &m->cur, old;
+	size_t nbase, tbase;
 
 	mset_reset(s);
 	s->ts_us = (int64_t)(now_s(CLOCK_REALTIME) * 1e6);
 	mhost_sample(m->proc_root, s);
 	component_nvml(m->d, m->gpu, m->gpu_absent, mgpu_sample(m->gpu, s), m->gpu_why);
-	component_sample(m->d, s);
-	pthread_mutex_lock(&m->lock);
-	add_processes(m, s);
-	pthread_mutex_unlock(&m->lock);
-	/* the cost of the cycle: reading and building, not publishing */
+	/* the cost of the cycle: reading /proc and NVML */
 	m->wall_s = now_s(CLOCK_MONOTONIC) - w0;
 	m->cpu_s = now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
 	add_self(m, s);
+	component_sample(m->d, s); /* the parts' state: host values, kept in latest */
+	nbase = s->n;
+	tbase = s->text_len;
+	pthread_mutex_lock(&m->lock);
+	add_processes(m, s, 0);
+	pthread_mutex_unlock(&m->lock);
 	jsonl_write(m, s);
 	pthread_mutex_lock(&m->lock);
-	m->have_latest = mset_copy(&m->latest, s) == 0;
-	m->latest_seq++;
-	if (m->cap > 0) {
-		struct mset evicted = { 0 };
-
-		if (m->n == m->cap) { /* the oldest goes; its buffers serve the next cycle */
-			evicted = m->ring[m->head];
-			m->head = (m->head + 1) % m->cap;
-			m->n--;
-		}
-		m->ring[(m->head + m->n) % m->cap] = *s;
-		m->n++;
-		*s = evicted;
-	}
+	if (mhist_append(m->hist, s) < 0)
+		log_warn("metrics: out of memory: a sample is missing from the history");
 	pthread_mutex_unlock(&m->lock);
+	/* latest keeps the host's values only: a scrape takes the processes'
+	 * from m->procs, which holds them anyway, so between cycles no copy of
+	 * them is kept but the history's (issue 25) */
+	mset_truncate(s, nbase, tbase);
+	pthread_mutex_lock(&m->lock);
+	old = m->latest;
+	m->latest = *s; /* transferred */
+	m->have_latest = true;
+	m->latest_seq++;
+	pthread_mutex_unlock(&m->lock);
+	mset_free(&old);
+	memset(s, 0, sizeof(*s));
+	trim_heap(m);
 }
 
 static void *sampler_main(void *arg)
@@ -363,6 +461,7 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 	struct metrics *m = cls;
 	struct MHD_Response *resp;
 	uint64_t seq = 0;
+	void *p;
 	bool fresh;
 	struct pbuf b;
 	int r = 0;
@@ -393,12 +492,21 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 	if (fresh) {
 		seq = m->latest_seq;
 		r = mset_copy(&m->http_set, &m->latest);
+		if (r == 0)
+			add_processes(m, &m->http_set, seq);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (fresh) {
 		pbuf_init(&b, 0);
 		if (r == 0)
 			r = mset_prometheus(&m->http_set, &b);
+		/* the copy is needed only to render: between scrapes the response
+		 * alone is kept, at its length (issue 25) */
+		mset_free(&m->http_set);
+		if (r == 0 && b.len > 0 && (p = realloc(b.data, b.len)) != NULL) {
+			b.data = p;
+			b.cap = b.len;
+		}
 		if (r < 0) {
 			pbuf_deinit(&b);
 			return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
@@ -608,9 +716,11 @@ int metrics_start(struct daemon *d, struct perr *err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	m->cap = d->cfg.history_s * 1000 / (d->cfg.sample_ms ? d->cfg.sample_ms : 1000);
-	if (m->cap > 0 && (m->ring = calloc(m->cap, sizeof(*m->ring))) == NULL)
-		m->cap = 0;
+	m->hist = mhist_new(d->cfg.history_s * 1000 / (d->cfg.sample_ms ? d->cfg.sample_ms : 1000));
+	if (m->hist == NULL) {
+		r = perr_set(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
 	if (d->cfg.jsonl[0]) {
 		if (strcmp(d->cfg.jsonl, "-") == 0) {
 			m->jsonl = stdout;
@@ -647,7 +757,7 @@ int metrics_start(struct daemon *d, struct perr *err)
 fail:
 	if (m->jsonl != NULL && m->jsonl != stdout)
 		fclose(m->jsonl);
-	free(m->ring);
+	mhist_free(m->hist);
 	pthread_cond_destroy(&m->wake);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
@@ -678,9 +788,9 @@ void metrics_stop(struct daemon *d)
 		fclose(m->jsonl);
 	if (m->statm_fd >= 0)
 		close(m->statm_fd);
-	for (i = 0; i < m->n; i++)
-		mset_free(&m->ring[(m->head + i) % m->cap]);
-	free(m->ring);
+	mhist_free(m->hist);
+	for (i = 0; i < m->nprocs; i++)
+		free(m->procs[i].labels);
 	free(m->procs);
 	mset_free(&m->cur);
 	mset_free(&m->latest);
@@ -701,75 +811,117 @@ static bool visible(const struct peer *peer, const struct mval *v)
 	return v->owner < 0 || peer_may(peer, (uid_t)v->owner);
 }
 
+/* metrics_query's two passes over the history (mhist_read): what each
+ * sample costs in the reply, then the samples that fit, as messages. */
+struct query {
+	struct conn *c;
+	size_t *cost;              /* per sample wanted */
+	size_t oldest;             /* the first sample sent, of those wanted */
+	struct msg_sample *samples;
+};
+
+static int query_cost(void *ud, size_t i, const struct mset *s)
+{
+	struct query *q = ud;
+	char key[MSET_LABELS_MAX + 100];
+	size_t j, n = 0;
+
+	for (j = 0; j < s->n && n < MSG_METRICS_MAX; j++) {
+		if (!visible(conn_peer(q->c), &s->v[j]))
+			continue;
+		mset_key(s, &s->v[j], key, sizeof(key));
+		if (strlen(key) <= MSG_METRIC_NAME_MAX) {
+			q->cost[i] += strlen(key) + 28;
+			n++;
+		}
+	}
+	return 0;
+}
+
+static int query_fill(void *ud, size_t i, const struct mset *s)
+{
+	struct query *q = ud;
+	struct msg_sample *o;
+	size_t j;
+
+	if (i < q->oldest)
+		return 0;
+	o = &q->samples[i - q->oldest];
+	msg_elem_init(MSG_ELEM_SAMPLE, o);
+	o->ts_us = s->ts_us;
+	o->values.names = calloc(s->n ? s->n : 1, sizeof(char *));
+	o->values.values = calloc(s->n ? s->n : 1, sizeof(double));
+	if (o->values.names == NULL || o->values.values == NULL)
+		return -ENOMEM;
+	for (j = 0; j < s->n && o->values.n < MSG_METRICS_MAX; j++) {
+		char key[MSET_LABELS_MAX + 100];
+
+		if (!visible(conn_peer(q->c), &s->v[j]))
+			continue;
+		mset_key(s, &s->v[j], key, sizeof(key));
+		if (strlen(key) > MSG_METRIC_NAME_MAX ||
+		    (o->values.names[o->values.n] = strdup(key)) == NULL)
+			continue;
+		o->values.values[o->values.n++] = s->v[j].v;
+	}
+	return 0;
+}
+
 void metrics_query(struct daemon *d, struct conn *c, const struct msg *q)
 {
 	struct metrics *m = d->metrics;
-	struct msg_sample *samples;
+	struct query qq = { .c = c };
 	struct msg r;
-	size_t want, first, oldest, i, j, cost = 0;
+	size_t n, want, first, sent = 0, i, j, total = 0;
+	int rc;
 
 	if (m == NULL) {
 		conn_send_error(c, q->id, MSG_E_NOT_FOUND, "metrics are off on this daemon");
 		return;
 	}
 	pthread_mutex_lock(&m->lock);
-	if (m->n == 0) {
+	if ((n = mhist_len(m->hist)) == 0) {
 		pthread_mutex_unlock(&m->lock);
 		conn_send_error(c, q->id, MSG_E_NOT_FOUND,
 		                "no sample yet: the first is taken within a second of start");
 		return;
 	}
 	/* history_s 0: the latest sample; else the samples of that span, as
-	 * many of the newest as fit one reply */
+	 * many of the newest as fit one reply (1 MiB) */
 	want = q->u.metrics_query.history_s > 0 ?
 	       (size_t)(q->u.metrics_query.history_s * 1000 / (int64_t)d->cfg.sample_ms) + 1 : 1;
-	if (want > m->n)
-		want = m->n;
-	first = m->n - want; /* ring position of the oldest wanted */
-	if ((samples = calloc(want, sizeof(*samples))) == NULL) {
-		pthread_mutex_unlock(&m->lock);
-		conn_send_error(c, q->id, MSG_E_INTERNAL, "out of memory");
-		return;
-	}
-	oldest = want;
-	for (i = want; i-- > 0;) {
-		const struct mset *s = &m->ring[(m->head + first + i) % m->cap];
-		struct msg_sample *o = &samples[i];
-
-		msg_elem_init(MSG_ELEM_SAMPLE, o);
-		o->ts_us = s->ts_us;
-		o->values.names = calloc(s->n ? s->n : 1, sizeof(char *));
-		o->values.values = calloc(s->n ? s->n : 1, sizeof(double));
-		if (o->values.names == NULL || o->values.values == NULL)
-			break;
-		for (j = 0; j < s->n && o->values.n < MSG_METRICS_MAX; j++) {
-			char key[MSET_LABELS_MAX + 100];
-
-			if (!visible(conn_peer(c), &s->v[j]))
-				continue;
-			mset_key(s, &s->v[j], key, sizeof(key));
-			if (strlen(key) > MSG_METRIC_NAME_MAX ||
-			    (o->values.names[o->values.n] = strdup(key)) == NULL)
-				continue;
-			o->values.values[o->values.n++] = s->v[j].v;
-			cost += strlen(key) + 28;
+	if (want > n)
+		want = n;
+	first = n - want; /* history position of the oldest wanted */
+	qq.cost = calloc(want, sizeof(*qq.cost));
+	rc = qq.cost ? mhist_read(m->hist, first, want, query_cost, &qq) : -ENOMEM;
+	if (rc == 0) {
+		for (qq.oldest = want; qq.oldest > 0; qq.oldest--) {
+			total += qq.cost[qq.oldest - 1];
+			if (total > 900 * 1024 && qq.oldest < want)
+				break; /* this one does not fit the frame: send the newer */
 		}
-		if (cost > 900 * 1024 && i + 1 < want)
-			break; /* this one does not fit the 1 MiB frame: send the newer */
-		oldest = i;
+		sent = want - qq.oldest;
+		qq.samples = calloc(sent, sizeof(*qq.samples));
+		rc = qq.samples ? mhist_read(m->hist, first, want, query_fill, &qq) : -ENOMEM;
 	}
 	pthread_mutex_unlock(&m->lock);
-	msg_init(&r, MSG_METRICS_REPLY, q->id);
-	r.u.metrics_reply.host = d->host;
-	r.u.metrics_reply.interval_ms = (int64_t)d->cfg.sample_ms;
-	r.u.metrics_reply.samples.v = samples + oldest;
-	r.u.metrics_reply.samples.n = want - oldest;
-	conn_send_msg(c, &r);
-	for (i = 0; i < want; i++) {
-		for (j = 0; j < samples[i].values.n; j++)
-			free((char *)samples[i].values.names[j]);
-		free(samples[i].values.names);
-		free(samples[i].values.values);
+	if (rc == 0) {
+		msg_init(&r, MSG_METRICS_REPLY, q->id);
+		r.u.metrics_reply.host = d->host;
+		r.u.metrics_reply.interval_ms = (int64_t)d->cfg.sample_ms;
+		r.u.metrics_reply.samples.v = qq.samples;
+		r.u.metrics_reply.samples.n = sent;
+		conn_send_msg(c, &r);
+	} else {
+		conn_send_error(c, q->id, MSG_E_INTERNAL, "out of memory");
 	}
-	free(samples);
+	for (i = 0; qq.samples != NULL && i < sent; i++) {
+		for (j = 0; j < qq.samples[i].values.n; j++)
+			free((char *)qq.samples[i].values.names[j]);
+		free(qq.samples[i].values.names);
+		free(qq.samples[i].values.values);
+	}
+	free(qq.samples);
+	free(qq.cost);
 }

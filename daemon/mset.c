@@ -86,6 +86,8 @@ static const struct family families[MF_COUNT] = {
 	[MF_SAMPLE_SKIPPED] = { "gprofd_sample_skipped_total", "counter", "Sampling ticks skipped because a cycle overran the interval" },
 	[MF_SELF_CPU_SECONDS] = { "gprofd_daemon_cpu_seconds_total", "counter", "CPU time gprofd has used" },
 	[MF_SELF_RSS] = { "gprofd_daemon_resident_memory_bytes", "gauge", "gprofd's resident memory" },
+	[MF_HISTORY_SAMPLES] = { "gprofd_metrics_history_samples", "gauge", "Samples the history holds for gprofctl metrics (sampling.history over sampling.interval, at most)" },
+	[MF_HISTORY_BYTES] = { "gprofd_metrics_history_bytes", "gauge", "Heap the sample history holds: its samples, each series named once, and their tables" },
 	[MF_HTTP_EVICTED] = { "gprofd_metrics_http_evicted_total", "counter", "Connections to this endpoint closed because a request took over 10 s, or to make room past 128" },
 };
 

@@ -10,8 +10,8 @@
  *
  * Memory: a value is 24 bytes; its label list lives in the set's text arena
  * (NUL-terminated, at most MSET_LABELS_MAX bytes). A set keeps its buffers
- * across mset_reset, so a sampler that reuses one (metrics.c recycles the
- * history ring's oldest) allocates nothing in the steady state.
+ * across mset_reset. The history keeps samples in another form (mhist.h):
+ * an mset is the working form of one sample, not the stored one.
  *
  * Ownership: an mset owns its value array and text; mset_free releases them.
  *
@@ -46,7 +46,7 @@ enum mfam {
 	MF_STORE_BYTES, MF_STORE_FREE_BYTES,
 	/* the daemon itself */
 	MF_SAMPLE_SECONDS, MF_SAMPLE_CPU_SECONDS, MF_SAMPLE_SKIPPED, MF_SELF_CPU_SECONDS, MF_SELF_RSS,
-	MF_HTTP_EVICTED,
+	MF_HTTP_EVICTED, MF_HISTORY_SAMPLES, MF_HISTORY_BYTES,
 	MF_COUNT
 };
 

@@ -108,8 +108,7 @@ static bool lookup_table(const char *table, const char *local, int lport, const 
  * address, destination = ours) and its owner. true only when found and
  * still held by a process: a timewait or orphaned socket (inode 0) has no
  * owner, whatever uid the kernel prints for it. */
-static bool diag_uid(const struct sockaddr_storage *remote, const struct sockaddr_storage *local,
-                     uid_t *uid)
+static bool diag_uid(const union peer_addr *remote, const union peer_addr *local, uid_t *uid)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -128,19 +127,19 @@ static bool diag_uid(const struct sockaddr_storage *remote, const struct sockadd
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
 	req.nlh.nlmsg_flags = NLM_F_REQUEST;
-	req.r.sdiag_family = (uint8_t)remote->ss_family;
+	req.r.sdiag_family = (uint8_t)remote->sa.sa_family;
 	req.r.sdiag_protocol = IPPROTO_TCP;
 	req.r.idiag_states = ~0u;
 	req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-	if (remote->ss_family == AF_INET) {
-		const struct sockaddr_in *r4 = (const void *)remote, *l4 = (const void *)local;
+	if (remote->sa.sa_family == AF_INET) {
+		const struct sockaddr_in *r4 = &remote->in, *l4 = &local->in;
 
 		req.r.id.idiag_sport = r4->sin_port;
 		req.r.id.idiag_dport = l4->sin_port;
 		memcpy(req.r.id.idiag_src, &r4->sin_addr, 4);
 		memcpy(req.r.id.idiag_dst, &l4->sin_addr, 4);
 	} else {
-		const struct sockaddr_in6 *r6 = (const void *)remote, *l6 = (const void *)local;
+		const struct sockaddr_in6 *r6 = &remote->in6, *l6 = &local->in6;
 
 		req.r.id.idiag_sport = r6->sin6_port;
 		req.r.id.idiag_dport = l6->sin6_port;
@@ -164,12 +163,12 @@ static bool diag_uid(const struct sockaddr_storage *remote, const struct sockadd
 	return found;
 }
 
-static bool is_loopback(const struct sockaddr_storage *ss)
+static bool is_loopback(const union peer_addr *ss)
 {
-	if (ss->ss_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr) >> 24) == 127;
-	if (ss->ss_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr;
+	if (ss->sa.sa_family == AF_INET)
+		return (ntohl(ss->in.sin_addr.s_addr) >> 24) == 127;
+	if (ss->sa.sa_family == AF_INET6) {
+		const struct in6_addr *a = &ss->in6.sin6_addr;
 
 		return IN6_IS_ADDR_LOOPBACK(a) ||
 		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
@@ -178,16 +177,16 @@ static bool is_loopback(const struct sockaddr_storage *ss)
 }
 
 /* The /proc/net/tcp spelling of a socket's address, for the fallback. */
-static void proc_hex(const struct sockaddr_storage *ss, char *hex, size_t size, int *port)
+static void proc_hex(const union peer_addr *ss, char *hex, size_t size, int *port)
 {
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)ss;
+	if (ss->sa.sa_family == AF_INET) {
+		const struct sockaddr_in *in = &ss->in;
 
 		/* the 32-bit address as the kernel prints it: host order */
 		snprintf(hex, size, "%08X", (unsigned)in->sin_addr.s_addr);
 		*port = ntohs(in->sin_port);
 	} else {
-		const struct sockaddr_in6 *in6 = (const void *)ss;
+		const struct sockaddr_in6 *in6 = &ss->in6;
 		uint32_t w[4];
 
 		memcpy(w, &in6->sin6_addr, 16);
@@ -206,32 +205,32 @@ void peer_from_tcp(struct peer *p, int fd, const char *admin_group, bool loopbac
 	memset(p, 0, sizeof(*p));
 	p->admin_group = admin_group;
 	p->loopback_identity = loopback_identity;
-	if (getpeername(fd, (struct sockaddr *)&p->remote, &len) != 0) {
+	if (getpeername(fd, &p->remote.sa, &len) != 0) {
 		p->resolved = true;
 		snprintf(p->desc, sizeof(p->desc), "tcp peer (unknown)");
 		return;
 	}
 	len = sizeof(p->local);
-	getsockname(fd, (struct sockaddr *)&p->local, &len);
-	if (p->remote.ss_family == AF_INET) {
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&p->remote)->sin_addr, ip, sizeof(ip));
-		port = ntohs(((struct sockaddr_in *)&p->remote)->sin_port);
-	} else if (p->remote.ss_family == AF_INET6) {
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&p->remote)->sin6_addr, ip, sizeof(ip));
-		port = ntohs(((struct sockaddr_in6 *)&p->remote)->sin6_port);
+	getsockname(fd, &p->local.sa, &len);
+	if (p->remote.sa.sa_family == AF_INET) {
+		inet_ntop(AF_INET, &p->remote.in.sin_addr, ip, sizeof(ip));
+		port = ntohs(p->remote.in.sin_port);
+	} else if (p->remote.sa.sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &p->remote.in6.sin6_addr, ip, sizeof(ip));
+		port = ntohs(p->remote.in6.sin6_port);
 	}
 	snprintf(p->desc, sizeof(p->desc), "%s:%d", ip, port);
 }
 
 /* An IPv4 address that reached an IPv6 listener (::ffff:a.b.c.d) as the
  * IPv4 address it is: the client's socket is an IPv4 one. */
-static void unmap(const struct sockaddr_storage *in, struct sockaddr_storage *out)
+static void unmap(const union peer_addr *in, union peer_addr *out)
 {
-	const struct sockaddr_in6 *in6 = (const void *)in;
-	struct sockaddr_in *in4 = (void *)out;
+	const struct sockaddr_in6 *in6 = &in->in6;
+	struct sockaddr_in *in4 = &out->in;
 
 	*out = *in;
-	if (in->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+	if (in->sa.sa_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
 		return;
 	memset(out, 0, sizeof(*out));
 	in4->sin_family = AF_INET;
@@ -241,7 +240,7 @@ static void unmap(const struct sockaddr_storage *in, struct sockaddr_storage *ou
 
 int peer_resolve(struct peer *p)
 {
-	struct sockaddr_storage remote, local;
+	union peer_addr remote, local;
 	char lhex[40], rhex[40];
 	struct passwd *pw;
 	uid_t uid;
@@ -258,7 +257,7 @@ int peer_resolve(struct peer *p)
 		/* the client's socket: local = our peer, remote = us */
 		proc_hex(&remote, lhex, sizeof(lhex), &lport);
 		proc_hex(&local, rhex, sizeof(rhex), &rport);
-		if (!lookup_table(remote.ss_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
+		if (!lookup_table(remote.sa.sa_family == AF_INET ? "/proc/net/tcp" : "/proc/net/tcp6",
 		                  lhex, lport, rhex, rport, &uid))
 			return -ENOENT;
 	}

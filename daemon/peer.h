@@ -22,8 +22,18 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+
+/* A TCP peer's address: IPv4 or IPv6, the only families TCP has (28
+ * bytes; sockaddr_storage is 128, and every connection holds two, an
+ * agent's Unix one too: 200 bytes more per registered process, issue 25). */
+union peer_addr {
+	struct sockaddr sa;
+	struct sockaddr_in in;
+	struct sockaddr_in6 in6;
+};
 
 struct peer {
 	bool resolved;   /* identity looked up (always, for Unix peers) */
@@ -34,7 +44,7 @@ struct peer {
 	bool admin;      /* root, admin_group member, or token holder */
 	char desc[96];   /* for logs: "uid 1000 pid 4242" / "127.0.0.1:51234" */
 	/* TCP peers, until resolved */
-	struct sockaddr_storage remote, local;
+	union peer_addr remote, local;
 	const char *admin_group;  /* borrowed from the daemon's config */
 	bool loopback_identity;
 };
