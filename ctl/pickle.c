@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "pickle.h"
 
 #define POOL_BLOCK 4096
@@ -44,22 +45,6 @@ static int fail(struct vm *m, size_t at, const char *fmt, ...)
 		m->p->err_off = at;
 	}
 	return -1;
-}
-
-static bool grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	size_t c = *cap ? *cap : 64;
-	void *n;
-
-	if (need <= *cap)
-		return true;
-	while (c < need)
-		c *= 2;
-	if ((n = realloc(*v, c * size)) == NULL)
-		return false;
-	*v = n;
-	*cap = c;
-	return true;
 }
 
 static struct pk *new_val(struct vm *m, uint8_t type)

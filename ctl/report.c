@@ -11,6 +11,7 @@
 
 #include <zlib.h>
 
+#include "grow.h"
 #include "jscan.h"
 #include "report.h"
 #include "report_mem.h"
@@ -45,22 +46,6 @@ struct parse {
 
 /* ---- growing arrays ---- */
 
-static bool grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	size_t c = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return true;
-	while (c < need)
-		c *= 2;
-	if ((p = realloc(*v, c * size)) == NULL)
-		return false;
-	*v = p;
-	*cap = c;
-	return true;
-}
-
 static bool durs_add(struct durs *d, double v)
 {
 	if (!grow((void **)&d->v, &d->cap, d->n + 1, sizeof(*d->v)))
@@ -87,15 +72,6 @@ static bool spans_add(struct spans *sp, double a, double b, size_t name, int64_t
 }
 
 /* ---- kernels (and copies) by name: open addressing over an array ---- */
-
-static uint64_t hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
 
 static struct kstat *kmap_get(struct kmap *m, const char *name)
 {

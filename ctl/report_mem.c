@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "grow.h"
 #include "pickle.h"
 #include "report_mem.h"
 
@@ -509,15 +510,6 @@ bool mreport_event(struct mreport *r, const struct mevent *e)
 	}
 	r->ev[r->nev++] = *e;
 	return true;
-}
-
-static uint64_t hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	return h;
 }
 
 /* The index of name in the trace's operator names. */

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "report.h"
 
 #define NONE UINT32_MAX
@@ -84,31 +85,6 @@ struct orow {
 	uint64_t count;
 	double cpu_total, cpu_self, gpu_total, gpu_self;
 };
-
-static bool grow(void **v, size_t *cap, size_t need, size_t size)
-{
-	size_t c = *cap ? *cap : 64;
-	void *p;
-
-	if (need <= *cap)
-		return true;
-	while (c < need)
-		c *= 2;
-	if ((p = realloc(*v, c * size)) == NULL)
-		return false;
-	*v = p;
-	*cap = c;
-	return true;
-}
-
-static uint64_t hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
-}
 
 /* s's index in t, added when new; NONE when out of memory. */
 static uint32_t intern(struct strtab *t, const char *s)
