@@ -446,6 +446,24 @@ struct rframe *tc_recv_frame(struct tc *c, int timeout_ms)
 	return f;
 }
 
+char *tc_dyno_call(int port, const char *body)
+{
+	struct rframe *f;
+	struct tc c;
+	int32_t n = (int32_t)strlen(body);
+	char *out;
+
+	assert_int_equal(tc_connect_tcp(&c, port), 0);
+	assert_int_equal(tc_send_raw(&c, &n, 4), 0);
+	assert_int_equal(tc_send_raw(&c, body, strlen(body)), 0);
+	f = tc_recv_frame(&c, TD_TIMEOUT_MS);
+	assert_non_null(f);
+	out = strndup((char *)f->data, f->len);
+	free(f);
+	tc_close(&c);
+	return out;
+}
+
 int tc_recv(struct tc *c, struct msg *m)
 {
 	struct rframe *f = tc_recv_frame(c, TD_TIMEOUT_MS);

@@ -102,6 +102,10 @@ int tc_send_raw(struct tc *c, const void *p, size_t n);
 int tc_send(struct tc *c, struct msg *m);
 /* Next frame (caller frees), or NULL on timeout/EOF. */
 struct rframe *tc_recv_frame(struct tc *c, int timeout_ms);
+/* One request in Dynolog's RPC, the exact bytes the dyno client sends
+ * (a native-endian int32 length, then the JSON) on a fresh TCP connection
+ * to port; the reply's text (caller frees). Fails the test on no reply. */
+char *tc_dyno_call(int port, const char *body);
 /* Next JSON frame decoded into m (msg_deinit it), skipping nothing.
  * 0, -ETIMEDOUT, -EPIPE (closed), or the decode error. */
 int tc_recv(struct tc *c, struct msg *m);

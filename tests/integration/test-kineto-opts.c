@@ -181,26 +181,6 @@ static void test_gprofctl_to_kineto(void **state)
 	kc_close(&k);
 }
 
-/* The exact bytes of Dynolog's RPC, over TCP, as the dyno client sends
- * them; the reply's text (caller frees). */
-static char *dyno_call(const char *body)
-{
-	struct rframe *f;
-	struct tc c;
-	int32_t n = (int32_t)strlen(body);
-	char *out;
-
-	assert_int_equal(tc_connect_tcp(&c, D.port), 0);
-	assert_int_equal(tc_send_raw(&c, &n, 4), 0);
-	assert_int_equal(tc_send_raw(&c, body, strlen(body)), 0);
-	f = tc_recv_frame(&c, TD_TIMEOUT_MS);
-	assert_non_null(f);
-	out = strndup((char *)f->data, f->len);
-	free(f);
-	tc_close(&c);
-	return out;
-}
-
 /* `dyno gputrace --job-id 88 --duration-ms 60000` with the options in
  * mask, its config built as dyno's gputrace.rs builds it (the memory
  * option adds PROFILE_MEMORY and its duration). */
@@ -223,7 +203,7 @@ static char *dyno_gputrace(int64_t mask)
 	         (mask & MSG_OPT_WITH_STACK) ? "true" : "false",
 	         (mask & MSG_OPT_WITH_FLOPS) ? "true" : "false",
 	         (mask & MSG_OPT_WITH_MODULES) ? "true" : "false");
-	return dyno_call(body);
+	return tc_dyno_call(D.port, body);
 }
 
 /* Cancels the trace a dyno reply named (its traceId). */
@@ -292,7 +272,7 @@ static void test_dyno_bad_options(void **state)
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(body, sizeof(body), "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"%s\","
 		         "\"job_id\":88,\"pids\":[0],\"process_limit\":3}", bad[i].config);
-		got = dyno_call(body);
+		got = tc_dyno_call(D.port, body);
 		assert_non_null(strstr(got, "\"status\":\"failed\""));
 		if (strstr(got, bad[i].why) == NULL)
 			fail_msg("reply %s lacks \"%s\"", got, bad[i].why);

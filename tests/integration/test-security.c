@@ -319,25 +319,6 @@ static void test_peer_credentials(void **state)
 	tc_close(&c);
 }
 
-/* The exact bytes of Dynolog's RPC, over TCP, as the dyno client sends them. */
-static char *dyno_call(const char *body)
-{
-	struct rframe *f;
-	struct tc c;
-	int32_t n = (int32_t)strlen(body);
-	char *out;
-
-	assert_int_equal(tc_connect_tcp(&c, D.port), 0);
-	assert_int_equal(tc_send_raw(&c, &n, 4), 0);
-	assert_int_equal(tc_send_raw(&c, body, strlen(body)), 0);
-	f = tc_recv_frame(&c, TD_TIMEOUT_MS);
-	assert_non_null(f);
-	out = strdup((char *)f->data);
-	free(f);
-	tc_close(&c);
-	return out;
-}
-
 static void test_dyno_bytes(void **state)
 {
 	static const char gputrace[] =
@@ -355,28 +336,28 @@ static void test_dyno_bytes(void **state)
 	struct agent a;
 
 	(void)state;
-	got = dyno_call("{\"fn\":\"getStatus\"}");
+	got = tc_dyno_call(D.port, "{\"fn\":\"getStatus\"}");
 	assert_string_equal(got, "{\"status\":1}");
 	free(got);
-	got = dyno_call("{\"fn\":\"getVersion\"}");
+	got = tc_dyno_call(D.port, "{\"fn\":\"getVersion\"}");
 	assert_string_equal(got, "{\"version\":\"" GPROF_VERSION "\"}");
 	free(got);
-	got = dyno_call("{\"fn\":\"dcgmProfPause\",\"duration_s\":10}");
+	got = tc_dyno_call(D.port, "{\"fn\":\"dcgmProfPause\",\"duration_s\":10}");
 	assert_string_equal(got, "{\"status\":false}");
 	free(got);
-	got = dyno_call("{\"fn\":\"teleport\"}");
+	got = tc_dyno_call(D.port, "{\"fn\":\"teleport\"}");
 	assert_non_null(strstr(got, "\"status\":\"failed\""));
 	assert_non_null(strstr(got, "unknown fn"));
 	free(got);
 	/* nothing registered: empty lists, as Dynolog answers */
-	got = dyno_call(gputrace);
+	got = tc_dyno_call(D.port, gputrace);
 	assert_string_equal(got, "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[],"
 	                    "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],"
 	                    "\"processesMatched\":[]}");
 	free(got);
 	/* one process of job 1234: matched, triggered, and the trace completes */
 	assert_int_equal(agent_spawn(&a, D.sock, "1234", 0, 777), 0);
-	got = dyno_call(gputrace);
+	got = tc_dyno_call(D.port, gputrace);
 	snprintf(want, sizeof(want), "{\"activityProfilersBusy\":0,\"activityProfilersTriggered\":[%d],"
 	         "\"eventProfilersBusy\":0,\"eventProfilersTriggered\":[],"
 	         "\"processesMatched\":[%d],\"traceId\":\"", (int)a.pid, (int)a.pid);
@@ -384,7 +365,7 @@ static void test_dyno_bytes(void **state)
 	free(got);
 	assert_true(td_wait_log(&D, "1 of 1 processes delivered", NULL));
 	/* a bad Kineto config is refused with the reason */
-	got = dyno_call("{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=B=C\",\"pids\":[0],"
+	got = tc_dyno_call(D.port, "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"A=B=C\",\"pids\":[0],"
 	                "\"job_id\":1234}");
 	assert_non_null(strstr(got, "more than one '='"));
 	free(got);
@@ -398,7 +379,7 @@ static char *dyno_kineto(const char *config)
 
 	snprintf(body, sizeof(body), "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"%s\","
 	         "\"job_id\":1234,\"pids\":[0],\"process_limit\":3}", config);
-	return dyno_call(body);
+	return tc_dyno_call(D.port, body);
 }
 
 /*
