@@ -2,11 +2,14 @@
 """hta_check.py: does Holistic Trace Analysis (HTA) say the right things about
 a directory of gprofd rank traces? (issue 27: every kernel with its launch)
 
-usage: hta_check.py TRACE_DIR [--include-last-step] [--strict] [-v]
+usage: hta_check.py TRACE_DIR [--glob PAT] [--include-last-step] [--strict] [-v]
 
-Runs HTA's own TraceAnalysis on TRACE_DIR (HTA maps files to ranks by the
-`"rank": R` in each file's distributedInfo, not by file name; it reads every
-*.gz and *.json in the directory) and prints, per rank:
+Runs HTA's own TraceAnalysis on the traces under TRACE_DIR (*.pt.trace.json*
+found recursively, or --glob; HTA itself reads every *.gz and *.json directly
+in one directory, so when they lie deeper or beside other files it is handed
+a temporary directory of links to them; it maps files to ranks by the
+`"rank": R` in each file's distributedInfo, not by file name) and prints,
+per rank:
   - the temporal breakdown (idle / compute / non-compute time),
   - the communication/computation overlap,
   - the kernel type breakdown (communication share of kernel time),
@@ -42,17 +45,22 @@ goes at the END of sys.path, so the host's own packages win where it has them.
 HTA plots nothing here (visualize=False): plotly is needed only for its
 imports. Debian's plotly 5.4.1 names numpy.bool8 at import, which NumPy 2
 removed: the alias is put back (numpy.bool8 = numpy.bool_) when it is
-missing; if plotly still fails to import, .hta/stubs/plotly (a stub that
-raises when anything draws) stands in and the output says so.
+missing; if plotly still fails to import (or HTA_PLOTLY_STUB=1),
+.hta/stubs/plotly (a stub that raises when anything draws) stands in and the
+output says so.
 """
 import argparse
+import atexit
+import fnmatch
 import glob
 import gzip
 import json
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 import traceback
 import warnings
 
@@ -101,6 +109,8 @@ def import_hta(home, notes):
         notes.append("numpy %s has no bool8: aliased to numpy.bool_ for plotly's import"
                       % numpy.__version__)
     try:
+        if os.environ.get("HTA_PLOTLY_STUB") == "1":
+            raise ImportError("HTA_PLOTLY_STUB=1")
         import plotly.express  # noqa: F401
         import plotly.graph_objects  # noqa: F401
         import plotly.subplots  # noqa: F401
@@ -185,6 +195,9 @@ def main():
                     help="HTA's include_last_profiler_step=True")
     ap.add_argument("--strict", action="store_true",
                     help="also fail on any GPU kernel with no recorded launch")
+    ap.add_argument("--glob", default="*.pt.trace.json*",
+                    help="file names to hand HTA, searched for under DIR recursively "
+                         "(default %(default)s; e.g. 'ddp-agent-*.gz' in a run's $OUT)")
     ap.add_argument("-v", "--verbose", action="store_true", help="keep HTA's own log")
     args = ap.parse_args()
 
@@ -219,7 +232,9 @@ def main():
                         % (home, type(e).__name__, e, sys.path))
         return finish(2)
     hta_logger.setLevel(logging.DEBUG if args.verbose else logging.ERROR)
-    warnings.filterwarnings("ignore", category=RuntimeWarning, module="hta")
+    if not args.verbose:  # pandas 2's FutureWarnings on HTA's replace(), 0/0 with no NCCL
+        for cat in (RuntimeWarning, FutureWarning, DeprecationWarning):
+            warnings.filterwarnings("ignore", category=cat, module="hta")
     pd.set_option("display.width", 200)
     pd.set_option("display.max_columns", 30)
     import hta
@@ -237,19 +252,38 @@ def main():
     figures["versions"] = {"python": sys.version.split()[0], "pandas": pd.__version__,
                            "numpy": np.__version__, "hta": hta_ver}
 
-    files = sorted(f for f in os.listdir(args.dir) if f.endswith(".gz") or f.endswith(".json"))
+    # HTA reads every *.gz and *.json directly in the directory it is given; the
+    # traces (gprofctl trace --output-dir D writes D/<trace-id>/...) may lie deeper
+    # or beside other files: then HTA gets a directory of links to them alone.
+    files = sorted(p for p in glob.glob(os.path.join(args.dir, "**", "*"), recursive=True)
+                   if os.path.isfile(p) and fnmatch.fnmatch(os.path.basename(p), args.glob))
     if not files:
-        failures.append("no *.gz or *.json file in %s" % args.dir)
+        failures.append("no file matching %s in %s (searched recursively)" % (args.glob, args.dir))
         return finish(2)
+    top = sorted(os.path.join(args.dir, f) for f in os.listdir(args.dir)
+                 if (f.endswith(".gz") or f.endswith(".json")) and
+                 os.path.isfile(os.path.join(args.dir, f)))
+    hta_dir = args.dir
+    if top != files:
+        hta_dir = tempfile.mkdtemp(prefix="hta_check.")
+        atexit.register(shutil.rmtree, hta_dir, True)
+        for i, p in enumerate(files):
+            name = os.path.basename(p)
+            if os.path.exists(os.path.join(hta_dir, name)):
+                name = "%d_%s" % (i, name)
+            os.symlink(os.path.abspath(p), os.path.join(hta_dir, name))
+        notes.append("HTA read %d files matching %s found under %s, through links in %s"
+                     % (len(files), args.glob, args.dir, hta_dir))
+    figures["files"] = [os.path.relpath(p, args.dir) for p in files]
 
     # --- HTA loads the directory -------------------------------------------
     try:
-        ta = TraceAnalysis(trace_dir=args.dir,
+        ta = TraceAnalysis(trace_dir=hta_dir,
                            include_last_profiler_step=args.include_last_step)
     except BaseException as e:
         traceback.print_exc()
         failures.append("HTA failed to load the traces in %s (%s: %s)"
-                        % (args.dir, type(e).__name__, e))
+                        % (hta_dir, type(e).__name__, e))
         return finish(2)
     t = ta.t
     rank_files = {int(r): os.path.basename(p) for r, p in t.trace_files.items()}
@@ -258,7 +292,7 @@ def main():
     if len(rank_files) != len(files):
         failures.append("%d trace files but HTA mapped %d ranks (files share a rank, or lack "
                         "'\"rank\": R' with a space after the colon): %s"
-                        % (len(files), len(rank_files), files))
+                        % (len(files), len(rank_files), figures["files"]))
     missing = sorted(set(rank_files) - set(ranks))
     if missing:
         failures.append("HTA kept no analyzable events for rank(s) %s" % missing)
@@ -303,7 +337,7 @@ def main():
 
     for r in ranks:
         fn = rank_files.get(r)
-        raw = classify_raw(load_raw(os.path.join(args.dir, fn)), args.include_last_step,
+        raw = classify_raw(load_raw(os.path.join(hta_dir, fn)), args.include_last_step,
                            is_comm_kernel)
         df = t.traces[r]
         k = df[df["cat"] == kernel_cat]
@@ -318,7 +352,7 @@ def main():
         # NCCL kernels among the unexplained
         doc_nccl_unexpl = 0
         if unexpl:
-            ev = load_raw(os.path.join(args.dir, fn)).get("traceEvents", [])
+            ev = load_raw(os.path.join(hta_dir, fn)).get("traceEvents", [])
             for e in ev:
                 if (e.get("cat") == "kernel" and is_comm_kernel(e.get("name", "")) and
                         (e.get("args") or {}).get("correlation") in raw["expect_kept"] - kept_corr):
