@@ -36,6 +36,7 @@ DDP = os.path.join(FIXTURES, "ddp")
 BOTTLENECKS = os.path.join(FIXTURES, "bottlenecks")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import runner  # noqa: E402
+import hta_rule  # noqa: E402
 
 
 def trace(rank, nccl_dur, decimals):
@@ -266,6 +267,10 @@ def test_real_ddp(d):
         assert sum(k["count"] for k in r["top_kernels"]) == len(kern), r
         assert near(r["nccl_us"], nccl) and near(r["kernel_us"], sum(e["dur"] for e in kern)), r
         assert r["iterations"]["count"] == len(steps) == 5, r["iterations"]
+        # recorded with driver-API launches (issue 27): every NCCL kernel has
+        # its cuLaunchKernelEx, so HTA keeps them all
+        assert not hta_rule.dropped(ev), [e["name"][:40] for e in hta_rule.dropped(ev)]
+        assert sum(1 for e in kern if "nccl" in e["name"].lower()) == 10, path
         assert abs(r["iterations"]["max_us"] - steps[-1]) < 0.01, (r["iterations"], steps)
         t0 = min(e["ts"] for e in x)
         t1 = max(e["ts"] + e["dur"] for e in x)

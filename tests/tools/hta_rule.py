@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""hta_rule.py: the rule Holistic Trace Analysis applies before its kernel
-and communication breakdowns (hta/common/trace.py, TraceAnalysis.
-_filter_irrelevant_gpu_kernels and add_iteration, read 2026-11-25): a GPU
-event (kernel, gpu_memcpy, gpu_memset) is kept only when a CPU-side event
-with the same correlation (here: its launch, a cuda_runtime or cuda_driver
-call) lies inside a ProfilerStep#<n> (ts <= t < ts + dur). GPU work that
-fails it vanishes from HTA's analyses (NCCL kernels launched through the
-driver API with no recorded launch: 0 % communication).
+"""hta_rule.py: a stricter form of the rule Holistic Trace Analysis applies
+before its kernel and communication breakdowns. HTA (hta/common/trace.py,
+its filter of irrelevant GPU kernels, at commit f4d0062, 0.6.1) keeps a GPU
+event (kernel, gpu_memcpy, gpu_memset) only when the CPU-side event with
+the same correlation (its launch: a cuda_runtime or cuda_driver call)
+exists and starts before the last ProfilerStep#<n> begins (the last step
+is left out by design; with fewer than 2 steps it filters nothing). This
+file asks more, that the launch lies inside a ProfilerStep (ts <= t < ts +
+dur): a trace that passes it passes HTA's rule too. GPU work with no
+recorded launch vanishes from HTA's analyses (NCCL kernels launched
+through the driver API, unrecorded: 0 % communication). HTA itself, run on
+a rank directory: tests/gpu/hta_check.py.
 
-usage: hta_rule.py TRACE...   prints each trace's GPU events and those HTA
-drops; exit 1 if any trace drops one, 2 if a trace has no ProfilerStep.
+usage: hta_rule.py TRACE...   prints each trace's GPU events and those the
+rule drops; exit 1 if any trace drops one, 2 if a trace has no ProfilerStep.
 Importable: dropped(events) -> list of dropped GPU events.
 """
 import gzip
