@@ -18,6 +18,7 @@
 #           second iteration requests and a duration request, timed.
 #   stress  the agent under random requests (tests/integration/
 #           test-stress.py: STRESS_BURSTS each, gaps 0-STRESS_GAP_MS ms,
+#           STRESS_ARGS more of its options (--op-budget-s S: a time cap),
 #           cancels, concurrent and dyno requests, daemon restarts) to the
 #           programs in STRESS_PROGRAMS: cuda (stress.cu, ~15,000
 #           iterations/s), torch (stress_train.py, AdamW) and sanitizer
@@ -41,7 +42,12 @@
 #           after one capture against the 2,000 before, one process per
 #           round and configuration (AB_CONFIGS, e.g. "none,burst,
 #           burst:GPROF_CUPTI_RELEASE=teardown"), PyTorch widths 2048 and
-#           256 and a CUDA C loop (AB_LOOPS), AB_ROUNDS rounds.
+#           256 and a CUDA C loop (AB_LOOPS), AB_ROUNDS rounds;
+#           AB_MODE=pair runs a round's configurations at once, one GPU
+#           each (AB_GPUS, default 0,1), told "over" together;
+#           AB_MODE=alternate runs the two on one GPU and CPU set in
+#           turns (a pair per AB_GPUS entry at once); AB_CORES="4-9;10-15"
+#           pins each slot to its CPUs (bench/after_burst.py says more).
 #   cupti   bench/cupti_cost: what each way of recording with CUPTI costs a
 #           launching thread per CUDA call, in a CUDA C loop with no agent
 #           (bench/cupti_cost.py: a process per configuration and round;
@@ -351,7 +357,7 @@ stress_run() { # label, agent library, extra test-stress.py arguments...
 	local label=$1 lib=$2; shift 2
 	log "stress $label: $(date -u +%T)"
 	python3 "$root/tests/integration/test-stress.py" "$B/gprofd" "$B/gprofctl" none "$lib" none \
-		"$root/tests/tools/validate_trace.py" --max-gap-ms "${STRESS_GAP_MS:-500}" "$@" \
+		"$root/tests/tools/validate_trace.py" --max-gap-ms "${STRESS_GAP_MS:-500}" ${STRESS_ARGS:-} "$@" \
 		>"$OUT/stress-$label.log" 2>&1
 	grep -v "^gprof_agent\[" "$OUT/stress-$label.log" | grep -E "^  |^ok|^FAIL|passed|Error|died|bad|^stress: signal" | \
 		head -12 | tee -a "$OUT/summary.txt"
@@ -386,7 +392,8 @@ afterburst_checks() {
 	python3 "$root/bench/after_burst.py" --gprofctl "$B/gprofctl" --socket "$sock" --agent "$A" \
 		--cuda-bin "$B/after_burst" --python-dir "$root/python" --loops "${AB_LOOPS:-torch2048,torch256,cuda}" \
 		--configs "${AB_CONFIGS:-none,burst}" --rounds "${AB_ROUNDS:-4}" --before "${AB_STEPS:-2000}" --after "${AB_STEPS:-2000}" \
-		--out "$OUT/after_burst.jsonl" 2>&1 | tee "$OUT/after_burst.txt" | tail -14 | tee -a "$OUT/summary.txt"
+		${AB_MODE:+--$AB_MODE --gpus "${AB_GPUS:-0,1}"} ${AB_CORES:+--cores "$AB_CORES"} --series \
+		--out "$OUT/after_burst.jsonl" 2>&1 | tee "$OUT/after_burst.txt" | tail -20 | tee -a "$OUT/summary.txt"
 }
 # STRESS_VARIANTS="label;K=V K2=V2;activities label2;..." (one word each):
 # the CUDA C stress under each, to tell which setting a failure needs.
@@ -471,11 +478,13 @@ ddp_one() { # label, job, slow rank, check flag, command...: start, wait, trace 
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("delivered %d of %d, skipped %d:" % (r["delivered"], r["matched"], r.get("skipped", 0)),
-      "; ".join("pid %d rank %d %s%s" % (p["pid"], p["rank"], p["state"],
+      "; ".join("pid %d rank %s %s%s" % (p["pid"], p["rank"], p["state"],
                 (" (" + p["reason"][:90] + ")") if p["state"] == "skipped" else "")
                 for h in r["hosts"] for p in h["processes"]))' "$OUT/$label-trace.json" 2>&1)"
 	python3 "$root/tests/gpu/ddp_check.py" "$out" --ranks 2 --steps 5 --slow-rank "$slow" --label "$label" $flag \
 		2>&1 | tee -a "$OUT/summary.txt"
+	# HTA keeps a GPU record only when its launch lies in a ProfilerStep#
+	python3 "$root/tests/tools/hta_rule.py" $(find "$out" -name '*.gz') 2>&1 | tail -4 | sed "s/^/  hta_rule $label: /" | tee -a "$OUT/summary.txt"
 	for f in $(find "$out" -name '*.gz'); do cp "$f" "$OUT/$label-$(basename "$f")"; done
 	touch "$stop"; wait $jp
 	rc=$?
