@@ -3,7 +3,8 @@
 # (prepare with tests/gpu/prepare.sh here, carry .devlibs). Results and
 # logs go to $OUT; docs/gpu-validation.md records what a run showed.
 #
-# Sections (all by default; SECTIONS="metrics kineto" picks):
+# Sections (all by default; SECTIONS="metrics kineto" picks; "name@2" runs
+# one with CUDA_VISIBLE_DEVICES=2, "name&" beside the next ones):
 #   agent   libgprof_agent injected: the CUDA C workload (exact events per
 #           iteration, flows, latency), a PyTorch loop (kernels per iteration
 #           vs torch.profiler, overhead idle/capture/after, torch.profiler
@@ -63,6 +64,11 @@
 #           report_train.py: DataLoader, pageable copies, tiny kernels,
 #           .item()): torch.profiler's and the agent's, for gprofctl
 #           report's fixtures, and what gprofctl report says of them.
+#   compile a torch.compile'd loop (tests/gpu/compile_train.py: Inductor's
+#           Triton kernels; then mode reduce-overhead, CUDA graphs) with
+#           the agent (gprofctl launch) and with stock Kineto: 5
+#           iterations each, tests/gpu/compile_check.py judges (Triton
+#           kernels, every GPU record with its launch, graph replays).
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
 #           traces (a training loop, one still starting, one that never
 #           steps), a duration trace, a dyno-format request over TCP, each
@@ -512,6 +518,42 @@ ddp_checks() {
 		$T 29520 "$root/tests/gpu/ddp_train.py"
 }
 
+compile_one() { # label, job, compile_check.py flags, command...: start, wait, trace 5 iterations, judge, stop
+	local label=$1 job=$2 flags=$3 stop=$work/$1.stop out=$work/$1-out jp rc i f
+	shift 3
+	rm -f "$stop"
+	PYTHONUNBUFFERED=1 "$@" --stop "$stop" --max-s 240 >"$OUT/$label.log" 2>&1 &
+	jp=$!
+	for i in $(seq 1800); do # Inductor's compile first (tens of seconds)
+		grep -q '^compiled' "$OUT/$label.log" && break
+		kill -0 $jp 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! ddp_wait "$job" 1; then
+		log "FAIL $label: never seen stepping"; tail -20 "$OUT/$label.log"
+		touch "$stop"; wait $jp; return
+	fi
+	ctl --json trace --job "$job" --iterations 5 --timeout 120 --output-dir "$out" >"$OUT/$label-trace.json" 2>"$OUT/$label-trace.err"
+	log "$label: gprofctl trace exit $?"
+	f=$(find "$out" -name '*.gz' | head -1)
+	[ -n "$f" ] && cp "$f" "$OUT/$label.pt.trace.json.gz"
+	# shellcheck disable=SC2086 # the flags are words
+	python3 "$root/tests/gpu/compile_check.py" "$label" 5 "$OUT/$label.pt.trace.json.gz" $flags 2>&1 | tee -a "$OUT/summary.txt"
+	touch "$stop"; wait $jp
+	rc=$?
+	log "$label: job exit status $rc; $(tail -1 "$OUT/$label.log")"
+}
+compile_checks() {
+	local L=$root/.devlibs/ctl/gprofctl
+	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
+	compile_one compile-agent cagent "" "$L" --socket "$sock" launch --job cagent -- \
+		python3 "$root/tests/gpu/compile_train.py"
+	compile_one compile-graphs cgraph --graphs "$L" --socket "$sock" launch --job cgraph -- \
+		python3 "$root/tests/gpu/compile_train.py" --mode reduce-overhead
+	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=778 compile_one compile-kineto 778 \
+		"--kineto --same-as $OUT/compile-agent.pt.trace.json.gz" python3 "$root/tests/gpu/compile_train.py"
+}
+
 # ---- the cost of each way of recording with CUPTI, no agent ----
 cupti_checks() {
 	# shellcheck disable=SC2086 # word splitting wanted
@@ -533,10 +575,25 @@ kineto5_checks() {
 	kill $p5 2>/dev/null; wait $p5 2>/dev/null
 }
 
-for section in ${SECTIONS:-agent held stress overhead cupti metrics kineto kineto5}; do
-	log "---- $section"
-	${section}_checks
+# SECTIONS entries: NAME, NAME@GPUS (CUDA_VISIBLE_DEVICES=GPUS for it) and
+# a trailing & to run it beside the next ones (on other GPUs): all share
+# this gprofd; the run waits for every one
+bg=""
+for entry in ${SECTIONS:-agent held stress overhead cupti metrics kineto kineto5}; do
+	section=${entry%&}
+	gpus=""
+	[[ $section == *@* ]] && gpus=${section#*@} section=${section%@*}
+	log "---- $section${gpus:+ (GPUs $gpus)}"
+	if [[ $entry == *'&' ]]; then
+		( [ -n "$gpus" ] && export CUDA_VISIBLE_DEVICES=$gpus; "${section}_checks" ) &
+		bg="$bg $!"
+	elif [ -n "$gpus" ]; then
+		( export CUDA_VISIBLE_DEVICES=$gpus; "${section}_checks" )
+	else
+		"${section}_checks"
+	fi
 done
+[ -z "$bg" ] || wait $bg
 ctl status | tee -a "$OUT/summary.txt"
 kill $gpid; wait $gpid
 log "gprofd exit status $?"
