@@ -108,6 +108,15 @@ struct name_slot {
 	const char *name;
 };
 
+/* A name's last address and its copy: operators' names are their schema's,
+ * at a fixed address, so most lookups end here, checked by one memcmp. */
+struct name_hit {
+	const char *ptr;
+	const char *name;
+	size_t len;
+};
+constexpr size_t kHitSlots = 256;
+
 struct buf {
 	std::atomic<int> busy{0};
 	std::atomic<int> dead{0};
@@ -119,6 +128,7 @@ struct buf {
 	int depth = 0;
 	name_slot names[kNameSlots];
 	size_t nnames = 0;
+	name_hit hits[kHitSlots];
 	uint64_t drops = 0, unmatched = 0, overflow = 0;
 	buf *next = nullptr;
 };
@@ -173,6 +183,9 @@ buf *attach()
 		b = new (std::nothrow) buf;
 		if (b == nullptr)
 			return nullptr;
+		std::memset(b->names, 0, sizeof(b->names));
+		std::memset(b->stack, 0, sizeof(b->stack));
+		std::memset(b->hits, 0, sizeof(b->hits));
 	}
 	b->dead.store(0);
 	b->tid = (pid_t)syscall(SYS_gettid);
@@ -229,22 +242,24 @@ void *carve(chunk **head, chunk **cur, size_t n)
 }
 
 /* The name's copy in the thread's arena (one per distinct name). */
-const char *intern(buf *b, const char *s)
+const char *intern_slow(buf *b, const char *s, size_t *len)
 {
 	uint64_t h = 1469598103934665603ull;
-	size_t n = 0, i;
-
-	if (s == nullptr)
-		s = "";
+	size_t n = 0, i, probes;
 	for (; s[n] && n < kNameMax; n++)
 		h = (h ^ (unsigned char)s[n]) * 1099511628211ull;
-	for (i = h & (kNameSlots - 1);; i = (i + 1) & (kNameSlots - 1)) {
+	/* open addressing, at most 3/4 full: an empty slot is always found */
+	for (i = h & (kNameSlots - 1), probes = 0;; i = (i + 1) & (kNameSlots - 1)) {
 		name_slot *sl = &b->names[i];
 
 		if (sl->name == nullptr)
 			break;
-		if (sl->hash == h && std::memcmp(sl->name, s, n) == 0 && sl->name[n] == '\0')
+		if (sl->hash == h && std::memcmp(sl->name, s, n) == 0 && sl->name[n] == '\0') {
+			*len = n;
 			return sl->name;
+		}
+		if (++probes == kNameSlots)
+			return nullptr;
 	}
 	if (b->nnames >= kNameSlots * 3 / 4)
 		return nullptr;
@@ -256,7 +271,25 @@ const char *intern(buf *b, const char *s)
 	b->names[i].hash = h;
 	b->names[i].name = p;
 	b->nnames++;
+	*len = n;
 	return p;
+}
+
+const char *intern(buf *b, const char *s)
+{
+	if (s == nullptr)
+		s = "";
+	name_hit *hit = &b->hits[((uintptr_t)s >> 3) & (kHitSlots - 1)];
+	if (hit->ptr == s && std::memcmp(hit->name, s, hit->len + 1) == 0)
+		return hit->name;
+	size_t len = 0;
+	const char *name = intern_slow(b, s, &len);
+	if (name != nullptr && name[len] == '\0' && s[len] == '\0') {  /* names cut short: no hit */
+		hit->ptr = s;
+		hit->name = name;
+		hit->len = len;
+	}
+	return name;
 }
 
 /* Bytes the inputs of fn take in a record. */
@@ -622,6 +655,7 @@ void reset_all()
 		b->cur = b->ncur = nullptr;
 		b->depth = 0;
 		std::memset(b->names, 0, sizeof(b->names));
+		std::memset(b->hits, 0, sizeof(b->hits));
 		b->nnames = 0;
 		b->drops = b->unmatched = b->overflow = 0;
 		if (b->dead.load(std::memory_order_acquire)) {
