@@ -116,6 +116,10 @@ def build(torch, verbose=False):
     mod = cpp_extension.load(name=name(torch), sources=[SOURCE], build_directory=d,
                              extra_cflags=flags, verbose=verbose,
                              is_python_module=True)
+    if not os.path.isfile(os.path.join(d, name(torch) + ".so")):
+        # cpp_extension skips the build of a module this process loaded
+        # already (from another folder): a fresh process builds
+        raise RuntimeError("%s not built in %s (build it in a fresh process)" % (name(torch), d))
     tmp = os.path.join(d, STAMP + ".%d" % os.getpid())
     with open(tmp, "w") as f:
         f.write(_stamp(torch) + "\n")
