@@ -14,8 +14,8 @@ The recorder is chosen by GPROF_TORCH_OPS:
   observer (default)    one global RecordFunction callback of our own
                         (_ops_observer.cpp, built against the job's torch
                         by build_ops.py), per-thread buffers, written at
-                        the window's end; about a tenth of torch.profiler's
-                        cost per operator. Not built yet: a background
+                        the window's end (docs/AGENT.md: its cost per
+                        operator). Not built yet: a background
                         build starts and the window uses kineto-cpu; no
                         compiler: kineto-cpu; the trace's note says which.
   kineto-cpu            torch.profiler.profile(activities=[CPU],
@@ -207,7 +207,7 @@ def _observer(torch, flags, notes):
             return _Observer(mod, flags)
     if why is not None:
         notes.append("operator observer not available (%s): recorded with kineto-cpu "
-                     "(torch.profiler, about 10x the cost per operator)" % why)
+                     "(torch.profiler's CPU side, at its cost)" % why)
     elif _build is None:
         _build = build_ops.Background()
         notes.append("operator observer not built for torch %s: building it in the background "
