@@ -120,7 +120,7 @@ def child(width, modes):
 
     class Mods:
         def __init__(self):
-            self.m = gops._Modules(torch)
+            self.m = gops._Modules(torch, obs)  # the observer's own scopes, as ops.py
 
         def remove(self):
             self.m.close()

@@ -440,6 +440,73 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
 	leave(b);
 }
 
+/* A scope opened from Python (ops.py's module scopes): a user_annotation
+ * like a record_function's, without the RecordFunction (whose Python
+ * entry, torch.ops.profiler._record_function_enter_new, costs tens of
+ * microseconds a call). Its handle has the top bit set: torch's count up
+ * from 1. Returns the handle, or 0 when nothing was recorded. */
+uint64_t scope_push(const char *s)
+{
+	static thread_local uint64_t next = 0;
+	buf *b = t_buf;
+	uint64_t h = (1ull << 63) | ++next;
+	rec *r = nullptr;
+
+	if (!g_on.load(std::memory_order_relaxed))
+		return 0;
+	if (b == nullptr && (b = attach()) == nullptr)
+		return 0;
+	if (!enter(b))
+		return 0;
+	if (b->depth >= kStackDepth) {
+		b->overflow++;
+		leave(b);
+		return 0;
+	}
+	const char *name = intern(b, s);
+	if (name != nullptr)
+		r = static_cast<rec *>(carve(&b->head, &b->cur, sizeof(rec)));
+	if (r != nullptr) {
+		r->end = 0;
+		r->seq = -1;
+		r->fwd_tid = 0;
+		r->handle = h;
+		r->name = name;
+		r->size = sizeof(rec);
+		r->ninputs = 0;
+		r->scope = (uint8_t)at::RecordScope::USER_SCOPE;
+	} else {
+		b->drops++;
+	}
+	b->stack[b->depth].handle = h;
+	b->stack[b->depth].r = r;
+	b->depth++;
+	if (r != nullptr)
+		r->start = now_ns();
+	leave(b);
+	return h;
+}
+
+void scope_pop(uint64_t h)
+{
+	uint64_t t = now_ns();
+	buf *b = t_buf;
+	int i;
+
+	if (h == 0 || b == nullptr || !enter(b))
+		return;
+	for (i = b->depth - 1; i >= 0 && b->stack[i].handle != h; i--)
+		;
+	if (i < 0) {
+		b->unmatched++;
+	} else {
+		if (b->stack[i].r != nullptr)
+			b->stack[i].r->end = t;
+		b->depth = i;
+	}
+	leave(b);
+}
+
 /* ---- the file ---- */
 
 struct out {
@@ -777,7 +844,28 @@ PyObject *py_stop(PyObject *, PyObject *args)
 	                     (unsigned long long)pool);
 }
 
+PyObject *py_scope_push(PyObject *, PyObject *arg)
+{
+	const char *s = PyUnicode_AsUTF8(arg);  /* kept by the str: ops.py keeps its names */
+
+	if (s == nullptr)
+		return nullptr;
+	return PyLong_FromUnsignedLongLong(scope_push(s));
+}
+
+PyObject *py_scope_pop(PyObject *, PyObject *arg)
+{
+	unsigned long long h = PyLong_AsUnsignedLongLong(arg);
+
+	if (h == (unsigned long long)-1 && PyErr_Occurred())
+		return nullptr;
+	scope_pop(h);
+	Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+	{ "scope_push", py_scope_push, METH_O, "scope_push(name) -> handle: opens a user_annotation" },
+	{ "scope_pop", py_scope_pop, METH_O, "scope_pop(handle): closes it" },
 	{ "start", py_start, METH_VARARGS, "start(shapes, budget_bytes): records operators" },
 	{ "stop", py_stop, METH_VARARGS, "stop(path or None) -> counts: stops, writes the file" },
 	{ nullptr, nullptr, 0, nullptr },

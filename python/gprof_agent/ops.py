@@ -50,10 +50,14 @@ def _err(e):
 
 
 class _Modules:
-    """nn.Module scopes from global forward hooks, for one window."""
+    """nn.Module scopes from global forward hooks, for one window: the
+    observer's own scopes when it records (scope_push/scope_pop, a fraction
+    of a microsecond), else record_function scopes (tens of microseconds
+    each through torch.ops)."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, observer=None):
         self._torch = torch
+        self._obs = observer
         self._names = {}
         self._count = {}
         self._tls = threading.local()
@@ -74,12 +78,18 @@ class _Modules:
         stack = getattr(self._tls, "s", None)
         if stack is None:
             stack = self._tls.s = []
-        stack.append(self._torch.ops.profiler._record_function_enter_new(self._name(m), None))
+        if self._obs is not None:
+            stack.append(self._obs.scope_push(self._name(m)))
+        else:
+            stack.append(self._torch.ops.profiler._record_function_enter_new(self._name(m), None))
 
     def _post(self, m, args, out):
         stack = getattr(self._tls, "s", None)
         if stack:
-            self._torch.ops.profiler._record_function_exit(stack.pop())
+            if self._obs is not None:
+                self._obs.scope_pop(stack.pop())
+            else:
+                self._torch.ops.profiler._record_function_exit(stack.pop())
 
     def close(self):
         for h in self._handles:
@@ -162,7 +172,7 @@ class _Observer:
     """Our own RecordFunction callback (_ops_observer.cpp), built already."""
 
     def __init__(self, mod, flags):
-        self._mod = mod
+        self._mod = self.module = mod
         self._shapes = bool(flags & SHAPES)
         try:
             mb = int(os.environ.get("GPROF_TORCH_OPS_MB", "16"))
@@ -279,7 +289,7 @@ class Poller:
                                      "legacy, off" % kind)
                 self._session = mech(torch, f)
             if f & MODULES:
-                self._modules = _Modules(torch)
+                self._modules = _Modules(torch, getattr(self._session, "module", None))
             self._session.start()
         except Exception as e:  # never break the job over profiling
             self._notes.append("PyTorch operators not recorded: the profiler did not "
