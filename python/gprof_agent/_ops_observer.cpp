@@ -42,7 +42,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 #include <c10/core/ScalarType.h>
-#include <c10/core/ScalarTypeToTypeMeta.h>
+#include <c10/util/typeid.h>
 
 #include <atomic>
 #include <cerrno>
@@ -540,7 +540,7 @@ const char *dtype_name(int8_t t)
 	static thread_local std::string s;
 
 	try {
-		auto n = c10::scalarTypeToTypeMeta(static_cast<c10::ScalarType>(t)).name();
+		auto n = caffe2::TypeMeta::fromScalarType(static_cast<c10::ScalarType>(t)).name();
 		s.assign(n.data(), n.size());
 	} catch (...) {
 		s.clear();
