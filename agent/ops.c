@@ -1,9 +1,11 @@
 /*
  * ops.c: PyTorch operators in the agent's trace. During a capture window
- * python/gprof_agent runs the job's own profiler with CPU activities only
- * (never CUPTI, which the agent holds) and exports its Kineto trace to a
- * file this file names; at the burst's end the agent merges that file's
- * operators into its own trace (docs/AGENT.md, "Operators").
+ * python/gprof_agent records the job's operators (by default with its own
+ * RecordFunction observer, _ops_observer.cpp; or the job's own profiler
+ * with CPU activities only, never CUPTI, which the agent holds) and writes
+ * a Kineto-shaped trace to a file this file names; at the burst's end the
+ * agent merges that file's operators into its own trace (docs/AGENT.md,
+ * "Operators").
  *
  * Data flow of one burst:
  *   agent thread, begin (capture.c): ops_begin makes a private directory
