@@ -113,13 +113,16 @@ static void add_note(const char *fmt, ...)
 }
 
 /* Operators only when asked: on the GPU host (docs/BENCHMARKS.md,
- * docs/gpu-validation.md, 2026-11-25) they cost a window's steps about what
- * torch.profiler's CPU side costs, and the job's profiler, started beside
- * the agent's CUPTI, stays without GPU activities for the rest of the
- * process (Kineto initialises once). So a window takes them when the
+ * docs/gpu-validation.md, 2026-11-25) torch.profiler as the recorder cost
+ * a window's steps about what its CPU side costs, and the job's profiler,
+ * started beside the agent's CUPTI, stays without GPU activities for the
+ * rest of the process (Kineto initialises once); the observer (the
+ * helper's default since) starts no profiler, and its cost on the GPU host
+ * decides whether this stays opt-in. So a window takes them when the
  * request asks (--operators, or an operator option: --record-shapes,
- * --with-modules) or the job's owner does (GPROF_TORCH_OPS=kineto-cpu or
- * legacy, GPROF_TORCH_OPTS); GPROF_TORCH_OPS=off refuses them all. */
+ * --with-modules) or the job's owner does (GPROF_TORCH_OPS=observer,
+ * kineto-cpu or legacy, GPROF_TORCH_OPTS); GPROF_TORCH_OPS=off refuses
+ * them all. */
 static bool ops_wanted(int64_t options)
 {
 	const char *v = getenv("GPROF_TORCH_OPS");
