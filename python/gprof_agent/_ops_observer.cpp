@@ -408,6 +408,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
 	} catch (...) {
 		if (r != nullptr)
 			r->ninputs = 0;  /* the record stands, without its inputs */
+		else
+			b->drops++;
 	}
 	b->stack[b->depth].handle = fn.handle();
 	b->stack[b->depth].r = r;
