@@ -1,9 +1,11 @@
 /*
  * ops.c: PyTorch operators in the agent's trace. During a capture window
- * python/gprof_agent runs the job's own profiler with CPU activities only
- * (never CUPTI, which the agent holds) and exports its Kineto trace to a
- * file this file names; at the burst's end the agent merges that file's
- * operators into its own trace (docs/AGENT.md, "Operators").
+ * python/gprof_agent records the job's operators (by default with its own
+ * RecordFunction observer, _ops_observer.cpp; or the job's own profiler
+ * with CPU activities only, never CUPTI, which the agent holds) and writes
+ * a Kineto-shaped trace to a file this file names; at the burst's end the
+ * agent merges that file's operators into its own trace (docs/AGENT.md,
+ * "Operators").
  *
  * Data flow of one burst:
  *   agent thread, begin (capture.c): ops_begin makes a private directory
@@ -111,13 +113,16 @@ static void add_note(const char *fmt, ...)
 }
 
 /* Operators only when asked: on the GPU host (docs/BENCHMARKS.md,
- * docs/gpu-validation.md, 2026-11-25) they cost a window's steps about what
- * torch.profiler's CPU side costs, and the job's profiler, started beside
- * the agent's CUPTI, stays without GPU activities for the rest of the
- * process (Kineto initialises once). So a window takes them when the
+ * docs/gpu-validation.md, 2026-11-25) torch.profiler as the recorder cost
+ * a window's steps about what its CPU side costs, and the job's profiler,
+ * started beside the agent's CUPTI, stays without GPU activities for the
+ * rest of the process (Kineto initialises once); the observer (the
+ * helper's default since) starts no profiler, and its cost on the GPU host
+ * decides whether this stays opt-in. So a window takes them when the
  * request asks (--operators, or an operator option: --record-shapes,
- * --with-modules) or the job's owner does (GPROF_TORCH_OPS=kineto-cpu or
- * legacy, GPROF_TORCH_OPTS); GPROF_TORCH_OPS=off refuses them all. */
+ * --with-modules) or the job's owner does (GPROF_TORCH_OPS=observer,
+ * kineto-cpu or legacy, GPROF_TORCH_OPTS); GPROF_TORCH_OPS=off refuses
+ * them all. */
 static bool ops_wanted(int64_t options)
 {
 	const char *v = getenv("GPROF_TORCH_OPS");

@@ -18,11 +18,22 @@ Modes:
   kcpu_all       record_shapes plus module scopes
   legacy         torch.autograd.profiler_legacy (no Kineto at all)
   tp, tp_shapes  torch.profiler CPU+CUDA (without / with record_shapes)
+  none           nothing (the drift between two stretches of steps)
+  obs            the agent's operator observer (python/gprof_agent/
+                 _ops_observer.cpp: one RecordFunction callback), built
+                 with build_ops before the first step if it is not yet
+  obs_shapes     the same with input shapes
+  obs_mods       obs plus the module scopes (ops.py's own _Modules hooks)
+  obs_all        shapes plus module scopes
 The loop: 6 x (Linear(width) + GELU), AdamW, batch 256, each step
-synchronised (as bench/after_burst.py).
+synchronised (as bench/after_burst.py); --device cpu runs it on the CPU
+(no CUDA: the tp modes then record CPU only). Each mode's line also gives
+its cost per recorded operator: (window - reference step) / operators a
+step.
 
   torch_ops_cost.py [--widths 2048,256] [--rounds 3] [--modes ...]
                     [--warm 200] [--gap 150] [--window 100] [--out F]
+                    [--device cuda|cpu] [--batch 256]
 Child stderr carries "mode X start/stop" markers, so a CUPTI spy
 (bench/cupti_spy.c, LD_PRELOAD) shows which mode made which CUPTI call."""
 import argparse
@@ -42,6 +53,8 @@ ap.add_argument("--warm", type=int, default=200)
 ap.add_argument("--gap", type=int, default=150)
 ap.add_argument("--window", type=int, default=100)
 ap.add_argument("--out")
+ap.add_argument("--device", default="cuda")
+ap.add_argument("--batch", type=int, default=256)
 ap.add_argument("--child", help=argparse.SUPPRESS)
 a = ap.parse_args()
 CUPTI_MODES = ("tp", "tp_shapes")
@@ -50,19 +63,20 @@ CUPTI_MODES = ("tp", "tp_shapes")
 def child(width, modes):
     import torch
     torch.manual_seed(0)
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
     layers = []
     for _ in range(6):
         layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
     model = torch.nn.Sequential(*layers).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randn(256, width, device=dev)
+    x = torch.randn(a.batch, width, device=dev)
 
     def step():
         opt.zero_grad(set_to_none=True)
         model(x).square().mean().backward()
         opt.step()
-        torch.cuda.synchronize()
+        sync()
 
     def timed(n):
         out = []
@@ -87,9 +101,42 @@ def child(width, modes):
         if stack:
             stack.pop().__exit__(None, None, None)
 
+    obs = None
+    if any(m.startswith("obs") for m in modes):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        from gprof_agent import build_ops, ops as gops
+        obs = build_ops.load_built(torch) or build_ops.build(torch)
+
+    class Obs:
+        def __init__(self, shapes):
+            obs.start(shapes, 256 << 20)
+
+        def stop(self):
+            self.path = tempfile.mktemp(suffix=".json")
+            self.stats = obs.stop(self.path)
+
+        def export_chrome_trace(self, path):
+            os.rename(self.path, path)
+
+    class Mods:
+        def __init__(self):
+            self.m = gops._Modules(torch, obs)  # the observer's own scopes, as ops.py
+
+        def remove(self):
+            self.m.close()
+
+    class Nothing:
+        def stop(self):
+            pass
+
     def start(mode):
         P = torch.profiler
         hooks = []
+        if mode == "none":
+            return Nothing(), hooks
+        if mode.startswith("obs"):
+            hooks = [Mods()] if mode in ("obs_mods", "obs_all") else []
+            return Obs(mode in ("obs_shapes", "obs_all")), hooks
         if mode in ("kcpu_mods", "kcpu_all"):
             hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
                      torch.nn.modules.module.register_module_forward_hook(post)]
@@ -98,7 +145,7 @@ def child(width, modes):
             prof.__enter__()
             return prof, hooks
         acts = [P.ProfilerActivity.CPU]
-        if mode in CUPTI_MODES:
+        if mode in CUPTI_MODES and a.device == "cuda":
             acts.append(P.ProfilerActivity.CUDA)
         prof = P.profile(activities=acts,
                          record_shapes=mode in ("kcpu_shapes", "kcpu_all", "tp_shapes"))
@@ -127,15 +174,24 @@ def child(width, modes):
         t1 = time.perf_counter_ns()
         path = tempfile.mktemp(suffix=".json")
         nev = ops = -1
+        mods = 0
         try:
+            if mode == "none":
+                raise StopIteration
             prof.export_chrome_trace(path)
             with open(path) as f:
                 tr = json.load(f)
             evs = tr["traceEvents"] if isinstance(tr, dict) else tr
             nev = len(evs)
-            ops = sum(1 for e in evs if e.get("cat") == "cpu_op")
-            mods = sum(1 for e in evs if str(e.get("name", "")).startswith("nn.Module"))
+            # (a torch built without Kineto exports the legacy profiler's
+            # events: no cat)
+            ops = sum(1 for e in evs if e.get("cat") == "cpu_op" or
+                      (e.get("ph") == "X" and "cat" not in e))
+            mods = sum(1 for e in evs if str(e.get("name", "")).startswith("nn.Module") and
+                       e.get("ph") == "X")
             os.unlink(path)
+        except StopIteration:
+            pass
         except Exception as e:
             mods = "export failed: %s" % e
         t2 = time.perf_counter_ns()
@@ -145,7 +201,9 @@ def child(width, modes):
                     "win_ms": statistics.median(win) / 1e6,
                     "ratio": statistics.median(win) / statistics.median(ref),
                     "stop_ms": (t1 - t0) / 1e6, "export_ms": (t2 - t1) / 1e6,
-                    "events": nev, "cpu_ops": ops, "modules": mods})
+                    "events": nev, "cpu_ops": ops, "modules": mods,
+                    "us_per_op": ((statistics.median(win) - statistics.median(ref)) / 1e3 /
+                                  (ops / a.window) if ops and ops > 0 else None)})
     print(json.dumps({"torch": torch.__version__, "width": width, "results": res}), flush=True)
 
 
@@ -158,13 +216,15 @@ modes = a.modes.split(",")
 plain = [m for m in modes if m not in CUPTI_MODES]
 last = [m for m in modes if m in CUPTI_MODES]
 allres = {}
+perop = {}
 out = open(a.out, "w") if a.out else None
 for r in range(a.rounds):
     for w in a.widths.split(","):
         k = r % len(plain) if plain else 0
         order = plain[k:] + plain[:k] + last
         p = subprocess.run([sys.executable, __file__, "--child", "%s:%s" % (w, ",".join(order)),
-                            "--warm", str(a.warm), "--gap", str(a.gap), "--window", str(a.window)],
+                            "--warm", str(a.warm), "--gap", str(a.gap), "--window", str(a.window),
+                            "--device", a.device, "--batch", str(a.batch)],
                            capture_output=True, text=True)
         spy = [l for l in p.stderr.splitlines() if l.startswith(("cupti-spy", "mode "))]
         if p.returncode != 0 or not p.stdout.strip():
@@ -177,9 +237,12 @@ for r in range(a.rounds):
                 print("  %-12s ERROR %s" % (x["mode"], x["error"]))
                 continue
             print("  %-12s ratio %.3f  ref %.3f ms  win %.3f ms  stop %.1f ms  export %.1f ms  "
-                  "events %s cpu_ops %s modules %s" % (x["mode"], x["ratio"], x["ref_ms"], x["win_ms"],
-                                                      x["stop_ms"], x["export_ms"], x["events"],
-                                                      x["cpu_ops"], x["modules"]))
+                  "events %s cpu_ops %s modules %s  %s us/op" % (
+                      x["mode"], x["ratio"], x["ref_ms"], x["win_ms"], x["stop_ms"], x["export_ms"],
+                      x["events"], x["cpu_ops"], x["modules"],
+                      "%.3f" % x["us_per_op"] if x.get("us_per_op") is not None else "-"))
+            if x.get("us_per_op") is not None:
+                perop.setdefault((w, x["mode"]), []).append(x["us_per_op"])
             allres.setdefault((w, x["mode"]), []).append(x["ratio"])
         if spy:
             print("  cupti calls by mode:")
@@ -196,4 +259,7 @@ for r in range(a.rounds):
             out.flush()
 print("medians over rounds (step inflation during the window):")
 for (w, m), v in sorted(allres.items()):
+    print("  width %-5s %-12s %.3f  (rounds: %s)" % (w, m, statistics.median(v), " ".join("%.3f" % x for x in v)))
+print("medians over rounds (cost per recorded operator, us):")
+for (w, m), v in sorted(perop.items()):
     print("  width %-5s %-12s %.3f  (rounds: %s)" % (w, m, statistics.median(v), " ".join("%.3f" % x for x in v)))

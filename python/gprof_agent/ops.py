@@ -2,16 +2,23 @@
 
 At each optimizer step gprof_agent's one call (gprof_step_memory) says
 whether a window that takes operators is open (GPROF_STEP_OPS); only then,
-and while its profiler runs, does it ask what the window wants
+and while its recorder runs, does it ask what the window wants
 (gprof_window_flags: the options, the window's number). When a window
-that takes operators opens, the job's own profiler starts, recording CPU
-activities only (the agent holds CUPTI: the profiler never asks for it);
-at the first step after the window's end it stops and exports its Kineto
-trace to the private file the agent named (gprof_ops_path), and says so
-(gprof_ops_done); the agent merges the operators into its trace.
+that takes operators opens, a recorder starts (never CUPTI: the agent
+holds it); at the first step after the window's end it stops and writes a
+Kineto-shaped trace to the private file the agent named (gprof_ops_path),
+and says so (gprof_ops_done); the agent merges the operators into its
+trace.
 
-The mechanism is chosen by GPROF_TORCH_OPS:
-  kineto-cpu (default)  torch.profiler.profile(activities=[CPU],
+The recorder is chosen by GPROF_TORCH_OPS:
+  observer (default)    one global RecordFunction callback of our own
+                        (_ops_observer.cpp, built against the job's torch
+                        by build_ops.py), per-thread buffers, written at
+                        the window's end (docs/AGENT.md: its cost per
+                        operator). Not built yet: a background
+                        build starts and the window uses kineto-cpu; no
+                        compiler: kineto-cpu; the trace's note says which.
+  kineto-cpu            torch.profiler.profile(activities=[CPU],
                         record_shapes=<--record-shapes>,
                         with_modules=<--with-modules>)
   legacy                torch.autograd.profiler.profile(use_kineto=False),
@@ -20,7 +27,9 @@ The mechanism is chosen by GPROF_TORCH_OPS:
 --with-modules also puts an "nn.Module: <Class>_<n>" scope (a
 record_function, so a user_annotation) around each module's forward, from
 global module hooks registered for the window only: eager PyTorch's
-with_modules records nothing without TorchScript.
+with_modules records nothing without TorchScript. GPROF_TORCH_OPS_MB (16)
+bounds the observer's memory; operators past it are dropped and counted
+in the note.
 
 Rules: nothing here changes what the job computes; outside a window it
 costs nothing beyond the step's own call; every exception is swallowed, and its
@@ -41,10 +50,14 @@ def _err(e):
 
 
 class _Modules:
-    """nn.Module scopes from global forward hooks, for one window."""
+    """nn.Module scopes from global forward hooks, for one window: the
+    observer's own scopes when it records (scope_push/scope_pop, a fraction
+    of a microsecond), else record_function scopes (tens of microseconds
+    each through torch.ops)."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, observer=None):
         self._torch = torch
+        self._obs = observer
         self._names = {}
         self._count = {}
         self._tls = threading.local()
@@ -65,12 +78,18 @@ class _Modules:
         stack = getattr(self._tls, "s", None)
         if stack is None:
             stack = self._tls.s = []
-        stack.append(self._torch.ops.profiler._record_function_enter_new(self._name(m), None))
+        if self._obs is not None:
+            stack.append(self._obs.scope_push(self._name(m)))
+        else:
+            stack.append(self._torch.ops.profiler._record_function_enter_new(self._name(m), None))
 
     def _post(self, m, args, out):
         stack = getattr(self._tls, "s", None)
         if stack:
-            self._torch.ops.profiler._record_function_exit(stack.pop())
+            if self._obs is not None:
+                self._obs.scope_pop(stack.pop())
+            else:
+                self._torch.ops.profiler._record_function_exit(stack.pop())
 
     def close(self):
         for h in self._handles:
@@ -149,7 +168,69 @@ class _Legacy:
             json.dump({"baseTimeNanoseconds": t0, "traceEvents": out}, f)
 
 
+class _Observer:
+    """Our own RecordFunction callback (_ops_observer.cpp), built already."""
+
+    def __init__(self, mod, flags):
+        self._mod = self.module = mod
+        self._shapes = bool(flags & SHAPES)
+        try:
+            mb = int(os.environ.get("GPROF_TORCH_OPS_MB", "16"))
+        except ValueError:
+            mb = 16
+        self._budget = max(1, min(mb, 4096)) << 20
+        self.note = None
+        self.stats = None
+
+    def start(self):
+        self._mod.start(self._shapes, self._budget)
+
+    def stop(self, path):
+        st = self.stats = self._mod.stop(path)
+        lost = []
+        if st["drops"]:
+            lost.append("%d operators dropped: the observer's memory (GPROF_TORCH_OPS_MB=%d) "
+                        "was full" % (st["drops"], self._budget >> 20))
+        if st["overflow"]:
+            lost.append("%d operators nested deeper than 256 left out" % st["overflow"])
+        # operators still open at the stop are left out without a note: the
+        # stop runs inside torch's Optimizer.step#... scope (post-hooks run
+        # in it), so every window has one
+        self.note = "; ".join(lost) or None
+
+
 MECHANISMS = {"kineto-cpu": _KinetoCpu, "legacy": _Legacy}
+_build = None  # build_ops.Background, once per process
+
+
+def _observer(torch, flags, notes):
+    """The observer for a window, or None (notes say why: the window then
+    uses kineto-cpu). Never compiles here: a build runs in the background."""
+    global _build
+    from . import build_ops
+    why = build_ops.missing_tools(torch)
+    if why is None:
+        try:
+            mod = build_ops.load_built(torch)
+        except Exception as e:  # a library that does not load: say so, use kineto-cpu
+            mod, why = None, "its library does not load: %s" % _err(e)
+        if mod is not None:
+            return _Observer(mod, flags)
+    if why is not None:
+        notes.append("operator observer not available (%s): recorded with kineto-cpu "
+                     "(torch.profiler's CPU side, at its cost)" % why)
+    elif _build is None:
+        _build = build_ops.Background()
+        notes.append("operator observer not built for torch %s: building it in the background "
+                     "(python3 -m gprof_agent.build_ops does it ahead); this window recorded "
+                     "with kineto-cpu" % torch.__version__)
+    elif not _build.done:
+        notes.append("operator observer still building in the background: this window "
+                     "recorded with kineto-cpu")
+    else:
+        notes.append("operator observer not available (%s): recorded with kineto-cpu"
+                     % (_build.error or "built, but not loadable"))
+    return None
 
 
 class Poller:
@@ -171,6 +252,7 @@ class Poller:
         self._modules = None
         self._path = None
         self._notes = []
+        self.last_stats = None  # the observer's counts for the last window (tests)
 
     def active(self):
         """A profiler runs for a window (poll every step until it ends)."""
@@ -197,14 +279,19 @@ class Poller:
                                "path records them)" % ", ".join(asked))
         try:
             import torch
-            kind = os.environ.get("GPROF_TORCH_OPS", self._kind)  # per window: benchmarks
-            mech = MECHANISMS.get(kind)
-            if mech is None:
-                raise ValueError("GPROF_TORCH_OPS=%s is not one of kineto-cpu, legacy, off"
-                                 % kind)
-            self._session = mech(torch, f)
+            kind = os.environ.get("GPROF_TORCH_OPS") or self._kind  # per window: benchmarks
+            if kind == "observer":
+                self._session = _observer(torch, f, self._notes)
+                if self._session is None:
+                    kind = "kineto-cpu"
+            if self._session is None:
+                mech = MECHANISMS.get(kind)
+                if mech is None:
+                    raise ValueError("GPROF_TORCH_OPS=%s is not one of observer, kineto-cpu, "
+                                     "legacy, off" % kind)
+                self._session = mech(torch, f)
             if f & MODULES:
-                self._modules = _Modules(torch)
+                self._modules = _Modules(torch, getattr(self._session, "module", None))
             self._session.start()
         except Exception as e:  # never break the job over profiling
             self._notes.append("PyTorch operators not recorded: the profiler did not "
@@ -226,6 +313,7 @@ class Poller:
         if self._session is not None:
             try:
                 self._session.stop(self._path)
+                self.last_stats = getattr(self._session, "stats", None)
                 if getattr(self._session, "note", None):
                     self._notes.append(self._session.note)
             except Exception as e:
@@ -246,7 +334,7 @@ def poller(lib):
     """The poll to run after each step, or None (an agent without operator
     support). With GPROF_TORCH_OPS=off the agent offers no window operators,
     so the poll starts nothing."""
-    kind = os.environ.get("GPROF_TORCH_OPS", "kineto-cpu")
+    kind = os.environ.get("GPROF_TORCH_OPS") or "observer"
     try:
         return Poller(lib, kind)
     except AttributeError:

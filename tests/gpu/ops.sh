@@ -4,11 +4,15 @@
 #
 # Cost: bench/capture_overhead.py in one process per width (2048, 256) and
 # round (OPS_ROUNDS, default 3): steps before, during and after each window
-# (OPS_WINDOW steps, default 120), configs interleaved OPS_REPEAT times:
+# (OPS_WINDOW steps, default 120), configs interleaved OPS_REPEAT times,
+# torch.profiler's OPS_TORCH_REPEAT times (default 1) at the end:
 #   none                              nothing (chance drift)
 #   agent+GPROF_TORCH_OPS=off         the agent without operators
-#   agent                             operators (torch.profiler CPU-only, merged)
-#   agent+GPROF_TORCH_OPTS=shapes     operators with input shapes
+#   agent+GPROF_TORCH_OPS=observer    operators from the observer (the default;
+#                                     build it first: python3 -m gprof_agent.build_ops,
+#                                     with the same TORCH_EXTENSIONS_DIR)
+#   agent+GPROF_TORCH_OPS=observer+GPROF_TORCH_OPTS=shapes   with input shapes
+#   agent+GPROF_TORCH_OPS=kineto-cpu  operators from torch.profiler CPU-only
 #   agent+GPROF_TORCH_OPS=legacy      the autograd profiler without Kineto
 #   torch-cpu, torch-cpu-shapes       torch.profiler CPU+CUDA (+record_shapes), last
 # Every window is printed; tests/gpu/ops_check.py prints each config's
@@ -36,7 +40,7 @@ log "$(python3 -c 'import torch; print("torch", torch.__version__)')"
 gpid=$!
 for i in $(seq 100); do grep -q " running: " "$OUT/ops-gprofd.log" && break; sleep 0.1; done
 
-cfgs=${OPS_CONFIGS:-none,agent+GPROF_TORCH_OPS=off,agent,agent+GPROF_TORCH_OPTS=shapes,agent+GPROF_TORCH_OPS=legacy,torch-cpu,torch-cpu-shapes}
+cfgs=${OPS_CONFIGS:-none,agent+GPROF_TORCH_OPS=off,agent+GPROF_TORCH_OPS=observer,agent+GPROF_TORCH_OPS=observer+GPROF_TORCH_OPTS=shapes,agent+GPROF_TORCH_OPS=kineto-cpu,torch-cpu,torch-cpu-shapes}
 rm -f "$OUT/ops.jsonl"
 for r in $(seq "${OPS_ROUNDS:-3}"); do
 	for w in 2048 256; do
@@ -44,7 +48,8 @@ for r in $(seq "${OPS_ROUNDS:-3}"); do
 			PYTHONPATH=$root/python GPROF_AGENT_TRACE_DIR=$work \
 			python3 "$root/bench/capture_overhead.py" --gprofctl "$B/gprofctl" \
 			--out "$OUT/ops.jsonl" --tag "r$r" --width "$w" --window "${OPS_WINDOW:-120}" \
-			--repeat "${OPS_REPEAT:-3}" --configs "$cfgs" 2>&1 | sed "s/^/  r$r w$w /" |
+			--repeat "${OPS_REPEAT:-3}" --torch-repeat "${OPS_TORCH_REPEAT:-1}" \
+			--configs "$cfgs" 2>&1 | sed "s/^/  r$r w$w /" |
 			tee -a "$OUT/ops-summary.txt"
 	done
 done
