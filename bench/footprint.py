@@ -308,7 +308,9 @@ def main():
     ap.add_argument("--json", help="also write every round here")
     a = ap.parse_args()
     if a.client_cpus:
-        os.sched_setaffinity(0, a.client_cpus)  # the clients inherit it
+        # the clients inherit it; the daemons get the CPUs we had, if not told
+        a.daemon_cpus = a.daemon_cpus or os.sched_getaffinity(0)
+        os.sched_setaffinity(0, a.client_cpus)
     kind_b, path_b = ("dynolog", a.dynolog) if a.dynolog else ("gprofd", a.other)
     label_b = a.label_b or ("Dynolog" if a.dynolog else "other gprofd")
     targets = [(a.label_a, "gprofd", a.gprofd), (label_b, kind_b, path_b)]
