@@ -5,8 +5,10 @@ build of gprofd.
 
 usage: bench/footprint.py GPROFD (--dynolog PATH | --other GPROFD2)
                           [--rounds 5] [--idle-s 30] [--requests 400]
-                          [--clients 8] [--fill-s 31] [--label-a A --label-b B]
-                          [--nice N]
+                          [--clients 8] [--fill-s 31] [--fill-rounds N]
+                          [--label-a A --label-b B] [--nice N]
+                          [--daemon-cpus 0-1 --client-cpus 2-15]
+                          [--cclient build/bench/bench-getstatus]
 
 Each round starts each daemon afresh, in alternating order (A B, then B A),
 and measures, one after the other:
@@ -14,11 +16,14 @@ and measures, one after the other:
   seq p50/p99  getStatus over a fresh TCP connection each, one client (us)
   8c p50/p99   the same from --clients processes at once (us; every
                request of every client counted)
+  C8c p50/p99  with --cclient: the same from the threads of one C process
+               (bench-getstatus), --clients of them, as many requests (us)
   cpu          CPU time over --idle-s idle seconds, all threads (ms,
                /proc/PID/task/*/schedstat)
   pss_anon     private memory (Pss_Anon of /proc/PID/smaps_rollup) and RSS
   rss          at the end of the idle time (kB)
-  full         gprofd only, with --fill-s > 0: Pss_Anon once its default
+  full         gprofd only, with --fill-s > 0 (in the first --fill-rounds
+               rounds; all by default): Pss_Anon once its default
                300-sample history is full (a daemon started with
                sampling.interval 100 ms and history 30 s, which holds the
                same 300 samples as the defaults, 1 s and 300 s), in kB
@@ -29,7 +34,11 @@ With --control, each round also times the 8 clients against a do-nothing
 serial server (Python, standard library: accept, read, reply, close): the
 tail the machine and the clients give by themselves, without a daemon.
 Both daemons sample host metrics every second (Dynolog:
---kernel_monitor_reporting_interval_s 1). Every round is printed, then the
+--kernel_monitor_reporting_interval_s 1). --dynolog may name a wrapper that
+execs Dynolog (its process is the one measured). With --daemon-cpus and
+--client-cpus (taskset's lists), the daemons (and the control server) run on
+the one set of cores and this script and its clients on the other, so the
+clients' own CPU wait is not the daemons' tail. Every round is printed, then the
 medians and the ratios A/B. The benchmark builds nothing: bench/README.md
 says how to build main's gprofd into a second directory.
 """
@@ -91,6 +100,13 @@ def concurrent(port, clients, n):
     return [x for part in lat for x in part]
 
 
+def cclient(path, port, clients, n):
+    """The 8-client measure from bench-getstatus's threads: their times."""
+    out = subprocess.run([path, str(port), str(clients), str(n)], capture_output=True,
+                         text=True, check=True).stdout
+    return [float(x) for x in out.split()]
+
+
 def cpu_ns(pid):
     total = 0
     for t in os.listdir("/proc/%d/task" % pid):
@@ -112,8 +128,30 @@ def memory_kb(pid):
     return out["Pss_Anon"], out["Rss"]
 
 
+def cpu_list(text):
+    """taskset's spelling, "0-1,4", as a set of CPUs."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def placed(nice=0, cpus=None):
+    """What a child runs before exec: its nice value and its CPUs."""
+    if not nice and not cpus:
+        return None
+
+    def pre():
+        if nice:
+            os.nice(nice)
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    return pre
+
+
 class Daemon:
-    def __init__(self, kind, path, tmp, yaml="", nice=0):
+    def __init__(self, kind, path, tmp, yaml="", nice=0, cpus=None):
         self.port = free_port()
         self.mport = free_port()
         os.makedirs(tmp, exist_ok=True)
@@ -131,7 +169,7 @@ class Daemon:
         self.log = open(os.path.join(tmp, "log"), "w")
         self.t0 = time.perf_counter()
         self.p = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                  preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                                  preexec_fn=placed(nice, cpus))
         while True:  # polled: the reply itself is what is timed
             try:
                 get_status(self.port)
@@ -165,23 +203,26 @@ def scrape(port):
     return out
 
 
-def measure(kind, path, tmp, a):
-    d = Daemon(kind, path, tmp, nice=a.nice)
+def measure(kind, path, tmp, a, fill=True):
+    d = Daemon(kind, path, tmp, nice=a.nice, cpus=a.daemon_cpus)
     try:
         r = {"startup_ms": d.startup_ms}
         seq = [get_status(d.port) for _ in range(a.requests)]
         r["seq_p50"], r["seq_p99"] = pct(seq, 0.5), pct(seq, 0.99)
         con = concurrent(d.port, a.clients, a.requests // a.clients * 2)
         r["c_p50"], r["c_p99"] = pct(con, 0.5), pct(con, 0.99)
+        if a.cclient:
+            con = cclient(a.cclient, d.port, a.clients, a.requests // a.clients * 2)
+            r["cc_p50"], r["cc_p99"] = pct(con, 0.5), pct(con, 0.99)
         c0 = cpu_ns(d.p.pid)
         time.sleep(a.idle_s)
         r["cpu_ms"] = (cpu_ns(d.p.pid) - c0) / 1e6
         r["pss_anon_kb"], r["rss_kb"] = memory_kb(d.p.pid)
     finally:
         d.stop()
-    if kind == "gprofd" and a.fill_s > 0:
+    if kind == "gprofd" and a.fill_s > 0 and fill:
         d = Daemon(kind, path, tmp + "-fill", "sampling:\n  interval: 100\n  history: 30s\n",
-                   nice=a.nice)
+                   nice=a.nice, cpus=a.daemon_cpus)
         try:
             time.sleep(a.fill_s)
             r["full_kb"] = memory_kb(d.p.pid)[0]
@@ -210,11 +251,16 @@ while True:
 
 def control(a):
     port = free_port()
-    p = subprocess.Popen([sys.executable, "-c", CONTROL, str(port)], stdout=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, "-c", CONTROL, str(port)], stdout=subprocess.PIPE,
+                         preexec_fn=placed(0, a.daemon_cpus))
     try:
         p.stdout.readline()
         lat = concurrent(port, a.clients, a.requests // a.clients * 2)
-        return {"c_p50": pct(lat, 0.5), "c_p99": pct(lat, 0.99)}
+        r = {"c_p50": pct(lat, 0.5), "c_p99": pct(lat, 0.99)}
+        if a.cclient:
+            lat = cclient(a.cclient, port, a.clients, a.requests // a.clients * 2)
+            r["cc_p50"], r["cc_p99"] = pct(lat, 0.5), pct(lat, 0.99)
+        return r
     finally:
         p.terminate()
         p.wait()
@@ -222,7 +268,8 @@ def control(a):
 
 COLS = [("startup_ms", "startup ms", "%.1f"), ("seq_p50", "seq p50 us", "%.0f"),
         ("seq_p99", "seq p99 us", "%.0f"), ("c_p50", "8c p50 us", "%.0f"),
-        ("c_p99", "8c p99 us", "%.0f"), ("cpu_ms", "cpu ms", "%.1f"),
+        ("c_p99", "8c p99 us", "%.0f"), ("cc_p50", "C8c p50 us", "%.0f"),
+        ("cc_p99", "C8c p99 us", "%.0f"), ("cpu_ms", "cpu ms", "%.1f"),
         ("pss_anon_kb", "Pss_Anon kB", "%d"), ("rss_kb", "RSS kB", "%d"),
         ("full_kb", "full kB", "%d"), ("series", "series", "%d"),
         ("hist_b", "B/sample", "%.0f")]
@@ -244,13 +291,26 @@ def main():
     ap.add_argument("--requests", type=int, default=400)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--fill-s", type=float, default=31)
+    ap.add_argument("--fill-rounds", type=int,
+                    help="the full-history memory in the first N rounds only (default: all)")
     ap.add_argument("--label-a", default="gprofd")
     ap.add_argument("--label-b")
     ap.add_argument("--control", action="store_true",
                     help="also time the clients against a do-nothing serial server")
     ap.add_argument("--nice", type=int, default=0, help="start both daemons at this nice")
+    ap.add_argument("--daemon-cpus", type=cpu_list,
+                    help="run the daemons and the control server on these CPUs (e.g. 0-1)")
+    ap.add_argument("--client-cpus", type=cpu_list,
+                    help="run this script and its clients on these CPUs (e.g. 2-15)")
+    ap.add_argument("--cclient", metavar="BENCH_GETSTATUS",
+                    help="also time the concurrent clients as threads of this C program "
+                    "(build/bench/bench-getstatus)")
     ap.add_argument("--json", help="also write every round here")
     a = ap.parse_args()
+    if a.client_cpus:
+        # the clients inherit it; the daemons get the CPUs we had, if not told
+        a.daemon_cpus = a.daemon_cpus or os.sched_getaffinity(0)
+        os.sched_setaffinity(0, a.client_cpus)
     kind_b, path_b = ("dynolog", a.dynolog) if a.dynolog else ("gprofd", a.other)
     label_b = a.label_b or ("Dynolog" if a.dynolog else "other gprofd")
     targets = [(a.label_a, "gprofd", a.gprofd), (label_b, kind_b, path_b)]
@@ -265,7 +325,7 @@ def main():
             order = targets if i % 2 == 0 else targets[::-1]
             for label, kind, path in order:
                 r = measure(kind, path, os.path.join(tmp, "%d-%d" % (i, targets.index(
-                    (label, kind, path)))), a)
+                    (label, kind, path)))), a, a.fill_rounds is None or i < a.fill_rounds)
                 rounds[label].append(r)
                 print(row("%d: %s" % (i + 1, label), r), flush=True)
             if a.control:
@@ -276,17 +336,21 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     med = {}
     for label in rounds:
-        med[label] = {k: statistics.median(r[k] for r in rounds[label])
-                      for k, _, _ in COLS if all(k in r for r in rounds[label])}
+        # a column some rounds lack (full kB with --fill-rounds): the median
+        # of those that have it
+        med[label] = {k: statistics.median(r[k] for r in rounds[label] if k in r)
+                      for k, _, _ in COLS if any(k in r for r in rounds[label])}
         print(row("median: " + label, med[label]))
     A, B = med[a.label_a], med[label_b]
     print("| ratio %s/%s | %s |" % (a.label_a, label_b, " | ".join(
         ("%.2fx" % (A[k] / B[k])) if k in A and k in B and B[k] else "-" for k, _, _ in COLS)))
     for label in rounds:
         m = med[label]
-        print("%s: 8-client p99 / p50 = %.1f (median of rounds: %s)" % (
-            label, m["c_p99"] / m["c_p50"],
-            ", ".join("%.1f" % (r["c_p99"] / r["c_p50"]) for r in rounds[label])))
+        for k, what in (("c", "8-client"), ("cc", "8-client C")):
+            if k + "_p50" in m:
+                print("%s: %s p99 / p50 = %.1f (medians; by round: %s)" % (
+                    label, what, m[k + "_p99"] / m[k + "_p50"], ", ".join(
+                        "%.1f" % (r[k + "_p99"] / r[k + "_p50"]) for r in rounds[label])))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rounds, f, indent=1)

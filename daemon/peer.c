@@ -25,6 +25,9 @@
 
 #include "peer.h"
 
+/* gid: the peer's primary group, or (gid_t)-1 for its account's (looked up
+ * here, and only here: with no admin_group, or for root, no account is
+ * read for a connection). */
 static bool in_admin_group(uid_t uid, gid_t gid, const char *group)
 {
 	struct group *gr;
@@ -36,11 +39,13 @@ static bool in_admin_group(uid_t uid, gid_t gid, const char *group)
 	gr = getgrnam(group);
 	if (gr == NULL)
 		return false;
-	if (gid == gr->gr_gid)
+	if (gid != (gid_t)-1 && gid == gr->gr_gid)
 		return true;
 	pw = getpwuid(uid);
 	if (pw == NULL)
 		return false;
+	if (gid == (gid_t)-1 && pw->pw_gid == gr->gr_gid)
+		return true;
 	for (m = gr->gr_mem; *m != NULL; m++)
 		if (strcmp(*m, pw->pw_name) == 0)
 			return true;
@@ -104,6 +109,21 @@ static bool lookup_table(const char *table, const char *local, int lport, const 
 	return found;
 }
 
+/* The sock_diag socket, opened at the first lookup and kept: one socket()
+ * and close() fewer for every loopback connection accepted (issue 25: the
+ * identification of each connection of an accept batch is paid before any
+ * of their requests is read, and was most of gprofd's 8-client tail above
+ * Dynolog's). Loop thread only; dropped on any error, reopened next time. */
+static int diag_fd = -1;
+static uint32_t diag_seq;
+
+static void diag_drop(void)
+{
+	if (diag_fd >= 0)
+		close(diag_fd);
+	diag_fd = -1;
+}
+
 /* Asks the kernel for the client's own socket (source = the peer's
  * address, destination = ours) and its owner. true only when found and
  * still held by a process: a timewait or orphaned socket (inode 0) has no
@@ -118,15 +138,14 @@ static bool diag_uid(const union peer_addr *remote, const union peer_addr *local
 		struct nlmsghdr h;
 		char buf[1024];
 	} rep;
-	const struct nlmsghdr *h = &rep.h;
-	bool found = false;
+	bool found = false, done = false;
 	ssize_t n;
-	int fd;
 
 	memset(&req, 0, sizeof(req));
 	req.nlh.nlmsg_len = sizeof(req);
 	req.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
 	req.nlh.nlmsg_flags = NLM_F_REQUEST;
+	req.nlh.nlmsg_seq = ++diag_seq;
 	req.r.sdiag_family = (uint8_t)remote->sa.sa_family;
 	req.r.sdiag_protocol = IPPROTO_TCP;
 	req.r.idiag_states = ~0u;
@@ -146,20 +165,38 @@ static bool diag_uid(const union peer_addr *remote, const union peer_addr *local
 		memcpy(req.r.id.idiag_src, &r6->sin6_addr, 16);
 		memcpy(req.r.id.idiag_dst, &l6->sin6_addr, 16);
 	}
-	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (fd < 0)
+	if (diag_fd < 0)
+		diag_fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (diag_fd < 0)
 		return false;
-	if (send(fd, &req, sizeof(req), 0) == (ssize_t)sizeof(req) &&
-	    (n = recv(fd, rep.buf, sizeof(rep.buf), 0)) > 0 && NLMSG_OK(h, (size_t)n) &&
-	    h->nlmsg_type == SOCK_DIAG_BY_FAMILY) {
-		const struct inet_diag_msg *m = NLMSG_DATA(h);
+	if (send(diag_fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req)) {
+		diag_drop();
+		return false;
+	}
+	/* The kernel answers within send(): the reply (the socket, or an error
+	 * such as ENOENT) is queued already. A reply to an earlier request (its
+	 * sequence number) is skipped, so none is ever taken for this one. */
+	while (!done && (n = recv(diag_fd, rep.buf, sizeof(rep.buf), MSG_DONTWAIT)) > 0) {
+		const struct nlmsghdr *h;
+		size_t left = (size_t)n;
 
-		if (m->idiag_inode != 0) {
-			*uid = m->idiag_uid;
-			found = true;
+		for (h = &rep.h; !done && NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+			if (h->nlmsg_seq != req.nlh.nlmsg_seq)
+				continue;
+			done = true;
+			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+			    h->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+				const struct inet_diag_msg *m = NLMSG_DATA(h);
+
+				if (m->idiag_inode != 0) {
+					*uid = m->idiag_uid;
+					found = true;
+				}
+			}
 		}
 	}
-	close(fd);
+	if (!done)
+		diag_drop(); /* no answer where one was due: start afresh */
 	return found;
 }
 
@@ -242,7 +279,6 @@ int peer_resolve(struct peer *p)
 {
 	union peer_addr remote, local;
 	char lhex[40], rhex[40];
-	struct passwd *pw;
 	uid_t uid;
 	int lport, rport;
 
@@ -263,9 +299,8 @@ int peer_resolve(struct peer *p)
 	}
 	p->known = true;
 	p->uid = uid;
-	pw = getpwuid(uid);
-	p->gid = pw ? pw->pw_gid : (gid_t)-1;
-	p->admin = uid == 0 || in_admin_group(uid, p->gid, p->admin_group);
+	p->gid = (gid_t)-1; /* not looked up: only admin_group needs it */
+	p->admin = uid == 0 || in_admin_group(uid, (gid_t)-1, p->admin_group);
 	snprintf(p->desc + strlen(p->desc), sizeof(p->desc) - strlen(p->desc), " (uid %u)",
 	         (unsigned)uid);
 	return 0;

@@ -39,7 +39,7 @@ struct peer {
 	bool resolved;   /* identity looked up (always, for Unix peers) */
 	bool known;      /* uid is trustworthy */
 	uid_t uid;
-	gid_t gid;
+	gid_t gid;       /* Unix peers (SO_PEERCRED); (gid_t)-1 for TCP ones */
 	pid_t pid;       /* Unix peers only; 0 otherwise */
 	bool admin;      /* root, admin_group member, or token holder */
 	char desc[96];   /* for logs: "uid 1000 pid 4242" / "127.0.0.1:51234" */

@@ -19,6 +19,8 @@ rm -rf .devlibs/root .devlibs/debs && mkdir -p .devlibs/debs .devlibs/lib-ssl
 dpkg -x .devlibs/debs/libssl3_*.deb .devlibs/root
 cp -a .devlibs/root/usr/lib/x86_64-linux-gnu/lib{ssl,crypto}.so* .devlibs/lib-ssl/
 cp build/daemon/gprofd build/ctl/gprofctl .devlibs/bin/
+# bench/footprint.py --cclient (8 getStatus clients as threads of one process)
+cp build/bench/bench-getstatus .devlibs/bin/
 cp build/agent/libgprof_agent.so .devlibs/lib/
 # a build tree's layout too (ctl/gprofctl beside agent/, python/ two levels
 # up: the checkout's), so the device proves `gprofctl launch` from one

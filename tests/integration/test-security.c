@@ -319,6 +319,24 @@ static void test_peer_credentials(void **state)
 	tc_close(&c);
 }
 
+/* Every loopback connection is identified at accept, through one
+ * sock_diag socket the daemon keeps (issue 25): many in a row are each
+ * still answered, none refused as "no owner" for a reply gone astray. */
+static void test_many_loopback_lookups(void **state)
+{
+	char *got;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 500; i++) {
+		got = tc_dyno_call(D.port, "{\"fn\":\"getStatus\"}");
+		assert_non_null(got);
+		assert_string_equal(got, "{\"status\":1}");
+		free(got);
+	}
+	assert_int_equal(td_log_count(&D, "could not be identified"), 0);
+}
+
 static void test_dyno_bytes(void **state)
 {
 	static const char gputrace[] =
@@ -455,6 +473,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_unsafe_configs_refused, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_credentials, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_dyno_bytes, setup_plain, teardown),
+		cmocka_unit_test_setup_teardown(test_many_loopback_lookups, setup_plain, teardown),
 		cmocka_unit_test_setup_teardown(test_dyno_window_refused, setup_plain, teardown),
 	};
 	signal(SIGPIPE, SIG_IGN);
