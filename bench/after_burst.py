@@ -83,16 +83,8 @@ ap.add_argument("--block", type=int, default=0, help=argparse.SUPPRESS)
 a = ap.parse_args()
 
 
-def cpuset(spec):
-    out = set()
-    for part in spec.split(","):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
 a.gpus = [g for g in a.gpus.split(",") if g] if (a.pair or a.alternate) else [None]
-a.cores = [cpuset(c) for c in a.cores.split(";")] if a.cores else None
+a.cores = a.cores.split(";") if a.cores else None  # taskset -c lists
 if a.pair and len(a.gpus) < len(a.configs.split(",")):
     ap.error("--pair needs a GPU for each configuration (--gpus)")
 if a.alternate and (len(a.configs.split(",")) != 2 or "none" not in a.configs.split(",")):
@@ -211,9 +203,10 @@ class Child:
                    "--before", str(a.before), "--after", str(a.after), "--warm", str(a.warm),
                    "--block", str(block),
                    "--gprofctl", a.gprofctl, "--socket", a.socket, "--agent", a.agent]
-        pre = (lambda: os.sched_setaffinity(0, cores)) if cores else None
+        if cores:
+            cmd = ["taskset", "-c", cores] + cmd
         self.p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, preexec_fn=pre)
+                                  stderr=subprocess.PIPE, text=True)
         self.ready = threading.Event()
         self.triggered = threading.Event()
         self.turn = queue.Queue()  # "yield", or "end" (result or death)

@@ -671,27 +671,27 @@ void write_file(FILE *f, stats *st)
 			if (it == fwds.end() || it->second.r->end == 0)
 				return;
 			fwd &fw = it->second;
-			if (fw.flow == 0) {  /* the flow's start, on the forward op */
-				fw.flow = ++flow_id;
-				o.s(",\n{\"ph\":\"s\",\"id\":");
+			/* one end of a fwdbwd flow: "s" on the forward op, "f" (bound to
+			 * the enclosing slice, "bp":"e") on the backward one */
+			auto flow = [&](const char *ph, long tid, uint64_t start, const char *tail) {
+				o.s(",\n{\"ph\":\"");
+				o.s(ph);
+				o.s("\",\"id\":");
 				o.u(fw.flow);
 				o.s(",\"pid\":");
 				o.i(pid);
 				o.s(",\"tid\":");
-				o.i(fw.tid);
+				o.i(tid);
 				o.s(",\"ts\":");
-				o.us(fw.r->start - base);
-				o.s(",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"}");
+				o.us(start - base);
+				o.s(",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"");
+				o.s(tail);
+			};
+			if (fw.flow == 0) {  /* the flow's start, on the forward op */
+				fw.flow = ++flow_id;
+				flow("s", fw.tid, fw.r->start, "}");
 			}
-			o.s(",\n{\"ph\":\"f\",\"id\":");
-			o.u(fw.flow);
-			o.s(",\"pid\":");
-			o.i(pid);
-			o.s(",\"tid\":");
-			o.i(b->tid);
-			o.s(",\"ts\":");
-			o.us(r->start - base);
-			o.s(",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\",\"bp\":\"e\"}");
+			flow("f", b->tid, r->start, ",\"bp\":\"e\"}");
 			st->flows++;
 		});
 		st->threads += any;
