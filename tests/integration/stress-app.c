@@ -15,7 +15,9 @@
  *
  * STRESS_THREADS=N (stand-in only) adds N-1 threads making CUDA calls in
  * their own loop, as PyTorch's autograd and NCCL threads do beside the
- * training loop; "ready" comes once each has made its first call.
+ * training loop; "ready" comes once each has made its first call, and each
+ * iteration of the main loop begins only after every one of them made a
+ * call since the last began (side_wait).
  *
  * Runs until stdin closes, then prints
  *   "done ITERATIONS max_stall_us US sessions S finalizes F records R"
@@ -25,6 +27,7 @@
 #include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -57,18 +60,42 @@ static atomic_bool stopping;
  * thread in CUDA, did not hold yet (issue 29) */
 static pthread_barrier_t started;
 
+/* Each side thread's calls so far. The main loop starts an iteration only
+ * once every side thread made a call since the last one began, so any
+ * stretch of two main iterations holds a call of every thread: on a loaded
+ * machine a side thread could otherwise sit unscheduled through a whole
+ * burst, and a burst that saw one thread's calls only would make the
+ * finalize test's premise (a second thread in CUDA, seen by the agent)
+ * false (one CI run: finalized once with three threads). */
+static atomic_ulong side_calls[8];
+
 /* another thread that calls CUDA (STRESS_THREADS) */
 static void *side_thread(void *arg)
 {
 	uint64_t x = (uint64_t)(uintptr_t)arg | 1;
+	atomic_ulong *mine = &side_calls[(uintptr_t)arg - 1];
 
 	call(3);
+	atomic_fetch_add(mine, 1);
 	pthread_barrier_wait(&started);
 	while (!atomic_load(&stopping)) {
 		call(3); /* on a stream of its own */
+		atomic_fetch_add(mine, 1);
 		x = spin(x, 12);
 	}
 	return (void *)(uintptr_t)(x & 1);
+}
+
+/* Waits (yielding) until every side thread called since seen[] was read. */
+static void side_wait(int nside, unsigned long *seen)
+{
+	for (int i = 0; i < nside; i++) {
+		unsigned long now;
+
+		while ((now = atomic_load(&side_calls[i])) == seen[i])
+			sched_yield();
+		seen[i] = now;
+	}
 }
 
 int main(void)
@@ -76,6 +103,7 @@ int main(void)
 	void (*stats)(unsigned long *, unsigned long *, unsigned long *) = NULL;
 	unsigned long sessions = 0, finalizes = 0, records = 0;
 	uint64_t n, x = 1, prev = 0, stall = 0;
+	unsigned long seen[8] = { 0 };
 	const char *fake = getenv("STRESS_FAKE_CUDA");
 	pthread_t side[8];
 	int nside;
@@ -113,7 +141,10 @@ int main(void)
 	pthread_barrier_wait(&started);
 	printf("ready\n");
 	for (n = 1;; n++) {
-		uint64_t t = mono_us();
+		uint64_t t;
+
+		side_wait(nside, seen);
+		t = mono_us();
 
 		if (prev != 0 && t - prev > stall)
 			stall = t - prev;
