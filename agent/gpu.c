@@ -87,6 +87,7 @@ static CUpti_SubscriberHandle sub;
 static int64_t enabled_kinds[16];
 static size_t n_enabled;
 static atomic_uint_fast64_t finalizes, reclaims; /* for the log and the tests */
+static atomic_uint_fast64_t graph_keeps; /* releases that kept CUPTI for CUDA graphs */
 
 static uint32_t cupti_version;
 
@@ -118,15 +119,68 @@ static uint64_t api_now(void)
  * programs at their first burst (2026-11-25); the stand-in CUPTI aborts
  * on either.
  */
+/*
+ * CUDA graphs and the teardown. On an H200 (2026-11-28, CUDA 13.0, torch
+ * 2.11) a torch.compile(mode="reduce-overhead") loop, whose steps replay
+ * CUDA graphs, died with "unspecified launch failure" right after the
+ * first burst, 2 runs of 2 (tests/gpu/graphs_check.py); the same job with
+ * GPROF_CUPTI_RELEASE=unsubscribe lived through 3 bursts, as did the same
+ * loop without graphs under the teardown (PyTorch had turned its own
+ * teardown off beside graphs for the same reason: pytorch#112507). So once
+ * this process is seen using graphs while CUPTI is up (a graph launched,
+ * captured, instantiated or uploaded through a call our callbacks see, or
+ * a kernel record of a graph's node), CUPTI is never finalized: it is
+ * given back by unsubscribing, and the launch hooks stay (the lasting
+ * cost docs/AGENT.md gives). GPROF_CUPTI_GRAPHS=teardown finalizes anyway,
+ * never at a graph launch's own exit: an experiment, not safe.
+ */
+static atomic_bool graphs_seen;
+
+static bool graph_call(CUpti_CallbackDomain d, CUpti_CallbackId id)
+{
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API)
+		return id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
+		       id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
+	switch (id) {
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v10000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithFlags_v11040:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_v12000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_ptsz_v12000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphUpload_v10000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphUpload_ptsz_v10000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030:
+	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool graphs_teardown(void)
+{
+	const char *v = getenv("GPROF_CUPTI_GRAPHS");
+
+	return v != NULL && strcmp(v, "teardown") == 0;
+}
+
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
                                  const void *data)
 {
 	const CUpti_CallbackData *cb = data;
 	int releasing = CS_RELEASING;
+	bool graph;
 
 	(void)ud;
 	if (cb == NULL || (d != CUPTI_CB_DOMAIN_RUNTIME_API && d != CUPTI_CB_DOMAIN_DRIVER_API))
 		return;
+	graph = graph_call(d, id);
+	if (graph && !atomic_load_explicit(&graphs_seen, memory_order_relaxed))
+		atomic_store(&graphs_seen, true);
 	if (gpu_api_armed()) { /* a burst records this call (gpu_api.c) */
 		gpu_api_record(d, id, cb, api_now());
 		return;
@@ -138,12 +192,20 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	 * did, finalizing there would race its own harvest */
 	if ((int)syscall(SYS_gettid) == A.agent_tid)
 		return;
+	/* the experiment finalizes beside graphs, but never inside a launch */
+	if (graph && graphs_teardown())
+		return;
 	if (atomic_compare_exchange_strong(&cs, &releasing, CS_FINALIZING)) {
 		/* the subscriber leaves first, then CUPTI goes: the order
-		 * Kineto's teardown uses (CUDA 12.6 and newer) */
+		 * Kineto's teardown uses (CUDA 12.6 and newer); with CUDA
+		 * graphs seen since the release began, it leaves alone */
 		p_cuptiUnsubscribe(sub);
-		p_cuptiFinalize();
-		atomic_fetch_add(&finalizes, 1);
+		if (!atomic_load(&graphs_seen) || graphs_teardown()) {
+			p_cuptiFinalize();
+			atomic_fetch_add(&finalizes, 1);
+		} else {
+			atomic_fetch_add(&graph_keeps, 1);
+		}
 		atomic_store(&cs, CS_FREE);
 	}
 }
@@ -558,6 +620,20 @@ static void flush_complete(void)
 /* HELD -> RELEASING (finalize) or FREE (unsubscribe) */
 static void release(void)
 {
+	if (gpu_buf_graph_kernels() && !atomic_load(&graphs_seen))
+		atomic_store(&graphs_seen, true);
+	if (atomic_load(&graphs_seen) && release_by_finalize() && !graphs_teardown()) {
+		static atomic_bool said;
+
+		if (!atomic_exchange(&said, true))
+			agent_log("CUDA graphs in this process: CUPTI is given back by "
+			          "unsubscribing, never finalized (a teardown after graph replays "
+			          "killed a PyTorch job, H200 2026-11-28); CUDA calls keep CUPTI's "
+			          "hooks until the process exits");
+		atomic_fetch_add(&graph_keeps, 1);
+		unsubscribe();
+		return;
+	}
 	if (!release_by_finalize()) {
 		unsubscribe();
 		return;
@@ -589,9 +665,11 @@ void gpu_stop(void)
 		agent_log("%llu API records left out: the burst reached its byte limit",
 		          (unsigned long long)gpu_api_lost());
 	release();
-	agent_log("CUPTI %s after the burst (%llu finalized, %llu reclaimed so far)",
-	          cs_names[atomic_load(&cs)], (unsigned long long)atomic_load(&finalizes),
-	          (unsigned long long)atomic_load(&reclaims));
+	agent_log("CUPTI %s after the burst (%llu finalized, %llu reclaimed, %llu kept for CUDA "
+	          "graphs so far)", cs_names[atomic_load(&cs)],
+	          (unsigned long long)atomic_load(&finalizes),
+	          (unsigned long long)atomic_load(&reclaims),
+	          (unsigned long long)atomic_load(&graph_keeps));
 }
 
 uint64_t gpu_dropped(void)

@@ -196,6 +196,7 @@ void gpu_buf_add_own(void *owner, uint8_t *buf, size_t valid)
  * records were seen in all. */
 static uint32_t cuda_tid;
 static bool cuda_threads;
+static bool graph_kernels; /* a kernel record of a CUDA graph's node, ever */
 static uint64_t api_records;
 
 /* ---- the harvest: what the writer needs, copied out of CUPTI ---- */
@@ -293,6 +294,8 @@ static void harvest(void)
 				CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)rec;
 
 				k->name = k->name ? intern(k->name) : NULL;
+				if (k->graphId != 0)
+					graph_kernels = true;
 				break;
 			}
 			case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -312,9 +315,10 @@ static void harvest(void)
 					cuda_tid = a->threadId;
 				else if (a->threadId != cuda_tid && !cuda_threads) {
 					cuda_threads = true;
-					agent_log("threads %u and %u call CUDA: CUPTI is given back by "
-					          "unsubscribing, never finalized (a finalize beside "
-					          "another thread's CUDA call can corrupt the process)",
+					agent_log("threads %u and %u call CUDA: under "
+					          "GPROF_CUPTI_RELEASE=finalize CUPTI is given back by "
+					          "unsubscribing, never finalized (the default teardown "
+					          "finalizes from a runtime call's exit, safe beside them)",
 					          (unsigned)cuda_tid, (unsigned)a->threadId);
 				}
 				break;
@@ -353,6 +357,11 @@ void gpu_buf_harvest(void)
 	pthread_mutex_lock(&buf_lock);
 	harvest();
 	pthread_mutex_unlock(&buf_lock);
+}
+
+bool gpu_buf_graph_kernels(void)
+{
+	return graph_kernels;
 }
 
 bool gpu_buf_api_threads(uint64_t *records)

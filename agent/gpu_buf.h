@@ -54,6 +54,9 @@ AGENT_HIDDEN void gpu_buf_harvest(void);
 /* Whether the bursts' API records came from more than one thread, and how
  * many were seen in all (gpu.c's release policy). */
 AGENT_HIDDEN bool gpu_buf_api_threads(uint64_t *records);
+/* Whether a harvest ever held a kernel a CUDA graph launched (graphId set):
+ * gpu.c then never finalizes CUPTI (see graphs_seen there). */
+AGENT_HIDDEN bool gpu_buf_graph_kernels(void);
 /* Records CUPTI dropped this burst, with the ones that never completed;
  * whether the byte limit cut the burst. */
 AGENT_HIDDEN uint64_t gpu_buf_dropped(void);

@@ -34,6 +34,10 @@
  *  - after a finalize, no call but the start of a session
  *    (cuptiSetThreadIdType, cuptiSubscribe_v2, cuptiGetResultString):
  *    anything else would re-initialize CUPTI behind the application;
+ *  - no cuptiFinalize once a CUDA graph was launched while CUPTI was up
+ *    (fake_cuda_graph_launch): a PyTorch job replaying CUDA graphs died
+ *    with "unspecified launch failure" after the first finalize (H200,
+ *    2026-11-28, tests/gpu/graphs_check.py), and lived without it;
  *  - kernel names belong to the session: finalize poisons and frees them,
  *    so a writer that reads them afterwards shows garbage (and ASan a
  *    use-after-free).
@@ -86,7 +90,10 @@ static atomic_bool initialized;
 static bool kind_on[64];
 /* runtime-API callbacks enabled one by one (cuptiEnableCallback), for the
  * two calls fake_cuda_call makes; cuptiEnableDomain sets both */
-static bool cb_launch, cb_sync;
+static bool cb_launch, cb_sync, cb_graph;
+/* a CUDA graph launched while CUPTI was up: a finalize would kill the job */
+static bool graphs_under_cupti;
+#define GRAPH_BIT 0x100 /* in cuda_call's k: the kernel is a graph's node */
 /* the driver-API callback of cuLaunchKernelEx (fake_cuda_driver_launch) */
 static bool cb_drv_launch;
 static uint8_t *cur;                    /* the buffer being filled */
@@ -208,7 +215,7 @@ CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle s)
 	enter("cuptiUnsubscribe", false);
 	pthread_mutex_lock(&lock);
 	subscribed = 0;
-	cb_launch = cb_sync = false;
+	cb_launch = cb_sync = cb_graph = false;
 	if (stuck && *stuck)
 		ids_stuck = true;
 	pthread_mutex_unlock(&lock);
@@ -235,6 +242,8 @@ CUptiResult cuptiFinalize(void)
 		                : "cuptiFinalize called outside an API callback");
 	if (subscribed)
 		die("cuptiFinalize called with the subscriber still subscribed (unsubscribe first)");
+	if (graphs_under_cupti)
+		die("cuptiFinalize after CUDA graphs were launched under CUPTI");
 	ids_stuck = false;
 	atomic_store(&finalizer_tid, tid());
 	/* it waits for the device: long enough for another thread's call */
@@ -279,7 +288,7 @@ CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s, CUpti_C
 	}
 	if (d == CUPTI_CB_DOMAIN_RUNTIME_API) {
 		pthread_mutex_lock(&lock);
-		cb_launch = cb_sync = enable != 0;
+		cb_launch = cb_sync = cb_graph = enable != 0;
 		pthread_mutex_unlock(&lock);
 	}
 	return CUPTI_SUCCESS;
@@ -304,6 +313,8 @@ CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s, CUpti
 		cb_launch = enable != 0;
 	else if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020)
 		cb_sync = enable != 0;
+	else if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000)
+		cb_graph = enable != 0;
 	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
@@ -403,6 +414,7 @@ CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain d, uint32_t cbid, const ch
 	      : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020 ?
 	        "cudaStreamSynchronize_v3020"
 	      : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 ? "cudaGetDevice_v3020"
+	      : cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ? "cudaGraphLaunch_v10000"
 	      : "cudaMemsetAsync_v3020";
 	return CUPTI_SUCCESS;
 }
@@ -469,6 +481,17 @@ void fake_cuda_call(int k)
 }
 
 /*
+ * One cudaGraphLaunch of a graph whose one node is kernel k (0-3): the
+ * runtime callbacks (cbid cudaGraphLaunch), the API record, and the
+ * kernel's record with its graphId set, as CUPTI writes a graph node's.
+ */
+void fake_cuda_graph_launch(int k);
+void fake_cuda_graph_launch(int k)
+{
+	cuda_call((k & 3) | GRAPH_BIT, false);
+}
+
+/*
  * One driver-API launch on the calling thread, as NCCL makes them:
  * cuLaunchKernelEx of kernel k (4: an NCCL all-reduce), outside any
  * runtime call: the driver-API callback when enabled, a DRIVER record when
@@ -490,7 +513,9 @@ static void cuda_call(int k, bool driver)
 	bool domain;
 	uint64_t t0 = now_ns(), t1;
 	uint32_t corr;
+	bool graph = k >= 0 && (k & GRAPH_BIT);
 	uint32_t cbid = driver ? CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx
+	              : graph  ? CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000
 	              : k >= 0 ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000
 	                       : CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
 	CUpti_CallbackDomain dom = driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API;
@@ -498,15 +523,17 @@ static void cuda_call(int k, bool driver)
 
 	pthread_mutex_lock(&lock);
 	corr = ids_stuck ? next_corr : next_corr++;
-	domain = subscribed && (driver ? cb_drv_launch : k >= 0 ? cb_launch : cb_sync);
+	if (graph && initialized)
+		graphs_under_cupti = true;
+	domain = subscribed && (driver ? cb_drv_launch : graph ? cb_graph : k >= 0 ? cb_launch : cb_sync);
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);
 	memset(&cb, 0, sizeof(cb));
 	cb.correlationId = corr;
 	cb.correlationData = &slot;
-	cb.functionName = driver ? "cuLaunchKernelEx" : k >= 0 ? "cudaLaunchKernel"
-	                                                       : "cudaStreamSynchronize";
+	cb.functionName = driver ? "cuLaunchKernelEx" : graph ? "cudaGraphLaunch"
+	                : k >= 0 ? "cudaLaunchKernel" : "cudaStreamSynchronize";
 	cb.functionReturnValue = &ret;
 	if (domain && fn) {
 		cb.callbackSite = CUPTI_API_ENTER;
@@ -545,7 +572,7 @@ static void cuda_call(int k, bool driver)
 			f->due = t1 + (uint64_t)gpu_lag_ns();
 		}
 	}
-	domain = subscribed && (driver ? cb_drv_launch : k >= 0 ? cb_launch : cb_sync);
+	domain = subscribed && (driver ? cb_drv_launch : graph ? cb_graph : k >= 0 ? cb_launch : cb_sync);
 	fn = sub_cb;
 	ud = sub_ud;
 	pthread_mutex_unlock(&lock);
@@ -564,9 +591,12 @@ static void write_kernel(uint32_t corr, int k, uint64_t start)
 	                                       "elementwise",
 	                                       "ncclDevKernel_AllReduce_Sum_f32_RING_LL" };
 	static uint64_t stream_end[3]; /* a stream runs one kernel at a time */
-	uint32_t stream = k == 3 || k == 4 ? 9 : 7 + (uint32_t)(k & 1);
+	bool graph = (k & GRAPH_BIT) != 0;
 	CUpti_ActivityKernel10 *r = (CUpti_ActivityKernel10 *)room(ALIGN8(sizeof(*r)));
+	uint32_t stream;
 
+	k &= ~GRAPH_BIT;
+	stream = k == 3 || k == 4 ? 9 : 7 + (uint32_t)(k & 1);
 	if (r == NULL)
 		return;
 	if (start < stream_end[stream - 7])
@@ -584,6 +614,8 @@ static void write_kernel(uint32_t corr, int k, uint64_t start)
 	r->gridX = r->gridY = r->gridZ = 1;
 	r->blockX = 256; r->blockY = r->blockZ = 1;
 	r->name = names[k];
+	r->graphId = graph ? 1 : 0;
+	r->graphNodeId = graph ? (uint64_t)k + 1 : 0;
 	cur_off += ALIGN8(sizeof(*r));
 	atomic_fetch_add(&n_records, 1);
 }

@@ -20,7 +20,9 @@
 # validates every agent trace that has operators (cpu_op per step, every
 # launch inside an op on its thread, every kernel with its launch), and
 # applies HTA's kernel rule to them (tests/tools/hta_rule.py).
-# Results: $OUT/ops-summary.txt, $OUT/ops.jsonl.
+# OPS_CPUS pins each process (taskset -c list: a step's time drifts 10-20 %
+# between cores and over seconds on these hosts; one core pair steadies it).
+# Results: $OUT/ops-summary.txt, $OUT/ops.jsonl, two traces ($OUT/ops-*.gz).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/gprof-gpu-out}
@@ -46,7 +48,7 @@ for r in $(seq "${OPS_ROUNDS:-3}"); do
 	for w in 2048 256; do
 		CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock \
 			PYTHONPATH=$root/python GPROF_AGENT_TRACE_DIR=$work \
-			python3 "$root/bench/capture_overhead.py" --gprofctl "$B/gprofctl" \
+			${OPS_CPUS:+taskset -c "$OPS_CPUS"} python3 "$root/bench/capture_overhead.py" --gprofctl "$B/gprofctl" \
 			--out "$OUT/ops.jsonl" --tag "r$r" --width "$w" --window "${OPS_WINDOW:-120}" \
 			--repeat "${OPS_REPEAT:-3}" --torch-repeat "${OPS_TORCH_REPEAT:-1}" \
 			--configs "$cfgs" 2>&1 | sed "s/^/  r$r w$w /" |
@@ -54,7 +56,10 @@ for r in $(seq "${OPS_ROUNDS:-3}"); do
 	done
 done
 # the traces the agent windows left (capture_overhead.py downloads them there)
-mapfile -t files < <(ls -t /tmp/capture-overhead/*/*.pt.trace.json.gz 2>/dev/null | head -40)
+# (the newest OPS_TRACES, default 8: each holds ~30,000 operators, and
+# the two newest are kept in $OUT)
+mapfile -t files < <(ls -t /tmp/capture-overhead/*/*.pt.trace.json.gz 2>/dev/null | head -"${OPS_TRACES:-8}")
+for f in "${files[@]:0:2}"; do cp "$f" "$OUT/ops-$(basename "$f")"; done
 python3 "$root/tests/gpu/ops_check.py" "$OUT/ops.jsonl" "${files[@]}" 2>&1 | tee -a "$OUT/ops-summary.txt"
 rc=${PIPESTATUS[0]}
 log "ops_check exit status $rc"

@@ -69,6 +69,12 @@
 #           the agent (gprofctl launch) and with stock Kineto: 5
 #           iterations each, tests/gpu/compile_check.py judges (Triton
 #           kernels, every GPU record with its launch, graph replays).
+#   graphs  tests/gpu/graphs_check.py: a torch.compile reduce-overhead loop
+#           (CUDA graph replays) through 3 bursts each with the default
+#           release and with unsubscribe, idle, the loop without graphs,
+#           torch.profiler itself on it; its own gprofd. GRAPHS_VARIANTS
+#           picks; graphs-teardown (GPROF_CUPTI_GRAPHS=teardown) is the
+#           experiment that died, the reason for the rule (docs/AGENT.md).
 #   kineto  stock PyTorch with KINETO_USE_DAEMON=1 and no agent: iteration
 #           traces (a training loop, one still starting, one that never
 #           steps), a duration trace, a dyno-format request over TCP, each
@@ -535,7 +541,10 @@ compile_one() { # label, job, compile_check.py flags, command...: start, wait, t
 	fi
 	ctl --json trace --job "$job" --iterations 5 --timeout 120 --output-dir "$out" >"$OUT/$label-trace.json" 2>"$OUT/$label-trace.err"
 	log "$label: gprofctl trace exit $?"
-	f=$(find "$out" -name '*.gz' | head -1)
+	# the largest: Inductor's compile workers import torch with the job's
+	# environment, so under KINETO_USE_DAEMON they register as clients of
+	# the job too and deliver a trace with no step (gprofd notes why)
+	f=$(find "$out" -name '*.gz' -printf '%s %p\n' | sort -n | tail -1 | cut -d' ' -f2-)
 	[ -n "$f" ] && cp "$f" "$OUT/$label.pt.trace.json.gz"
 	# shellcheck disable=SC2086 # the flags are words
 	python3 "$root/tests/gpu/compile_check.py" "$label" 5 "$OUT/$label.pt.trace.json.gz" $flags 2>&1 | tee -a "$OUT/summary.txt"
@@ -552,6 +561,14 @@ compile_checks() {
 		python3 "$root/tests/gpu/compile_train.py" --mode reduce-overhead
 	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=778 compile_one compile-kineto 778 \
 		"--kineto --same-as $OUT/compile-agent.pt.trace.json.gz" python3 "$root/tests/gpu/compile_train.py"
+}
+
+# ---- CUDA graphs through bursts (the agent never finalizes beside them) ----
+graphs_checks() {
+	GPROF_AGENT_LOG=$OUT/graphs-agent.log python3 "$root/tests/gpu/graphs_check.py" "$B" "$OUT" \
+		--variants "${GRAPHS_VARIANTS:-graphs,graphs-unsub,graphs-idle,eager,torch-profiler}" \
+		2>&1 | tee "$OUT/graphs.txt" | grep -E "^(ok|FAIL)" | tee -a "$OUT/summary.txt"
+	log "graphs_check exit status ${PIPESTATUS[0]}"
 }
 
 # ---- the cost of each way of recording with CUPTI, no agent ----

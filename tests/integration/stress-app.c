@@ -13,6 +13,10 @@
  * breaks one of CUPTI's rules, so a rule broken is a dead program.
  * Without it the program is NVTX-only, as on a host with no GPU.
  *
+ * STRESS_GRAPHS=1 (stand-in only) makes the main loop's first call of each
+ * iteration a CUDA graph launch (fake_cuda_graph_launch), as a
+ * torch.compile(mode="reduce-overhead") step replays its graphs.
+ *
  * STRESS_THREADS=N (stand-in only) adds N-1 threads making CUDA calls in
  * their own loop, as PyTorch's autograd and NCCL threads do beside the
  * training loop; "ready" comes once each has made its first call, and each
@@ -53,6 +57,7 @@ static uint64_t mono_us(void)
 }
 
 static void (*call)(int);
+static void (*graph_launch)(int);
 static atomic_bool stopping;
 /* "ready" waits until every side thread has made its first CUDA call: a
  * request that came before (on a loaded machine, before they ever ran)
@@ -121,6 +126,8 @@ int main(void)
 		call = (void (*)(int))dlsym(h, "fake_cuda_call");
 		stats = (void (*)(unsigned long *, unsigned long *, unsigned long *))
 		        dlsym(h, "fake_cupti_stats");
+		if (getenv("STRESS_GRAPHS") && strcmp(getenv("STRESS_GRAPHS"), "1") == 0)
+			graph_launch = (void (*)(int))dlsym(h, "fake_cuda_graph_launch");
 		if (call == NULL || stats == NULL) {
 			fprintf(stderr, "stress-app: %s is not the stand-in libcupti\n", path);
 			return 2;
@@ -151,7 +158,9 @@ int main(void)
 		prev = t;
 		nvtxRangePushA("it");
 		for (int k = 0; k < 3; k++) {
-			if (call)
+			if (k == 0 && graph_launch)
+				graph_launch(k);
+			else if (call)
 				call(k);
 			x = spin(x, 12);
 		}

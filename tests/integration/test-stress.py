@@ -326,7 +326,7 @@ class Stress:
             # every launch in the window has its kernel (the GPU's queue included)
             ends = sum(1 for e in ev if e.get("ph") == "f")
             launches = sum(1 for e in ev if e.get("cat") == "cuda_runtime" and
-                           e["name"] == "cudaLaunchKernel")
+                           e["name"] in ("cudaLaunchKernel", "cudaGraphLaunch"))
             # every launch has its kernel; with more threads calling CUDA, one
             # launched by another thread just before the window may run in it
             extra = len(kernels) - launches
@@ -473,7 +473,8 @@ def test_stress_finalize_two_threads(d):
     stress(d, "fake", {"GPROF_CUPTI_RELEASE": "finalize", "STRESS_THREADS": "3"},
            ARGS.bursts // 3, finalized=False)
     log = open(os.path.join(d, "agent.log")).read()
-    assert "call CUDA: CUPTI is given back by unsubscribing" in log, log[-3000:]
+    assert "call CUDA: under GPROF_CUPTI_RELEASE=finalize CUPTI is given back by " \
+        "unsubscribing" in log, log[-3000:]
 
 
 def test_stress_unsubscribe(d):
@@ -481,6 +482,20 @@ def test_stress_unsubscribe(d):
     back by unsubscribing, never finalized."""
     stress(d, "fake", {"GPROF_CUPTI_RELEASE": "unsubscribe", "STRESS_THREADS": "2"},
            ARGS.bursts // 3, finalized=False)
+
+
+def test_stress_graphs(d):
+    """A program replaying CUDA graphs (one graph launch an iteration) and
+    calling CUDA on two threads, under the default teardown: CUPTI is never
+    finalized once a burst saw a graph (the stand-in aborts a finalize
+    after a graph launched under CUPTI, as a torch.compile reduce-overhead
+    job died of it on an H200), every request still delivered, and the
+    agent says why."""
+    stress(d, "fake", {"STRESS_GRAPHS": "1", "STRESS_THREADS": "2"}, ARGS.bursts // 3,
+           finalized=False)
+    log = open(os.path.join(d, "agent.log")).read()
+    assert "CUDA graphs in this process: CUPTI is given back by unsubscribing" in log, \
+        log[-3000:]
 
 
 def test_stress_program(d):
@@ -498,6 +513,7 @@ def main():
     tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_activity_records,
              test_byte_limit, test_stress_stuck_ids,
              test_stress_finalize_one_thread, test_stress_finalize_two_threads,
+             test_stress_graphs,
              test_stress_unsubscribe]
     if ARGS.program:
         tests = [test_stress_program]
