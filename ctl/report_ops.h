@@ -20,9 +20,11 @@ struct rop {
 	int64_t seq;               /* Sequence number; -1 none */
 	uint32_t name, shape;      /* interned; shape NONE when not recorded */
 	uint32_t module;           /* interned module name, NONE when none */
-	int32_t parent;            /* index among the sorted ops; -1 a root */
+	int32_t parent;            /* the enclosing operator (index among the sorted
+	                              ops); -1 a root */
 	bool bwd;                  /* on autograd's backward pass */
 	bool scope;                /* a record_function scope (not ProfilerStep#) */
+	bool dead;                 /* merged into its parent of the same name */
 	double child_cpu, gself, gtotal;
 };
 
@@ -37,15 +39,18 @@ struct orow {
 	double cpu_total, cpu_self, gpu_total, gpu_self;
 };
 
-struct rlaunch;                /* a CUDA call (report_ops.c) */
+struct rcall;                  /* a CUDA call or CUPTI overhead (report_ops.c) */
 struct thread;
 
 /* Everything the operator table keeps of one trace. */
 struct rops {
 	struct rop *ops, *mods;    /* mods: module scopes (name: the module) */
 	size_t nops, capops, nmods, capmods;
-	struct rlaunch *l;
-	size_t nl, capl;
+	struct rcall *calls;       /* freed by report_ops_finish, which leaves crows */
+	size_t ncalls, capcalls;
+	uint64_t linked_calls;
+	struct orow *crows;        /* the calls' rows, by name */
+	size_t ncrows, capcrows;
 	uint32_t *gcorr;           /* GPU records: correlation ids, durations */
 	double *gdur;
 	size_t ng, capg, capg2;

@@ -1,7 +1,9 @@
 /*
  * report_ops_out: the operator table's rows (report_ops.c computed every
- * operator's figures) and their outputs: text, JSON, HTML and the
- * findings.
+ * operator's and call's figures) and their outputs: text, JSON, HTML and
+ * the findings. Rows are sorted by self CUDA time, then self CPU time,
+ * then name; the calls' rows (no GPU time) thus come below the operators
+ * that launched work.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,9 +57,10 @@ static int by_row(const void *x, const void *y)
  */
 static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size_t *n)
 {
+	size_t cap = o->nops + o->ncrows;
 	struct okey *k = malloc((o->nops ? o->nops : 1) * sizeof(*k));
-	struct orow *r = malloc((o->nops ? o->nops : 1) * sizeof(*r));
-	size_t i, m = 0;
+	struct orow *r = malloc((cap ? cap : 1) * sizeof(*r));
+	size_t i, j, nk = 0, m = 0;
 
 	*n = 0;
 	if (k == NULL || r == NULL) {
@@ -66,11 +69,13 @@ static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size
 		return NULL;
 	}
 	for (i = 0; i < o->nops; i++)
-		k[i] = (struct okey){ o->ops[i].name, by_shape ? o->ops[i].shape : NONE,
-		                      modules ? o->ops[i].module : NONE, modules && o->ops[i].bwd, i };
-	if (o->nops)
-		qsort(k, o->nops, sizeof(*k), by_key);
-	for (i = 0; i < o->nops; i++) {
+		if (!o->ops[i].dead)
+			k[nk++] = (struct okey){ o->ops[i].name, by_shape ? o->ops[i].shape : NONE,
+			                         modules ? o->ops[i].module : NONE,
+			                         modules && o->ops[i].bwd, i };
+	if (nk)
+		qsort(k, nk, sizeof(*k), by_key);
+	for (i = 0; i < nk; i++) {
 		const struct rop *p = &o->ops[k[i].i];
 
 		if (i == 0 || by_key(&k[i], &k[i - 1]) != 0)
@@ -83,6 +88,22 @@ static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size
 		r[m - 1].gpu_self += p->gself;
 	}
 	free(k);
+	/* the calls' rows (no shapes, no module, no kernels of their own: none
+	 * in the findings'), into an operator's of the same name if any */
+	for (i = 0; i < o->ncrows && !modules; i++) {
+		const struct orow *c = &o->crows[i];
+
+		for (j = 0; j < m && !(r[j].name == c->name && r[j].shape == NONE); j++)
+			;
+		if (j == m) {
+			r[m++] = *c;
+		} else {
+			r[j].count += c->count;
+			r[j].cpu_total += c->cpu_total;
+			r[j].cpu_self += c->cpu_self;
+			r[j].gpu_total += c->gpu_total;
+		}
+	}
 	g_names = (const char *const *)o->names.v;
 	if (m)
 		qsort(r, m, sizeof(*r), by_row);
@@ -234,4 +255,3 @@ size_t report_ops_findings(const struct rstats *st, const char *who, struct find
 	free(r);
 	return k;
 }
-
