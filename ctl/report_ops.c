@@ -53,9 +53,11 @@
  * CPU time (calls included) and of all GPU time in the trace (a record no
  * operator launched counts in the total, and is shown apart).
  *
- * Where this differs from torch.profiler, on purpose: torch 2.11 gave
- * CUPTI's overhead records CUDA time. On an H200 an Activity Buffer
- * Request inside aten::addmm got the 27.551 us kernel that addmm launched,
+ * tests/integration/test-report-ops.py's test_key_averages holds the
+ * table to key_averages itself on an H200 trace (tests/fixtures/traces/
+ * ops/h200-torch211-*). Where it differs, on purpose: torch 2.11 gave
+ * CUPTI's overhead records CUDA time. There an Activity Buffer Request
+ * inside aten::addmm got the 27.551 us kernel that addmm launched,
  * which then counted twice in the CUDA totals of addmm and the
  * aten::linear around it, key_averages' self CUDA times adding up to
  * 27.551 us more than the trace's GPU time. Kineto writes no id for an

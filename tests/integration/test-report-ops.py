@@ -39,6 +39,8 @@ from collections import defaultdict
 GPROFCTL, FIXTURES = sys.argv[1], sys.argv[2]
 OPS = os.path.join(FIXTURES, "ops", "ops-kineto.pt.trace.json")
 TORCH = os.path.join(FIXTURES, "bottlenecks", "h200-torch-profiler.pt.trace.json.gz")
+KEYAVG = os.path.join(FIXTURES, "ops", "h200-torch211-keyavg.pt.trace.json.gz")
+KEYAVG_ROWS = os.path.join(FIXTURES, "ops", "h200-torch211-key-averages.json.gz")
 AGENT = os.path.join(FIXTURES, "bottlenecks", "h200-agent-bottlenecks.pt.trace.json.gz")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import runner  # noqa: E402
@@ -226,6 +228,81 @@ def test_torch_rules(d):
                    ("cudaLaunchKernel", 2, 20, 20, 0, 0)], got
 
 
+def close(a, b):
+    """Within 1 %, or both 5 us or less (where rounding is most of it)."""
+    return abs(a - b) <= 0.01 * max(abs(a), abs(b)) or max(abs(a), abs(b)) <= 5
+
+
+def test_key_averages(d):
+    """gprofctl's table against torch.profiler's own key_averages() on the
+    same profile. The fixtures come from tests/gpu/opts_check.py section 3
+    (2026-11-28, an NVIDIA H200, torch 2.11.0+cu130): torch.profiler (CPU
+    and CUDA, record_shapes, with_modules, 5 active steps) of an MLP
+    (Linear 1024, ReLU, Linear, ReLU, Linear(1024, 10), cross-entropy,
+    SGD): h200-torch211-keyavg.pt.trace.json.gz is its export_chrome_trace,
+    h200-torch211-key-averages.json.gz its key_averages() rows, by name and
+    with group_by_input_shape (name, shape, count, cpu_total, cpu_self,
+    cuda_total, cuda_self in us). Every row with CPU time is one of ours,
+    and ours are no more: the same count, the four times within 1 % (or
+    both 5 us or less), by name and by input shape. Rows with no CPU time
+    are GPU records (kernels, memsets, the gpu_user_annotation): the
+    report's kernel and range tables, not this one.
+    One difference, on purpose and checked as such: torch gives the
+    Activity Buffer Request that lies in the first aten::addmm (External id
+    6, inside aten::linear 2, main thread) the 27.551 us kernel that addmm
+    launched, so it counts twice in the CUDA totals of addmm and linear:
+    key_averages' self CUDA times add up to 27.551 us more than the GPU
+    time in the trace. Ours count each GPU record once."""
+    with gzip.open(KEYAVG) as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    with gzip.open(KEYAVG_ROWS) as f:
+        ka = json.load(f)
+    gpu = sum(e["dur"] for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    ops = {e["args"]["External id"]: e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")}
+    addmm, linear = ops[6], ops[2]
+    twice = [k["dur"] for k in ev if k.get("cat") == "kernel" and k["args"]["External id"] == 6]
+
+    def inside(e, o):
+        return o["ts"] <= e["ts"] and e["ts"] + e["dur"] <= o["ts"] + o["dur"]
+    assert (addmm["name"], linear["name"], len(twice)) == ("aten::addmm", "aten::linear", 1)
+    assert addmm["pid"] == addmm["tid"] == linear["tid"] and inside(addmm, linear)
+    assert any(inside(a, addmm) for a in ev if a.get("cat") == "overhead")
+    twice = twice[0]
+    theirs = {t["name"]: t for t in ka["by_name"]}
+    assert abs(theirs["Activity Buffer Request"]["cuda_self"] - twice) < 1e-6
+    assert abs(sum(t["cuda_self"] for t in ka["by_name"] if t["cpu_total"] > 0) -
+               (gpu + twice)) < 1e-6
+    # (name, shape): the key_averages figures holding that kernel twice
+    extra = {("Activity Buffer Request", None): ("cuda_total", "cuda_self"),
+             ("aten::addmm", None): ("cuda_total",), ("aten::linear", None): ("cuda_total",),
+             ("Activity Buffer Request", "[]"): ("cuda_total", "cuda_self"),
+             ("aten::addmm", str(addmm["args"]["Input Dims"])): ("cuda_total",),
+             ("aten::linear", str(linear["args"]["Input Dims"])): ("cuda_total",)}
+    for group, key in (([], "by_name"), (["--group-by-shape"], "by_shape")):
+        o = json.loads(report("--json", "report", "--top", "10000", *group,
+                              KEYAVG))["ranks"][0]["operators"]
+        ours = {(r["name"], r.get("input_shapes")): r for r in o["rows"]}
+        want = [t for t in ka[key] if t["cpu_total"] > 0]
+        assert abs(o["gpu_us"] - gpu) < 1e-6 and o["gpu_unattributed_us"] == 0, o["gpu_us"]
+        assert abs(sum(r["cuda_self_us"] for r in o["rows"]) - gpu) < 1e-6
+        bad = []
+        for t in want:
+            k = (t["name"], t["shape"])
+            r = ours.get(k)
+            if r is None:
+                bad.append((k, "missing"))
+                continue
+            if r["count"] != t["count"]:
+                bad.append((k, "count", r["count"], t["count"]))
+            for mine, its in (("cpu_total_us", "cpu_total"), ("cpu_self_us", "cpu_self"),
+                              ("cuda_total_us", "cuda_total"), ("cuda_self_us", "cuda_self")):
+                w = t[its] - (twice if its in extra.get(k, ()) else 0)
+                if not close(r[mine], w):
+                    bad.append((k, its, r[mine], t[its]))
+        assert not bad, (key, len(bad), bad[:10])
+        assert o["rows_total"] == len(ours) == len(want), (o["rows_total"], len(want))
+
+
 def test_no_operators(d):
     """A trace without cpu_op events (the agent's, before it records
     operators) has no operator table, and says nothing of one."""
@@ -300,5 +377,6 @@ def test_real_torch_profiler(d):
 
 if __name__ == "__main__":
     sys.exit(runner.run([test_by_name, test_by_shape, test_text_and_top, test_html,
-                         test_torch_rules, test_no_operators, test_real_torch_profiler],
+                         test_torch_rules, test_key_averages, test_no_operators,
+                         test_real_torch_profiler],
                         "gprof-report-ops-"))
