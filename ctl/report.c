@@ -19,7 +19,7 @@
 #define DEPTH_MAX 64
 
 enum key { K_OTHER, K_EVENTS, K_DIST, K_RANK, K_WORLD, K_NAME, K_CAT, K_PH, K_PID, K_TID,
-           K_TS, K_DUR, K_ARGS, K_BYTES, K_CORR, K_SEQ, K_FWD, K_DIMS,
+           K_TS, K_DUR, K_ARGS, K_BYTES, K_CORR, K_SEQ, K_FWD, K_DIMS, K_EXT,
            /* a [memory] event's args (Kineto's profile_memory): last, as k >= K_M_ADDR */
            K_M_ADDR, K_M_BYTES, K_M_TOTAL, K_M_RESERVED, K_M_DEVTYPE, K_M_DEVID };
 
@@ -31,6 +31,7 @@ struct ev {
 	char shape[1024];          /* args "Input Dims" as text: [[128, 1024], []] */
 	size_t shape_len;
 	bool shape_cut;
+	bool ext;                  /* args has an "External id" */
 	double m[6];               /* [memory] args, by K_M_* - K_M_ADDR */
 };
 
@@ -41,6 +42,8 @@ struct parse {
 	struct ev e;
 	int dims_depth;            /* the depth of the Input Dims array; 0 outside */
 	bool dims_sep;             /* the next dims element needs ", " first */
+	size_t dims_arg;           /* where the shape of the argument being read starts */
+	bool dims_list;            /* that argument is a list of tensors: written as [] */
 	bool oom;
 };
 
@@ -183,12 +186,12 @@ static enum cat cat_of(const char *c)
 static bool fold_ops(struct rstats *st, const struct ev *e, enum cat c)
 {
 	struct rop_event o = { e->name, e->cat, e->shape_len ? e->shape : NULL, e->pid, e->tid,
-	                       e->corr, e->seq, e->fwd, e->ts, e->dur };
+	                       e->corr, e->seq, e->fwd, e->ts, e->dur, e->ext };
 
 	if (c == C_KERNEL || c == C_COPY)
 		return report_ops_gpu(st, e->corr, e->dur);
 	if (c == C_RUNTIME || c == C_ANNOTATION || strcmp(e->cat, "cpu_op") == 0 ||
-	    strcmp(e->cat, "python_function") == 0)
+	    strcmp(e->cat, "python_function") == 0 || strcmp(e->cat, "overhead") == 0)
 		return report_ops_fold(st, &o);
 	return true;
 }
@@ -344,7 +347,7 @@ static enum key key_of(const char *k, size_t n)
 	case 9: return IS("Device Id") ? K_M_DEVID : K_OTHER;
 	case 10: return IS("world_size") ? K_WORLD : IS("Input Dims") ? K_DIMS : K_OTHER;
 	case 11: return IS("traceEvents") ? K_EVENTS : IS("correlation") ? K_CORR :
-	                IS("Device Type") ? K_M_DEVTYPE : K_OTHER;
+	                IS("Device Type") ? K_M_DEVTYPE : IS("External id") ? K_EXT : K_OTHER;
 	case 13: return IS("Fwd thread id") ? K_FWD : K_OTHER;
 	case 14: return IS("Total Reserved") ? K_M_RESERVED : K_OTHER;
 	case 15: return IS("distributedInfo") ? K_DIST : IS("Sequence number") ? K_SEQ :
@@ -425,6 +428,8 @@ static int on_number(struct parse *p, double v)
 		p->e.bytes = f;
 	} else if (in_args(p) && p->key[p->depth] == K_CORR) {
 		p->e.corr = as_int(v);
+	} else if (in_args(p) && p->key[p->depth] == K_EXT) {
+		p->e.ext = true;
 	} else if (in_args(p) && p->key[p->depth] == K_SEQ) {
 		p->e.seq = as_int(v);
 	} else if (in_args(p) && p->key[p->depth] == K_FWD) {
@@ -456,6 +461,8 @@ static int cb_number(void *ctx, const char *s, size_t n)
 
 	/* the dimensions of an operator's inputs, as their text */
 	if (in_dims(p)) {
+		if (p->dims_list)
+			return 1;
 		dims_put(p, s, n, true);
 		p->dims_sep = true;
 		return 1;
@@ -463,7 +470,7 @@ static int cb_number(void *ctx, const char *s, size_t n)
 	/* only these numbers are read: the rest (grids, External ids...) skipped */
 	if (!(in_event(p) && (k == K_PID || k == K_TID || k == K_TS || k == K_DUR)) &&
 	    !(in_args(p) && (k == K_BYTES || k == K_CORR || k == K_SEQ || k == K_FWD ||
-	                     k >= K_M_ADDR)) &&
+	                     k == K_EXT || k >= K_M_ADDR)) &&
 	    !(in_dist(p) && (k == K_RANK || k == K_WORLD)))
 		return 1;
 	if (n > 0 && s[0] == '-') {
@@ -537,10 +544,23 @@ static int open_level(struct parse *p, bool array)
 		p->e.pid = p->e.tid = p->e.corr = p->e.seq = p->e.fwd = -1;
 		p->e.shape_len = 0;
 		p->e.shape_cut = false;
+		p->e.ext = false;
 		p->dims_depth = 0;
 	}
 	if (array && in_dims(p)) {
+		/* A list inside an argument: the argument is a list of tensors,
+		 * whose shape torch.profiler's key_averages takes as [] (Kineto
+		 * writes each tensor's when it records concrete inputs). */
+		if (p->depth > p->dims_depth + 1) {
+			if (!p->dims_list && !p->e.shape_cut) {
+				p->e.shape_len = p->dims_arg + 1;
+				p->e.shape[p->e.shape_len] = '\0';
+			}
+			p->dims_list = true;
+			return 1;
+		}
 		dims_put(p, "[", 1, true);
+		p->dims_arg = p->e.shape_len - 1;
 		p->dims_sep = false;
 	} else if (array && p->events_depth > 0 && p->depth == p->events_depth + 3 &&
 	           p->key[p->events_depth + 1] == K_ARGS && p->key[p->events_depth + 2] == K_DIMS) {
@@ -548,6 +568,7 @@ static int open_level(struct parse *p, bool array)
 		p->e.shape_len = 0;
 		p->e.shape_cut = false;
 		p->dims_sep = false;
+		p->dims_list = false;
 		dims_put(p, "[", 1, false);
 	}
 	return 1;
@@ -581,9 +602,10 @@ static int cb_end_array(void *ctx)
 
 	if (p->depth == p->events_depth)
 		p->events_depth = 0;
-	if (in_dims(p)) {
+	if (in_dims(p) && !(p->dims_list && p->depth > p->dims_depth + 1)) {
 		dims_put(p, "]", 1, false);
 		p->dims_sep = true;
+		p->dims_list = false;
 		if (p->depth == p->dims_depth)
 			p->dims_depth = 0;
 	}

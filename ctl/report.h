@@ -146,13 +146,15 @@ void report_stretch_text(const struct rstats *st, const struct stretch *x, char 
 
 /* The operator table (report_ops.c). One event as it needs it (shape:
  * "Input Dims" as text, NULL when absent; corr, seq, fwd_tid -1 when
- * absent): operators, module scopes and CUDA API calls go to _fold, GPU
- * records to _gpu (false: out of memory); _finish after the pass; the
- * outputs write nothing for a trace without cpu_op events. */
+ * absent; linked: it has an "External id"): operators, module scopes,
+ * CUDA API calls and CUPTI's overhead records go to _fold, GPU records to
+ * _gpu (false: out of memory); _finish after the pass; the outputs write
+ * nothing for a trace without cpu_op events. */
 struct rop_event {
 	const char *name, *cat, *shape;
 	int64_t pid, tid, corr, seq, fwd_tid;
 	double ts, dur;
+	bool linked;
 };
 bool report_ops_fold(struct rstats *st, const struct rop_event *e);
 bool report_ops_gpu(struct rstats *st, int64_t corr, double dur);

@@ -1,90 +1,91 @@
 /*
- * report_ops: the operator table (issue 27), equal in meaning to
- * torch.profiler's key_averages().table(sort_by="self_cuda_time_total"),
- * for traces with PyTorch operators (cpu_op events: Kineto's,
+ * report_ops: the operator table (issue 27), equal to torch.profiler's
+ * key_averages().table(sort_by="self_cuda_time_total") on the trace it
+ * exported, for traces with PyTorch operators (cpu_op events: Kineto's,
  * torch.profiler's own, the agent's).
  *
  * During report.c's pass, report_ops_fold keeps per operator (cpu_op and
  * user_annotation, i.e. record_function scopes and ProfilerStep#N) its
- * span, thread, name, input shapes and sequence number; per nn.Module
- * scope its span; per CUDA runtime or driver call its correlation id,
- * thread and time; per GPU record (kernel, copy, set) its correlation id
- * and duration. About 80 bytes an operator; nothing else of the file.
- * report_ops_finish then does what torch.profiler does:
- *   - operators form one tree per thread (pid, tid): sorted by start, then
- *     longest first, each one's parent is the innermost earlier operator
- *     that encloses it (torch's _populate_cpu_children, the same rule);
- *   - CPU total = the duration; CPU self = the duration minus the
- *     children's durations;
+ * span, thread, name, input shapes and sequence number (96 bytes); per
+ * nn.Module scope its span; per CUDA runtime or driver call and CUPTI
+ * overhead record ("Activity Buffer Request", cat overhead) its span,
+ * name, thread, correlation id and whether it has an External id (32
+ * bytes: they are most of a trace's events); per GPU record (kernel,
+ * copy, set) its correlation id and duration. Nothing else of the file.
+ * report_ops_finish then does what torch.profiler's _parse_kineto_results
+ * and EventList._build_tree do:
+ *   - the operators torch leaves out (_filter_name: aten::is_leaf,
+ *     aten::output_nr, aten::_version, profiler::_record_function_*) are
+ *     not kept: their time is their parent's;
  *   - each GPU record belongs to the innermost operator on the thread of
  *     the runtime call that launched it (the call with its correlation id)
- *     enclosing that call: CUDA self = the records launched by the
- *     operator itself, CUDA total = self plus the children's totals;
+ *     enclosing that call, which is the operator Kineto's External id names;
+ *   - the calls are CPU events too: a call with an External id sits on its
+ *     own thread (its operator's), one without (a call outside every
+ *     operator, CUPTI's overhead, written with pid -1) on the thread that
+ *     stopped the profiler, the main thread (Kineto gives an unlinked
+ *     event at::RecordFunction::currentThreadId() of the thread stopping
+ *     it); in a trace where no call has an External id (the agent's) each
+ *     call stays on its own thread;
+ *   - operators and calls form one tree per thread (pid, tid): sorted by
+ *     start, then longest first, each one's parent is the innermost
+ *     earlier event that encloses it (_populate_cpu_children, the same
+ *     rule); a node that is the only child of a parent of the same name is
+ *     merged into it, its kernels and children going up (_remove_dup_nodes);
+ *   - CPU total = the duration; CPU self = the duration minus the
+ *     children's durations, calls included (a launch inside aten::addmm is
+ *     not addmm's self time); CUDA self = the records launched by the
+ *     operator itself (a call has none); CUDA total = self plus the
+ *     children's totals;
  *   - an operator's module is the innermost scope around it on its thread,
  *     an "nn.Module: X" or a record_function (user_annotation other than
  *     ProfilerStep#), else (backward operators, which run on autograd's
  *     thread outside any module) the module of the forward operator with
  *     its sequence number, else its parent's.
  * Rows group operators by name (ProfilerStep#N as ProfilerStep*, as
- * torch names it) or, with --group-by-shape, by name and input shapes;
- * shares are of all self CPU time, and of all GPU time in the trace (a
- * record no operator launched counts in the total, and is shown apart).
+ * torch names it) or, with --group-by-shape, by name and input shapes
+ * (report.c writes a list-of-tensors argument's shape as [], as
+ * key_averages keys it); each call name is a row too (cudaLaunchKernel,
+ * Activity Buffer Request...: no shapes, no CUDA time, so below the
+ * operators with GPU time in the sort). key_averages' rows for GPU
+ * records (kernels, memsets, gpu_user_annotation), which have no CPU time,
+ * are the report's kernel and range tables instead. Shares are of all self
+ * CPU time (calls included) and of all GPU time in the trace (a record no
+ * operator launched counts in the total, and is shown apart).
  *
- * Ownership: st->ops belongs to the rstats (report_ops_free); outputs
- * read it.
+ * tests/integration/test-report-ops.py's test_key_averages holds the
+ * table to key_averages itself on an H200 trace (tests/fixtures/traces/
+ * ops/h200-torch211-*). Where it differs, on purpose: torch 2.11 gave
+ * CUPTI's overhead records CUDA time. There an Activity Buffer Request
+ * inside aten::addmm got the 27.551 us kernel that addmm launched,
+ * which then counted twice in the CUDA totals of addmm and the
+ * aten::linear around it, key_averages' self CUDA times adding up to
+ * 27.551 us more than the trace's GPU time. Kineto writes no id for an
+ * overhead record, so the trace does not say which kernels torch gives
+ * it; here it gets none, and every GPU record counts once.
+ *
+ * Ownership: st->ops belongs to the rstats (report_ops_free); the outputs
+ * (report_ops_out.c) read it. The calls live only until report_ops_finish,
+ * which leaves their rows.
  */
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grow.h"
 #include "report.h"
+#include "report_ops.h"
 
-#define NONE UINT32_MAX
-
-struct rop {
-	double a, b, dur;          /* start, end, and the duration as written (us):
-	                              b - a of a time near 2^42 us is off by 1 ns */
-	int64_t pid, tid;
-	int64_t seq;               /* Sequence number; -1 none */
-	uint32_t name, shape;      /* interned; shape NONE when not recorded */
-	uint32_t module;           /* interned module name, NONE when none */
-	int32_t parent;            /* index among the sorted ops; -1 a root */
-	bool bwd;                  /* on autograd's backward pass */
-	bool scope;                /* a record_function scope (not ProfilerStep#) */
-	double child_cpu, gself, gtotal;
+/* A CUDA runtime or driver call, or a CUPTI overhead record: most of a
+ * trace's events, so 32 bytes. corr: CUPTI's correlation id (32 bits),
+ * NONE without; thr: its thread (an index into threads), NONE for none
+ * (CUPTI's overhead records are written with pid -1). */
+struct rcall {
+	double ts, dur;
+	uint32_t corr, name, thr;
+	bool linked;               /* Kineto linked it to an operator (External id) */
 };
-
-/* A CUDA call and a GPU record are most of a trace's events: 16 and 12
- * bytes each (CUPTI's correlation ids are 32 bits; the call's thread an
- * index into threads). */
-struct rlaunch { double ts; uint32_t corr, thr; };
 struct thread { int64_t pid, tid; };
-
-struct strtab { char **v; size_t n, cap; size_t *slot; size_t mask; };
-
-struct rops {
-	struct rop *ops, *mods;    /* mods: module scopes (name: the module) */
-	size_t nops, capops, nmods, capmods;
-	struct rlaunch *l;
-	size_t nl, capl;
-	uint32_t *gcorr;           /* GPU records: correlation ids, durations */
-	double *gdur;
-	size_t ng, capg, capg2;
-	struct thread *thr;
-	size_t nthr, capthr, lastthr;
-	struct strtab names, shapes, modules;
-	uint64_t cpu_ops;          /* cpu_op events: the table exists when > 0 */
-	double gpu_total, gpu_unattributed, cpu_self_total;
-};
-
-/* A row of the table. */
-struct orow {
-	uint32_t name, shape, module;
-	bool bwd;
-	uint64_t count;
-	double cpu_total, cpu_self, gpu_total, gpu_self;
-};
 
 /* s's index in t, added when new; NONE when out of memory. */
 static uint32_t intern(struct strtab *t, const char *s)
@@ -156,6 +157,24 @@ static uint32_t thread_of(struct rops *o, int64_t pid, int64_t tid)
 	return (uint32_t)i;
 }
 
+/* Operators torch.profiler leaves out of its table (_filter_name): the
+ * profiler's own and three autograd utilities; their time is their
+ * parent's. */
+static bool filtered(const char *name)
+{
+	static const char *const skip[] = {
+		"profiler::_record_function_enter", "profiler::_record_function_enter_new",
+		"profiler::_record_function_exit", "aten::is_leaf", "aten::output_nr",
+		"aten::_version",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+		if (strcmp(name, skip[i]) == 0)
+			return true;
+	return false;
+}
+
 bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 {
 	static const char modp[] = "nn.Module: ";
@@ -165,6 +184,7 @@ bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 	struct rop r = { .a = e->ts, .b = e->ts + e->dur, .dur = e->dur, .pid = e->pid, .tid = e->tid,
 	                 .seq = e->seq, .shape = NONE, .module = NONE, .parent = -1,
 	                 .bwd = e->fwd_tid > 0, .scope = ann };
+	struct rcall c = { e->ts, e->dur, NONE, NONE, NONE, e->linked };
 
 	if (o == NULL && (st->ops = o = calloc(1, sizeof(*o))) == NULL)
 		return false;
@@ -176,6 +196,8 @@ bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 		char step[16];
 		const char *name = e->name;
 
+		if (filtered(name))
+			return true;
 		/* ProfilerStep#N: one row for all, as torch.profiler names it */
 		if (strncmp(name, "ProfilerStep#", 13) == 0) {
 			snprintf(step, sizeof(step), "ProfilerStep*");
@@ -189,16 +211,22 @@ bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 		return r.name != NONE && (e->shape == NULL || !e->shape[0] || r.shape != NONE) &&
 		       add_span(&o->ops, &o->nops, &o->capops, &r);
 	}
-	if (e->corr < 0 || e->corr > UINT32_MAX)
+	if (py)
 		return true;
-	if (strcmp(e->cat, "cuda_runtime") == 0 || strcmp(e->cat, "cuda_driver") == 0 ||
-	    strcmp(e->cat, "Runtime") == 0 || strcmp(e->cat, "Driver") == 0) {
-		uint32_t t = thread_of(o, e->pid, e->tid);
-
-		if (t == NONE || !grow((void **)&o->l, &o->capl, o->nl + 1, sizeof(*o->l)))
-			return false;
-		o->l[o->nl++] = (struct rlaunch){ e->ts, (uint32_t)e->corr, t };
-	}
+	/* a CUDA runtime or driver call, or CUPTI's overhead */
+	if (e->corr >= 0 && e->corr < NONE)
+		c.corr = (uint32_t)e->corr;
+	if (e->pid >= 0 && (c.thr = thread_of(o, e->pid, e->tid)) == NONE)
+		return false;
+	/* runs of one name (cudaLaunchKernel...): the last one's index first */
+	if (o->ncalls > 0 && strcmp(o->names.v[o->calls[o->ncalls - 1].name], e->name) == 0)
+		c.name = o->calls[o->ncalls - 1].name;
+	else if ((c.name = intern(&o->names, e->name)) == NONE)
+		return false;
+	if (!grow((void **)&o->calls, &o->capcalls, o->ncalls + 1, sizeof(*o->calls)))
+		return false;
+	o->calls[o->ncalls++] = c;
+	o->linked_calls += c.linked;
 	return true;
 }
 
@@ -209,7 +237,7 @@ bool report_ops_gpu(struct rstats *st, int64_t corr, double dur)
 	if (o == NULL && (st->ops = o = calloc(1, sizeof(*o))) == NULL)
 		return false;
 	o->gpu_total += dur;
-	if (corr < 0 || corr > UINT32_MAX) {
+	if (corr < 0 || corr >= NONE) {
 		o->gpu_unattributed += dur;
 		return true;
 	}
@@ -223,8 +251,18 @@ bool report_ops_gpu(struct rstats *st, int64_t corr, double dur)
 
 /* ---- after the pass ---- */
 
-/* By thread, then start, then the longer first (an enclosing op before
- * what it encloses, when both start together). */
+/* By start, then the longer first (an enclosing span before what it
+ * encloses, when both start together): spans a0-a1 and b0-b1. */
+static int by_start(double a0, double a1, double b0, double b1)
+{
+	if (a0 != b0)
+		return a0 < b0 ? -1 : 1;
+	if (a1 != b1)
+		return a1 > b1 ? -1 : 1;
+	return 0;
+}
+
+/* By thread, then start, then the longer first. */
 static int by_thread_start(const void *x, const void *y)
 {
 	const struct rop *a = x, *b = y;
@@ -233,18 +271,7 @@ static int by_thread_start(const void *x, const void *y)
 		return a->pid < b->pid ? -1 : 1;
 	if (a->tid != b->tid)
 		return a->tid < b->tid ? -1 : 1;
-	if (a->a != b->a)
-		return a->a < b->a ? -1 : 1;
-	if (a->b != b->b)
-		return a->b > b->b ? -1 : 1;
-	return 0;
-}
-
-static int by_corr(const void *x, const void *y)
-{
-	const struct rlaunch *a = x, *b = y;
-
-	return a->corr < b->corr ? -1 : a->corr > b->corr;
+	return by_start(a->a, a->b, b->a, b->b);
 }
 
 /* A forward operator's sequence number and module. Several ops share a
@@ -314,49 +341,356 @@ static int32_t innermost(const struct rop *v, size_t n, int64_t pid, int64_t tid
 	return i;
 }
 
-bool report_ops_finish(struct rstats *st)
-{
-	struct rops *o = st->ops;
-	struct fwd *fwd = NULL;
-	size_t i, nfwd = 0;
+/* ---- the CPU tree: operators and calls together ---- */
 
-	if (o == NULL)
-		return true;
-	if (o->nops)
-		qsort(o->ops, o->nops, sizeof(*o->ops), by_thread_start);
-	if (o->nmods)
-		qsort(o->mods, o->nmods, sizeof(*o->mods), by_thread_start);
-	if (o->nl)
-		qsort(o->l, o->nl, sizeof(*o->l), by_corr);
-	if (!link(o->ops, o->nops) || !link(o->mods, o->nmods))
-		return false;
-	/* GPU records to the operator that launched them */
+/*
+ * torch.profiler's tree (_populate_cpu_children) holds every CPU-side
+ * event, the CUDA calls and CUPTI's overhead with the operators: a call
+ * inside an operator is one of its children. Node m is operator m when m <
+ * nops, else call m - nops. Built by report_ops_finish and gone after it.
+ */
+struct tree {
+	struct rops *o;
+	size_t n;
+	uint32_t *up;              /* each node's parent; NONE: a root */
+	uint32_t *kids;            /* its number of children */
+	uint32_t *order;           /* the nodes by thread and start: parents first */
+	bool *dead;                /* merged into its parent */
+	double *cchild, *cgtotal;  /* per call: its children's CPU time, GPU total */
+};
+
+static bool is_op(const struct tree *t, uint32_t m)
+{
+	return m < t->o->nops;
+}
+
+static const struct rcall *call_of(const struct tree *t, uint32_t m)
+{
+	return &t->o->calls[m - t->o->nops];
+}
+
+static double node_a(const struct tree *t, uint32_t m)
+{
+	return is_op(t, m) ? t->o->ops[m].a : call_of(t, m)->ts;
+}
+
+static double node_b(const struct tree *t, uint32_t m)
+{
+	return is_op(t, m) ? t->o->ops[m].b : call_of(t, m)->ts + call_of(t, m)->dur;
+}
+
+static double node_dur(const struct tree *t, uint32_t m)
+{
+	return is_op(t, m) ? t->o->ops[m].dur : call_of(t, m)->dur;
+}
+
+static uint32_t node_name(const struct tree *t, uint32_t m)
+{
+	return is_op(t, m) ? t->o->ops[m].name : call_of(t, m)->name;
+}
+
+static double *node_child(struct tree *t, uint32_t m)
+{
+	return is_op(t, m) ? &t->o->ops[m].child_cpu : &t->cchild[m - t->o->nops];
+}
+
+static double *node_gtotal(struct tree *t, uint32_t m)
+{
+	return is_op(t, m) ? &t->o->ops[m].gtotal : &t->cgtotal[m - t->o->nops];
+}
+
+static int by_corr(const void *x, const void *y)
+{
+	const struct rcall *a = x, *b = y;
+
+	return a->corr < b->corr ? -1 : a->corr > b->corr;
+}
+
+/* By thread (threads sorted, so as the operators), start, the longer first. */
+static int by_thread_call(const void *x, const void *y)
+{
+	const struct rcall *a = x, *b = y;
+
+	if (a->thr != b->thr)
+		return a->thr < b->thr ? -1 : 1;
+	return by_start(a->ts, a->ts + a->dur, b->ts, b->ts + b->dur);
+}
+
+/* A thread and its index before the sort. */
+struct thread_ix { struct thread t; uint32_t old; };
+
+static int by_pid_tid(const void *x, const void *y)
+{
+	const struct thread *a = &((const struct thread_ix *)x)->t;
+	const struct thread *b = &((const struct thread_ix *)y)->t;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+/* Each GPU record to the operator that launched it: the innermost one
+ * around the call with its correlation id, on that call's thread. */
+static void attribute_gpu(struct rops *o)
+{
+	size_t i;
+
+	if (o->ncalls)
+		qsort(o->calls, o->ncalls, sizeof(*o->calls), by_corr);
 	for (i = 0; i < o->ng; i++) {
-		struct rlaunch key = { .corr = o->gcorr[i] }, *l = NULL;
+		struct rcall key = { .corr = o->gcorr[i] }, *c = NULL;
 		int32_t op = -1;
 
-		if (o->nl)
-			l = bsearch(&key, o->l, o->nl, sizeof(*o->l), by_corr);
-		if (l != NULL)
-			op = innermost(o->ops, o->nops, o->thr[l->thr].pid, o->thr[l->thr].tid, l->ts);
+		if (o->ncalls)
+			c = bsearch(&key, o->calls, o->ncalls, sizeof(*o->calls), by_corr);
+		if (c != NULL && c->thr != NONE)
+			op = innermost(o->ops, o->nops, o->thr[c->thr].pid, o->thr[c->thr].tid, c->ts);
 		if (op >= 0)
 			o->ops[op].gself += o->gdur[i];
 		else
 			o->gpu_unattributed += o->gdur[i];
 	}
-	/* children come after their parent: walking back, each is complete
-	 * when it is added to its parent */
-	for (i = 0; i < o->nops; i++)
-		o->ops[i].gtotal = o->ops[i].gself;
-	for (i = o->nops; i-- > 0;) {
-		struct rop *r = &o->ops[i];
+}
 
-		if (r->parent >= 0) {
-			o->ops[r->parent].gtotal += r->gtotal;
-			o->ops[r->parent].child_cpu += r->dur;
-		}
+/*
+ * The thread each call sits on in the tree, as torch.profiler places it:
+ * a call Kineto linked to an operator (it has an External id) on that
+ * operator's thread, which is its own (Kineto links a call to the
+ * operator open on its thread); any other (a call outside every
+ * operator, CUPTI's overhead) on the thread that stopped the profiler,
+ * taken here as the process's main thread (tid = pid) or else the thread
+ * of the first operator. A trace with no linked call at all (the agent's)
+ * keeps each call on its own thread. Then the threads are sorted as the
+ * operators are, and the calls by thread and start.
+ */
+static bool place_calls(struct rops *o)
+{
+	const struct rop *first = NULL;
+	struct thread_ix *v;
+	uint32_t mainthr = NONE, *pos;
+	size_t i;
+
+	for (i = 0; i < o->nops && mainthr == NONE; i++) {
+		if (o->ops[i].tid == o->ops[i].pid &&
+		    (mainthr = thread_of(o, o->ops[i].pid, o->ops[i].tid)) == NONE)
+			return false;
+		if (first == NULL || o->ops[i].a < first->a)
+			first = &o->ops[i];
 	}
-	/* modules: the scope around each op; forward ops' by sequence number */
+	if (mainthr == NONE && first != NULL &&
+	    (mainthr = thread_of(o, first->pid, first->tid)) == NONE)
+		return false;
+	for (i = 0; i < o->ncalls; i++)
+		if (o->calls[i].thr == NONE || (o->linked_calls && !o->calls[i].linked))
+			o->calls[i].thr = mainthr;
+	/* the threads in (pid, tid) order, as the operators are: thread i
+	 * becomes thread pos[i] */
+	v = malloc((o->nthr ? o->nthr : 1) * sizeof(*v));
+	pos = malloc((o->nthr ? o->nthr : 1) * sizeof(*pos));
+	if (v == NULL || pos == NULL) {
+		free(v);
+		free(pos);
+		return false;
+	}
+	for (i = 0; i < o->nthr; i++)
+		v[i] = (struct thread_ix){ o->thr[i], (uint32_t)i };
+	qsort(v, o->nthr, sizeof(*v), by_pid_tid);
+	for (i = 0; i < o->nthr; i++) {
+		o->thr[i] = v[i].t;
+		pos[v[i].old] = (uint32_t)i;
+	}
+	for (i = 0; i < o->ncalls; i++)
+		if (o->calls[i].thr != NONE)
+			o->calls[i].thr = pos[o->calls[i].thr];
+	o->lastthr = 0;
+	free(v);
+	free(pos);
+	if (o->ncalls)
+		qsort(o->calls, o->ncalls, sizeof(*o->calls), by_thread_call);
+	return true;
+}
+
+/* Does operator r come before call c in the tree's order (thread, start,
+ * the longer first; the operator first on a tie)? Calls with no thread
+ * come last. */
+static bool op_first(const struct rops *o, const struct rop *r, const struct rcall *c)
+{
+	const struct thread *h = c->thr != NONE ? &o->thr[c->thr] : NULL;
+
+	if (h == NULL)
+		return true;
+	if (r->pid != h->pid)
+		return r->pid < h->pid;
+	if (r->tid != h->tid)
+		return r->tid < h->tid;
+	return by_start(r->a, r->b, c->ts, c->ts + c->dur) <= 0;
+}
+
+/* Each node's parent, as link() finds it for operators alone (both
+ * arrays sorted, merged thread by thread); each parent's children counted
+ * and their time added to its children's CPU time. */
+static bool tree_link(struct tree *t)
+{
+	struct rops *o = t->o;
+	uint32_t *stack = malloc((t->n ? t->n : 1) * sizeof(*stack));
+	size_t i = 0, j = 0, k, depth = 0;
+	int64_t pid = 0, tid = 0;
+
+	if (stack == NULL)
+		return false;
+	for (k = 0; k < t->n; k++) {
+		uint32_t m;
+		int64_t p, q;
+
+		if (j == o->ncalls || (i < o->nops && op_first(o, &o->ops[i], &o->calls[j]))) {
+			m = (uint32_t)i++;
+			p = o->ops[m].pid;
+			q = o->ops[m].tid;
+		} else if (o->calls[j].thr != NONE) {
+			m = (uint32_t)(o->nops + j++);
+			p = o->thr[call_of(t, m)->thr].pid;
+			q = o->thr[call_of(t, m)->thr].tid;
+		} else { /* no thread: a root of its own */
+			m = (uint32_t)(o->nops + j++);
+			t->up[m] = NONE;
+			t->order[k] = m;
+			depth = 0;
+			continue;
+		}
+		if (k == 0 || p != pid || q != tid)
+			depth = 0;
+		pid = p;
+		tid = q;
+		while (depth > 0 && (node_a(t, m) >= node_b(t, stack[depth - 1]) ||
+		                     node_b(t, m) > node_b(t, stack[depth - 1])))
+			depth--;
+		t->up[m] = depth > 0 ? stack[depth - 1] : NONE;
+		if (depth > 0) {
+			t->kids[stack[depth - 1]]++;
+			*node_child(t, stack[depth - 1]) += node_dur(t, m);
+		}
+		stack[depth++] = m;
+		t->order[k] = m;
+	}
+	free(stack);
+	return true;
+}
+
+/* torch.profiler's _remove_dup_nodes: a node that is the only child of a
+ * parent of the same name is merged into it (the parent takes its
+ * children and its kernels, and it leaves the table). Parents come first
+ * in order, so one pass merges chains too. */
+static void tree_merge(struct tree *t)
+{
+	struct rops *o = t->o;
+	size_t k;
+
+	for (k = 0; k < t->n; k++) {
+		uint32_t m = t->order[k], p = t->up[m];
+
+		while (p != NONE && t->dead[p])
+			p = t->up[p];
+		t->up[m] = p;
+		if (p == NONE || t->kids[p] != 1 || node_name(t, p) != node_name(t, m))
+			continue;
+		t->dead[m] = true;
+		t->kids[p] = t->kids[m];
+		*node_child(t, p) = *node_child(t, m);
+		if (is_op(t, p))
+			o->ops[p].gself = is_op(t, m) ? o->ops[m].gself : 0;
+		if (is_op(t, m))
+			o->ops[m].dead = true;
+	}
+}
+
+/* GPU totals (a node's kernels and its children's totals, children
+ * last in order), then the calls' rows by name; CPU self time summed. */
+static bool tree_totals(struct tree *t)
+{
+	struct rops *o = t->o;
+	uint32_t *row;
+	size_t k;
+
+	for (k = 0; k < o->nops; k++)
+		o->ops[k].gtotal = o->ops[k].gself;
+	for (k = t->n; k-- > 0;) {
+		uint32_t m = t->order[k];
+
+		if (!t->dead[m] && t->up[m] != NONE)
+			*node_gtotal(t, t->up[m]) += *node_gtotal(t, m);
+	}
+	if ((row = malloc((o->names.n ? o->names.n : 1) * sizeof(*row))) == NULL)
+		return false;
+	for (k = 0; k < o->names.n; k++)
+		row[k] = NONE;
+	for (k = 0; k < o->ncalls; k++) {
+		const struct rcall *c = &o->calls[k];
+		struct orow *r;
+
+		if (t->dead[o->nops + k])
+			continue;
+		if (row[c->name] == NONE) {
+			if (!grow((void **)&o->crows, &o->capcrows, o->ncrows + 1,
+			          sizeof(*o->crows))) {
+				free(row);
+				return false;
+			}
+			row[c->name] = (uint32_t)o->ncrows;
+			o->crows[o->ncrows++] = (struct orow){ c->name, NONE, NONE, false, 0, 0, 0, 0, 0 };
+		}
+		r = &o->crows[row[c->name]];
+		r->count++;
+		r->cpu_total += c->dur;
+		r->cpu_self += c->dur - t->cchild[k];
+		r->gpu_total += t->cgtotal[k];
+		o->cpu_self_total += c->dur - t->cchild[k];
+	}
+	free(row);
+	return true;
+}
+
+/* The tree, its merges and totals; then the calls themselves are let go
+ * (their rows stay). */
+static bool calls_finish(struct rops *o)
+{
+	struct tree t = { .o = o, .n = o->nops + o->ncalls };
+	size_t n = t.n ? t.n : 1, nc = o->ncalls ? o->ncalls : 1;
+	bool ok;
+
+	if (t.n >= NONE)
+		return false;
+	/* up, kids and order in one array; cchild and cgtotal in another */
+	t.up = calloc(3 * n, sizeof(*t.up));
+	t.dead = calloc(n, sizeof(*t.dead));
+	t.cchild = calloc(2 * nc, sizeof(*t.cchild));
+	ok = t.up != NULL && t.dead != NULL && t.cchild != NULL;
+	if (ok) {
+		t.kids = t.up + n;
+		t.order = t.up + 2 * n;
+		t.cgtotal = t.cchild + nc;
+		ok = tree_link(&t);
+	}
+	if (ok) {
+		tree_merge(&t);
+		ok = tree_totals(&t);
+	}
+	free(t.up);
+	free(t.dead);
+	free(t.cchild);
+	free(o->calls);
+	o->calls = NULL;
+	o->ncalls = o->capcalls = 0;
+	return ok;
+}
+
+/* Each operator's module: the scope around it; backward operators' by the
+ * forward operator with their sequence number, else their parent's. Then
+ * the CPU self time of the operators. */
+static bool assign_modules(struct rops *o)
+{
+	struct fwd *fwd = NULL;
+	size_t i, nfwd = 0;
+
 	if (o->nops && (fwd = malloc(o->nops * sizeof(*fwd))) == NULL)
 		return false;
 	for (i = 0; i < o->nops; i++) {
@@ -384,7 +718,8 @@ bool report_ops_finish(struct rstats *st)
 			fwd[nfwd].seq = r->seq;
 			fwd[nfwd++].module = r->module;
 		}
-		o->cpu_self_total += r->dur - r->child_cpu;
+		if (!r->dead)
+			o->cpu_self_total += r->dur - r->child_cpu;
 	}
 	if (nfwd)
 		qsort(fwd, nfwd, sizeof(*fwd), by_seq);
@@ -404,6 +739,28 @@ bool report_ops_finish(struct rstats *st)
 	return true;
 }
 
+bool report_ops_finish(struct rstats *st)
+{
+	struct rops *o = st->ops;
+
+	if (o == NULL)
+		return true;
+	if (o->cpu_ops == 0) { /* no table: nothing more to work out */
+		free(o->calls);
+		o->calls = NULL;
+		o->ncalls = o->capcalls = 0;
+		return true;
+	}
+	if (o->nops)
+		qsort(o->ops, o->nops, sizeof(*o->ops), by_thread_start);
+	if (o->nmods)
+		qsort(o->mods, o->nmods, sizeof(*o->mods), by_thread_start);
+	if (!link(o->ops, o->nops) || !link(o->mods, o->nmods))
+		return false;
+	attribute_gpu(o);
+	return place_calls(o) && calls_finish(o) && assign_modules(o);
+}
+
 void report_ops_free(struct rstats *st)
 {
 	struct rops *o = st->ops;
@@ -412,7 +769,8 @@ void report_ops_free(struct rstats *st)
 		return;
 	free(o->ops);
 	free(o->mods);
-	free(o->l);
+	free(o->calls);
+	free(o->crows);
 	free(o->gcorr);
 	free(o->gdur);
 	free(o->thr);
@@ -421,229 +779,4 @@ void report_ops_free(struct rstats *st)
 	strtab_free(&o->modules);
 	free(o);
 	st->ops = NULL;
-}
-
-/* ---- the table ---- */
-
-struct okey { uint32_t name, shape, module; bool bwd; size_t i; };
-
-static int by_key(const void *x, const void *y)
-{
-	const struct okey *a = x, *b = y;
-
-	if (a->name != b->name)
-		return a->name < b->name ? -1 : 1;
-	if (a->shape != b->shape)
-		return a->shape < b->shape ? -1 : 1;
-	if (a->module != b->module)
-		return a->module < b->module ? -1 : 1;
-	if (a->bwd != b->bwd)
-		return a->bwd ? 1 : -1;
-	return 0;
-}
-
-static const struct rops *ops_of(const struct rstats *st)
-{
-	return st->ops != NULL && st->ops->cpu_ops > 0 ? st->ops : NULL;
-}
-
-static const char *const *g_names; /* by_row's tie-break: set around its qsort */
-
-/* Self CUDA time, largest first; then self CPU; then the name. */
-static int by_row(const void *x, const void *y)
-{
-	const struct orow *a = x, *b = y;
-
-	if (a->gpu_self != b->gpu_self)
-		return a->gpu_self > b->gpu_self ? -1 : 1;
-	if (a->cpu_self != b->cpu_self)
-		return a->cpu_self > b->cpu_self ? -1 : 1;
-	return strcmp(g_names[a->name], g_names[b->name]);
-}
-
-/*
- * The rows, sorted; *n their count. by_shape: one row per name and input
- * shapes (the table's --group-by-shape); modules: one per name, module
- * and pass (forward or backward), the findings'. NULL when out of memory.
- */
-static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size_t *n)
-{
-	struct okey *k = malloc((o->nops ? o->nops : 1) * sizeof(*k));
-	struct orow *r = malloc((o->nops ? o->nops : 1) * sizeof(*r));
-	size_t i, m = 0;
-
-	*n = 0;
-	if (k == NULL || r == NULL) {
-		free(k);
-		free(r);
-		return NULL;
-	}
-	for (i = 0; i < o->nops; i++)
-		k[i] = (struct okey){ o->ops[i].name, by_shape ? o->ops[i].shape : NONE,
-		                      modules ? o->ops[i].module : NONE, modules && o->ops[i].bwd, i };
-	if (o->nops)
-		qsort(k, o->nops, sizeof(*k), by_key);
-	for (i = 0; i < o->nops; i++) {
-		const struct rop *p = &o->ops[k[i].i];
-
-		if (i == 0 || by_key(&k[i], &k[i - 1]) != 0)
-			r[m++] = (struct orow){ k[i].name, k[i].shape, k[i].module, k[i].bwd,
-			                        0, 0, 0, 0, 0 };
-		r[m - 1].count++;
-		r[m - 1].cpu_total += p->dur;
-		r[m - 1].cpu_self += p->dur - p->child_cpu;
-		r[m - 1].gpu_total += p->gtotal;
-		r[m - 1].gpu_self += p->gself;
-	}
-	free(k);
-	g_names = (const char *const *)o->names.v;
-	if (m)
-		qsort(r, m, sizeof(*r), by_row);
-	*n = m;
-	return r;
-}
-
-static double share(double part, double whole)
-{
-	return whole > 0 ? part / whole : 0;
-}
-
-void report_ops_print(FILE *f, const struct rstats *st, size_t top)
-{
-	const struct rops *o = ops_of(st);
-	struct orow *r;
-	size_t n, i;
-
-	if (o == NULL || (r = rows(o, st->ops_by_shape, false, &n)) == NULL)
-		return;
-	fprintf(f, "operators by self CUDA time (%zu %s, as torch.profiler's key_averages table; "
-	        "GPU time %.3f ms, %.3f ms of it launched by no operator):\n"
-	        "  %6s %12s %12s %6s %12s %12s %8s %s\n", n,
-	        st->ops_by_shape ? "names and input shapes" : "names", o->gpu_total / 1000,
-	        o->gpu_unattributed / 1000, "CUDA%", "CUDA self ms", "CUDA tot ms", "CPU%",
-	        "CPU self ms", "CPU tot ms", "calls", "name");
-	for (i = 0; i < n && i < top; i++) {
-		fprintf(f, "  %5.1f%% %12.3f %12.3f %5.1f%% %12.3f %12.3f %8llu %.100s",
-		        100 * share(r[i].gpu_self, o->gpu_total), r[i].gpu_self / 1000,
-		        r[i].gpu_total / 1000, 100 * share(r[i].cpu_self, o->cpu_self_total),
-		        r[i].cpu_self / 1000, r[i].cpu_total / 1000, (unsigned long long)r[i].count,
-		        o->names.v[r[i].name]);
-		if (st->ops_by_shape)
-			fprintf(f, "  %.200s", r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
-		fprintf(f, "\n");
-	}
-	free(r);
-}
-
-void report_ops_json(cJSON *parent, const struct rstats *st, size_t top)
-{
-	const struct rops *o = ops_of(st);
-	cJSON *t, *a;
-	struct orow *r;
-	size_t n, i;
-
-	if (o == NULL || (r = rows(o, st->ops_by_shape, false, &n)) == NULL)
-		return;
-	t = cJSON_AddObjectToObject(parent, "operators");
-	cJSON_AddBoolToObject(t, "group_by_shape", st->ops_by_shape);
-	cJSON_AddNumberToObject(t, "rows_total", (double)n);
-	cJSON_AddNumberToObject(t, "gpu_us", o->gpu_total);
-	cJSON_AddNumberToObject(t, "gpu_unattributed_us", o->gpu_unattributed);
-	cJSON_AddNumberToObject(t, "cpu_self_us", o->cpu_self_total);
-	a = cJSON_AddArrayToObject(t, "rows");
-	for (i = 0; i < n && i < top; i++) {
-		cJSON *x = cJSON_CreateObject();
-
-		cJSON_AddStringToObject(x, "name", o->names.v[r[i].name]);
-		if (st->ops_by_shape)
-			cJSON_AddStringToObject(x, "input_shapes",
-			                        r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
-		cJSON_AddNumberToObject(x, "count", (double)r[i].count);
-		cJSON_AddNumberToObject(x, "cpu_total_us", r[i].cpu_total);
-		cJSON_AddNumberToObject(x, "cpu_self_us", r[i].cpu_self);
-		cJSON_AddNumberToObject(x, "cuda_total_us", r[i].gpu_total);
-		cJSON_AddNumberToObject(x, "cuda_self_us", r[i].gpu_self);
-		cJSON_AddNumberToObject(x, "self_cpu_share", share(r[i].cpu_self, o->cpu_self_total));
-		cJSON_AddNumberToObject(x, "self_cuda_share", share(r[i].gpu_self, o->gpu_total));
-		cJSON_AddItemToArray(a, x);
-	}
-	free(r);
-	if ((r = rows(o, false, true, &n)) == NULL)
-		return;
-	a = cJSON_AddArrayToObject(t, "by_module");
-	for (i = 0; i < n && i < top && r[i].gpu_self > 0; i++) {
-		cJSON *x = cJSON_CreateObject();
-
-		cJSON_AddStringToObject(x, "name", o->names.v[r[i].name]);
-		if (r[i].module != NONE)
-			cJSON_AddStringToObject(x, "module", o->modules.v[r[i].module]);
-		else
-			cJSON_AddNullToObject(x, "module");
-		cJSON_AddBoolToObject(x, "backward", r[i].bwd);
-		cJSON_AddNumberToObject(x, "count", (double)r[i].count);
-		cJSON_AddNumberToObject(x, "cuda_self_us", r[i].gpu_self);
-		cJSON_AddNumberToObject(x, "self_cuda_share", share(r[i].gpu_self, o->gpu_total));
-		cJSON_AddItemToArray(a, x);
-	}
-	free(r);
-}
-
-void report_ops_html(FILE *f, const struct rstats *st, size_t top)
-{
-	const struct rops *o = ops_of(st);
-	struct orow *r;
-	size_t n, i;
-
-	if (o == NULL || (r = rows(o, st->ops_by_shape, false, &n)) == NULL)
-		return;
-	fprintf(f, "<h3>Operators by self CUDA time</h3>\n<p class=note>As torch.profiler's "
-	        "key_averages table: %zu %s; GPU time %.3f ms, %.3f ms of it launched by no "
-	        "operator.</p>\n<table><tr><th>self CUDA %%</th><th>self CUDA ms</th>"
-	        "<th>CUDA total ms</th><th>self CPU %%</th><th>self CPU ms</th><th>CPU total ms</th>"
-	        "<th>calls</th><th>name</th>%s</tr>\n", n,
-	        st->ops_by_shape ? "names and input shapes" : "names", o->gpu_total / 1000,
-	        o->gpu_unattributed / 1000, st->ops_by_shape ? "<th>input shapes</th>" : "");
-	for (i = 0; i < n && i < top; i++) {
-		fprintf(f, "<tr><td>%.1f%%</td><td>%.3f</td><td>%.3f</td><td>%.1f%%</td><td>%.3f</td>"
-		        "<td>%.3f</td><td>%llu</td><td class=name>",
-		        100 * share(r[i].gpu_self, o->gpu_total), r[i].gpu_self / 1000,
-		        r[i].gpu_total / 1000, 100 * share(r[i].cpu_self, o->cpu_self_total),
-		        r[i].cpu_self / 1000, r[i].cpu_total / 1000, (unsigned long long)r[i].count);
-		report_html_esc(f, o->names.v[r[i].name]);
-		if (st->ops_by_shape) {
-			fprintf(f, "</td><td class=name>");
-			report_html_esc(f, r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
-		}
-		fprintf(f, "</td></tr>\n");
-	}
-	fprintf(f, "</table>\n");
-	free(r);
-}
-
-size_t report_ops_findings(const struct rstats *st, const char *who, struct finding *out,
-                           size_t k, size_t max)
-{
-	const struct rops *o = ops_of(st);
-	struct orow *r;
-	size_t n, i;
-
-	if (o == NULL || o->gpu_total <= 0 || (r = rows(o, false, true, &n)) == NULL)
-		return k;
-	/* the operators (in their module) that take a tenth of the GPU or more */
-	for (i = 0; i < n && i < 3 && k < max; i++) {
-		double s = share(r[i].gpu_self, o->gpu_total);
-
-		if (s < 0.1)
-			break;
-		out[k].weight = s;
-		snprintf(out[k].text, sizeof(out[k].text), "%s%.200s%s%.100s%s: %.0f%% of GPU time "
-		         "(%.3f ms of kernels it launched itself, %llu call%s); the operator table "
-		         "ranks the rest", who, o->names.v[r[i].name], r[i].module != NONE ? " in " : "",
-		         r[i].module != NONE ? o->modules.v[r[i].module] : "",
-		         r[i].bwd ? " (backward)" : "", 100 * s, r[i].gpu_self / 1000,
-		         (unsigned long long)r[i].count, r[i].count == 1 ? "" : "s");
-		k++;
-	}
-	free(r);
-	return k;
 }

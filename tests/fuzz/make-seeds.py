@@ -117,6 +117,26 @@ for sub in sorted(os.listdir(traces)):
 write("report", "empty-events", b'{"traceEvents":[]}')
 write("report", "cut", b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":')
 write("report", "not-json", b"hello")
+# the operator table's torch.profiler rules: a list-of-tensors argument, a
+# CUPTI overhead record (pid -1), an unlinked call on another thread, an
+# operator merged into its parent of the same name, one left out
+write("report", "ops-torch-rules", json.dumps({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0,
+     "dur": 1000, "args": {"External id": 1}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::outer", "pid": 1, "tid": 1, "ts": 100,
+     "dur": 200, "args": {"External id": 2, "Input Dims": [[[2, 3], [4]], [5], []]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::outer", "pid": 1, "tid": 1, "ts": 110,
+     "dur": 180, "args": {"External id": 3, "Input Dims": [[2]]}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 120,
+     "dur": 20, "args": {"External id": 3, "correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 400, "dur": 50,
+     "args": {"External id": 3, "correlation": 1}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::is_leaf", "pid": 1, "tid": 1, "ts": 400,
+     "dur": 10},
+    {"ph": "X", "cat": "overhead", "name": "Activity Buffer Request", "pid": -1, "tid": 0,
+     "ts": 500, "dur": 100},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 2,
+     "ts": 700, "dur": 20, "args": {"correlation": 3}}]}, separators=(",", ":")).encode())
 # agent/ops.c: PyTorch operator files as the job's profiler exports them
 # (the stand-in torch's shapes: Kineto with the base after the events, the
 # absolute-microsecond form, the legacy array) and broken ones

@@ -120,8 +120,17 @@ def per_iteration(label, path, iters, ka):
     ours = {o["name"]: o for o in json.loads(rep.stdout)["ranks"][0]["operators"]["rows"]}
     theirs = {t["name"]: t for t in ka["by_name"] if t["cpu_total"] > 0}
 
+    # operators only: the CUDA calls and CUPTI's overhead are rows too, but how many
+    # synchronisations and buffer requests a profiler window holds is the profiler's
+    skip = set()
+    for f in (path, os.path.join(OUT, "opts-torch-profiler.pt.trace.json")):
+        if os.path.exists(f):
+            skip |= {e.get("name") for e in load(f)
+                     if e.get("cat") in ("cuda_runtime", "cuda_driver", "overhead")}
+
     def names(d):
-        return {n for n in d if not n.startswith("ProfilerStep") and not n.startswith("Optimizer.")}
+        return {n for n in d if n not in skip and not n.startswith("ProfilerStep") and
+                not n.startswith("Optimizer.")}
     names_o, names_t = names(ours), names(theirs)
     say(names_o == names_t, "%s trace and torch.profiler: the same operator names "
         "(only ours %s, only theirs %s)" % (label, sorted(names_o - names_t)[:8],
@@ -319,14 +328,19 @@ if r.returncode == 0:
             continue
         ours = json.loads(rep.stdout)["ranks"][0]["operators"]["rows"]
         ours = {(o["name"], o.get("input_shapes")): o for o in ours}
-        worst, missing, compared = 0.0, [], 0
+        worst, missing, compared, excused = 0.0, [], 0, []
+        # torch gives CUPTI's overhead records the kernel of an operator they lie in, which
+        # then counts twice in the CUDA totals above them (docs/REPORT.md); ours count each
+        # GPU record once: a CUDA difference of just that much is excused, and listed
+        dup = sum(t["cuda_self"] for t in ka[key] if t["name"] == "Activity Buffer Request")
         for t in ka[key]:
             k = (t["name"], t["shape"])
             o = ours.get(k)
+            # torch lists kernels and other device events (a gpu_user_annotation named as
+            # its record_function too) as rows of their own, with no CPU time
+            if t["cpu_total"] == 0:
+                continue
             if o is None:
-                # torch lists kernels and other device events as rows of their own
-                if t["cpu_total"] == 0:
-                    continue
                 missing.append(k)
                 continue
             compared += 1
@@ -335,10 +349,16 @@ if r.returncode == 0:
             for ours_k, theirs_k in (("cpu_total_us", "cpu_total"), ("cpu_self_us", "cpu_self"),
                                      ("cuda_total_us", "cuda_total"), ("cuda_self_us", "cuda_self")):
                 a, b = o[ours_k], t[theirs_k]
-                if max(a, b) > 5:  # us: below that, rounding
-                    worst = max(worst, abs(a - b) / max(a, b))
+                if max(a, b) <= 5:  # us: below that, rounding
+                    continue
+                if (theirs_k.startswith("cuda") and dup > 0 and abs(a - b) > 0.01 * max(a, b) and
+                        abs(b - a - dup) <= 0.01 * max(a, b)):
+                    excused.append((k, theirs_k))
+                    continue
+                worst = max(worst, abs(a - b) / max(a, b))
         say(not missing and worst <= 0.01, "report vs torch key_averages %s: %d rows compared, "
-            "worst relative difference %.4f, mismatches %s" % (key, compared, worst, missing[:5]))
+            "worst relative difference %.4f, mismatches %s; excused (torch's %.3f us of overhead "
+            "CUDA time counted twice) %s" % (key, compared, worst, missing[:5], dup, excused))
 
     # per iteration: the Kineto trace and the agent's (3 iterations each)
     # against torch.profiler (5)

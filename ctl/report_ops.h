@@ -1,0 +1,64 @@
+/*
+ * report_ops.h: what report_ops.c (the operator table's pass and
+ * finish) leaves for report_ops_out.c (its rows and outputs); private to
+ * the two. Ownership: a struct rops belongs to its rstats (report_ops_free).
+ */
+#ifndef GPROFCTL_REPORT_OPS_H
+#define GPROFCTL_REPORT_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NONE UINT32_MAX          /* no index: no shape, module, thread... */
+
+/* An operator (cpu_op, user_annotation), or an nn.Module scope. */
+struct rop {
+	double a, b, dur;          /* start, end, and the duration as written (us):
+	                              b - a of a time near 2^42 us is off by 1 ns */
+	int64_t pid, tid;
+	int64_t seq;               /* Sequence number; -1 none */
+	uint32_t name, shape;      /* interned; shape NONE when not recorded */
+	uint32_t module;           /* interned module name, NONE when none */
+	int32_t parent;            /* the enclosing operator (index among the sorted
+	                              ops); -1 a root */
+	bool bwd;                  /* on autograd's backward pass */
+	bool scope;                /* a record_function scope (not ProfilerStep#) */
+	bool dead;                 /* merged into its parent of the same name */
+	double child_cpu, gself, gtotal;
+};
+
+/* Interned strings: v[i], found by hash through slot (open addressing). */
+struct strtab { char **v; size_t n, cap; size_t *slot; size_t mask; };
+
+/* A row of the table. */
+struct orow {
+	uint32_t name, shape, module;
+	bool bwd;
+	uint64_t count;
+	double cpu_total, cpu_self, gpu_total, gpu_self;
+};
+
+struct rcall;                  /* a CUDA call or CUPTI overhead (report_ops.c) */
+struct thread;
+
+/* Everything the operator table keeps of one trace. */
+struct rops {
+	struct rop *ops, *mods;    /* mods: module scopes (name: the module) */
+	size_t nops, capops, nmods, capmods;
+	struct rcall *calls;       /* freed by report_ops_finish, which leaves crows */
+	size_t ncalls, capcalls;
+	uint64_t linked_calls;
+	struct orow *crows;        /* the calls' rows, by name */
+	size_t ncrows, capcrows;
+	uint32_t *gcorr;           /* GPU records: correlation ids, durations */
+	double *gdur;
+	size_t ng, capg, capg2;
+	struct thread *thr;
+	size_t nthr, capthr, lastthr;
+	struct strtab names, shapes, modules;
+	uint64_t cpu_ops;          /* cpu_op events: the table exists when > 0 */
+	double gpu_total, gpu_unattributed, cpu_self_total;
+};
+
+#endif
