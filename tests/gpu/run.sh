@@ -3,7 +3,8 @@
 # (prepare with tests/gpu/prepare.sh here, carry .devlibs). Results and
 # logs go to $OUT; docs/gpu-validation.md records what a run showed.
 #
-# Sections (all by default; SECTIONS="metrics kineto" picks; "name@2" runs
+# Sections (by default agent held stress overhead cupti metrics kineto kineto5
+# compile graphs; SECTIONS="metrics kineto" picks; "name@2" runs
 # one with CUDA_VISIBLE_DEVICES=2, "name&" beside the next ones):
 #   agent   libgprof_agent injected: the CUDA C workload (exact events per
 #           iteration, flows, latency), a PyTorch loop (kernels per iteration
@@ -596,7 +597,7 @@ kineto5_checks() {
 # a trailing & to run it beside the next ones (on other GPUs): all share
 # this gprofd; the run waits for every one
 bg=""
-for entry in ${SECTIONS:-agent held stress overhead cupti metrics kineto kineto5}; do
+for entry in ${SECTIONS:-agent held stress overhead cupti metrics kineto kineto5 compile graphs}; do
 	section=${entry%&}
 	gpus=""
 	[[ $section == *@* ]] && gpus=${section#*@} section=${section%@*}
