@@ -123,49 +123,62 @@ static uint64_t api_now(void)
  * CUDA graphs and the teardown. On an H200 (2026-11-28, CUDA 13.0, torch
  * 2.11) a torch.compile(mode="reduce-overhead") loop, whose steps replay
  * CUDA graphs, died with "unspecified launch failure" right after the
- * first burst, 2 runs of 2 (tests/gpu/graphs_check.py); the same job with
- * GPROF_CUPTI_RELEASE=unsubscribe lived through 3 bursts, as did the same
- * loop without graphs under the teardown (PyTorch had turned its own
- * teardown off beside graphs for the same reason: pytorch#112507). So once
- * this process is seen using graphs while CUPTI is up (a graph launched,
- * captured, instantiated or uploaded through a call our callbacks see, or
- * a kernel record of a graph's node), CUPTI is never finalized: it is
- * given back by unsubscribing, and the launch hooks stay (the lasting
- * cost docs/AGENT.md gives). GPROF_CUPTI_GRAPHS=teardown finalizes anyway,
- * never at a graph launch's own exit: an experiment, not safe.
+ * first burst, 3 runs of 3 (tests/gpu/graphs_check.py, run.sh's compile
+ * section), and 1 of 1 with the finalize kept off graph launches' exits;
+ * the same job with GPROF_CUPTI_RELEASE=unsubscribe lived through 3
+ * bursts, as did the same loop without graphs under the teardown (PyTorch
+ * had turned its own teardown off beside graphs for the same reason:
+ * pytorch#112507). So once this process is seen using graphs while CUPTI
+ * is up (a graph launched, captured, instantiated or uploaded, or a kernel
+ * record of a graph's node), CUPTI is never finalized: it is given back by
+ * unsubscribing, and the launch hooks stay (the lasting cost docs/AGENT.md
+ * gives). The graph calls' callbacks are on for as long as the agent holds
+ * CUPTI (graph_cbs_on), whatever the burst records, so a burst of copies
+ * only, or the wait for the finalizing call, still sees them. Left open: a
+ * thread that starts its first graph launch while another thread is
+ * already inside cuptiFinalize (it read graphs_seen just before).
+ * GPROF_CUPTI_GRAPHS=teardown finalizes anyway, never at a graph call's
+ * own exit: an experiment, not safe.
  */
-static atomic_bool graphs_seen;
+static atomic_bool graphs_seen, graphs_experiment;
+
+static const CUpti_CallbackId graph_runtime_calls[] = {
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithFlags_v11040,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_v12000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_ptsz_v12000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphUpload_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaGraphUpload_ptsz_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030,
+	CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030,
+};
+static const CUpti_CallbackId graph_driver_calls[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+	CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+
+static bool in_list(CUpti_CallbackId id, const CUpti_CallbackId *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (v[i] == id)
+			return true;
+	return false;
+}
 
 static bool graph_call(CUpti_CallbackDomain d, CUpti_CallbackId id)
 {
 	if (d == CUPTI_CB_DOMAIN_DRIVER_API)
-		return id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
-		       id == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
-	switch (id) {
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v10000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithFlags_v11040:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_v12000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiateWithParams_ptsz_v12000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v12000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphUpload_v10000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaGraphUpload_ptsz_v10000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030:
-	case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static bool graphs_teardown(void)
-{
-	const char *v = getenv("GPROF_CUPTI_GRAPHS");
-
-	return v != NULL && strcmp(v, "teardown") == 0;
+		return in_list(id, graph_driver_calls,
+		               sizeof(graph_driver_calls) / sizeof(graph_driver_calls[0]));
+	return in_list(id, graph_runtime_calls,
+	               sizeof(graph_runtime_calls) / sizeof(graph_runtime_calls[0]));
 }
 
 static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id,
@@ -193,14 +206,14 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	if ((int)syscall(SYS_gettid) == A.agent_tid)
 		return;
 	/* the experiment finalizes beside graphs, but never inside a launch */
-	if (graph && graphs_teardown())
+	if (graph && atomic_load(&graphs_experiment))
 		return;
 	if (atomic_compare_exchange_strong(&cs, &releasing, CS_FINALIZING)) {
 		/* the subscriber leaves first, then CUPTI goes: the order
 		 * Kineto's teardown uses (CUDA 12.6 and newer); with CUDA
 		 * graphs seen since the release began, it leaves alone */
 		p_cuptiUnsubscribe(sub);
-		if (!atomic_load(&graphs_seen) || graphs_teardown()) {
+		if (!atomic_load(&graphs_seen) || atomic_load(&graphs_experiment)) {
 			p_cuptiFinalize();
 			atomic_fetch_add(&finalizes, 1);
 		} else {
@@ -457,6 +470,32 @@ static CUptiResult runtime_on(void)
 	return r;
 }
 
+/* The graph calls' callbacks, on from the moment CUPTI is held until it is
+ * given back (the subscriber's leaving takes them): see graphs_seen. */
+static void graph_cbs_on(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(graph_runtime_calls) / sizeof(graph_runtime_calls[0]); i++)
+		p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, graph_runtime_calls[i]);
+	for (i = 0; i < sizeof(graph_driver_calls) / sizeof(graph_driver_calls[0]); i++)
+		p_cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, graph_driver_calls[i]);
+}
+
+/* Said once, on the agent thread (at a burst's start or end), whichever
+ * thread kept CUPTI for graphs. */
+static void say_graphs(void)
+{
+	static bool said;
+
+	if (said || !atomic_load(&graphs_seen) || atomic_load(&graphs_experiment))
+		return;
+	said = true;
+	agent_log("CUDA graphs in this process: CUPTI is given back by unsubscribing, never "
+	          "finalized (a teardown after graph replays killed a PyTorch job, H200 "
+	          "2026-11-28); CUDA calls keep CUPTI's hooks until the process exits");
+}
+
 /* RELEASING -> HELD, or wait out FINALIZING -> FREE. 0, or -EBUSY when an
  * application thread has been finalizing for longer than we wait. */
 static int settle(char *why, size_t n)
@@ -566,6 +605,8 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	if (atomic_load(&cs) == CS_FREE && (err = subscribe(why, n)) < 0)
 		return err;
 	/* HELD */
+	say_graphs();
+	graph_cbs_on();
 	gpu_buf_limit(limit);
 	/* Activity callbacks are per process and replaced by whoever registers
 	 * last (torch.profiler after us): register them for every burst. */
@@ -606,6 +647,7 @@ static void kind_off(int64_t kind)
 		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
 		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
 		gpu_api_disarm();
+		graph_cbs_on(); /* still held: graphs must not go unseen */
 		return;
 	}
 	p_cuptiActivityDisable((CUpti_ActivityKind)kind);
@@ -620,16 +662,12 @@ static void flush_complete(void)
 /* HELD -> RELEASING (finalize) or FREE (unsubscribe) */
 static void release(void)
 {
+	const char *exp = getenv("GPROF_CUPTI_GRAPHS"); /* read here, on the agent thread */
+
+	atomic_store(&graphs_experiment, exp != NULL && strcmp(exp, "teardown") == 0);
 	if (gpu_buf_graph_kernels() && !atomic_load(&graphs_seen))
 		atomic_store(&graphs_seen, true);
-	if (atomic_load(&graphs_seen) && release_by_finalize() && !graphs_teardown()) {
-		static atomic_bool said;
-
-		if (!atomic_exchange(&said, true))
-			agent_log("CUDA graphs in this process: CUPTI is given back by "
-			          "unsubscribing, never finalized (a teardown after graph replays "
-			          "killed a PyTorch job, H200 2026-11-28); CUDA calls keep CUPTI's "
-			          "hooks until the process exits");
+	if (atomic_load(&graphs_seen) && release_by_finalize() && !atomic_load(&graphs_experiment)) {
 		atomic_fetch_add(&graph_keeps, 1);
 		unsubscribe();
 		return;
@@ -665,6 +703,7 @@ void gpu_stop(void)
 		agent_log("%llu API records left out: the burst reached its byte limit",
 		          (unsigned long long)gpu_api_lost());
 	release();
+	say_graphs();
 	agent_log("CUPTI %s after the burst (%llu finalized, %llu reclaimed, %llu kept for CUDA "
 	          "graphs so far)", cs_names[atomic_load(&cs)],
 	          (unsigned long long)atomic_load(&finalizes),

@@ -318,7 +318,8 @@ static void harvest(void)
 					agent_log("threads %u and %u call CUDA: under "
 					          "GPROF_CUPTI_RELEASE=finalize CUPTI is given back by "
 					          "unsubscribing, never finalized (the default teardown "
-					          "finalizes from a runtime call's exit, safe beside them)",
+					          "finalizes from a runtime call's exit, safe beside them, "
+					          "except with CUDA graphs)",
 					          (unsigned)cuda_tid, (unsigned)a->threadId);
 				}
 				break;

@@ -253,6 +253,8 @@ CUptiResult cuptiFinalize(void)
 		nanosleep(&ts, NULL);
 	}
 	pthread_mutex_lock(&lock);
+	if (graphs_under_cupti) /* one launched while it waited */
+		die("cuptiFinalize after CUDA graphs were launched under CUPTI");
 	/* it synchronises the device: what was queued completes, unread */
 	while (q_len > 0) {
 		queued[q_head].due = 0;
@@ -525,6 +527,8 @@ static void cuda_call(int k, bool driver)
 	corr = ids_stuck ? next_corr : next_corr++;
 	if (graph && initialized)
 		graphs_under_cupti = true;
+	if (graph && atomic_load(&finalizer_tid) != 0)
+		die("a CUDA graph launched while cuptiFinalize runs");
 	domain = subscribed && (driver ? cb_drv_launch : graph ? cb_graph : k >= 0 ? cb_launch : cb_sync);
 	fn = sub_cb;
 	ud = sub_ud;

@@ -343,7 +343,7 @@ class Stress:
                     kind, path, len(kernels), ends, launches))
         if self.mode != "nvtx" and not ARGS.refused:
             expected = set(ARGS.kernels.split("|")) if ARGS.kernels else KERNELS
-            if not names:
+            if not names and (not ARGS.activities or "kernel" in ARGS.activities):
                 self.bad.append("no kernel in any trace of the CUDA program")
             unknown = set(names) - expected if self.fake or ARGS.kernels else \
                 {n for n in names if not n or "XXXX" in n}
@@ -498,6 +498,24 @@ def test_stress_graphs(d):
         log[-3000:]
 
 
+def test_stress_graphs_copies_only(d):
+    """The same with bursts of copies only (no runtime callbacks, no kernel
+    records, so nothing the burst records shows a graph): the agent keeps
+    the graph calls' callbacks on while it holds CUPTI, sees the launches,
+    and never finalizes (before, another thread's runtime call finalized
+    and the stand-in aborted the program)."""
+    saved = ARGS.activities
+    ARGS.activities = "memcpy"
+    try:
+        stress(d, "fake", {"STRESS_GRAPHS": "1", "STRESS_THREADS": "2"}, ARGS.bursts // 3,
+               finalized=False)
+    finally:
+        ARGS.activities = saved
+    log = open(os.path.join(d, "agent.log")).read()
+    assert "CUDA graphs in this process: CUPTI is given back by unsubscribing" in log, \
+        log[-3000:]
+
+
 def test_stress_program(d):
     """Random requests to the --program (a real CUDA program on a GPU)."""
     stress(d, "program")
@@ -513,7 +531,7 @@ def main():
     tests = [test_stress_nvtx_only, test_stress_stand_in_cupti, test_stress_activity_records,
              test_byte_limit, test_stress_stuck_ids,
              test_stress_finalize_one_thread, test_stress_finalize_two_threads,
-             test_stress_graphs,
+             test_stress_graphs, test_stress_graphs_copies_only,
              test_stress_unsubscribe]
     if ARGS.program:
         tests = [test_stress_program]
