@@ -21,11 +21,15 @@
  *     file of the agent's uid, at most a quarter of the burst's budget),
  *     keeps its cpu_op, user_annotation and python_function events (and
  *     the fwdbwd flows between them) that lie in the window, converted to
- *     the agent's clock (CLOCK_REALTIME ns, as torch's are), and removes
- *     the file and the directory; writer.c writes them (ops_write) with
- *     the process's pid and the OS thread id torch gave them, which is
- *     the thread id the agent's CUDA API records carry, so each launch
- *     lies inside its operator on the same row.
+ *     the agent's clock (CLOCK_REALTIME ns, as torch's are); then, when
+ *     the window asked for memory (--profile-memory), the helper's second
+ *     file beside it (MEM_FILE, read by the same rules), whose "[memory]"
+ *     instant events (Kineto's profile_memory shape, made by the helper
+ *     from the CUDA caching allocator's history) it keeps the same way;
+ *     and it removes both files and the directory; writer.c writes them
+ *     (ops_write) with the process's pid and the OS thread id torch gave
+ *     them, which is the thread id the agent's CUDA API records carry, so
+ *     each launch lies inside its operator on the same row.
  *
  * The file is untrusted input (the job's code wrote it): it is parsed one
  * top-level value and one event at a time with cJSON (memory bounded by the
@@ -55,18 +59,23 @@
 #include "tw.h"
 
 #define OPS_FILE "ops.json"
+#define MEM_FILE "memory.json"
 #define OPS_WAIT_MS_DEFAULT 10000
 
-enum { CAT_OP, CAT_ANNOT, CAT_PYFN, CAT_FLOW_S, CAT_FLOW_F };
+enum { CAT_OP, CAT_ANNOT, CAT_PYFN, CAT_FLOW_S, CAT_FLOW_F, CAT_MEM };
 static const char *const cat_names[] = { "cpu_op", "user_annotation", "python_function",
-                                         "fwdbwd", "fwdbwd" };
+                                         "fwdbwd", "fwdbwd", "cpu_instant_event" };
+/* A [memory] event's args, in the order Kineto's profile_memory writes
+ * the ones gprofctl report reads; every one an integer. */
+static const char *const mem_args[] = { "Total Reserved", "Total Allocated", "Bytes",
+                                        "Device Id", "Device Type", "Addr" };
 
 struct op {
 	int tid;
 	uint8_t cat;
 	uint64_t start, end;  /* CLOCK_REALTIME ns; end == start for flows */
 	int64_t flow_id;
-	char *name;           /* NULL for flows */
+	char *name;           /* NULL for flows and [memory] events */
 	char *args;           /* the event's args, as JSON text, or NULL */
 };
 
@@ -120,7 +129,9 @@ static void add_note(const char *fmt, ...)
  * helper's default since) starts no profiler, and its cost on the GPU host
  * decides whether this stays opt-in. So a window takes them when the
  * request asks (--operators, or an operator option: --record-shapes,
- * --with-modules) or the job's owner does (GPROF_TORCH_OPS=observer,
+ * --with-modules, --profile-memory: torch.profiler's profile_memory records
+ * the operators around the allocations too, and gprofctl report attributes
+ * memory to them) or the job's owner does (GPROF_TORCH_OPS=observer,
  * kineto-cpu or legacy, GPROF_TORCH_OPTS); GPROF_TORCH_OPS=off refuses
  * them all. */
 static bool ops_wanted(int64_t options)
@@ -131,8 +142,10 @@ static bool ops_wanted(int64_t options)
 		return false;
 	if (v != NULL && *v)
 		return true;
-	return (options & (MSG_OPT_OPERATORS | MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_MODULES)) ||
-	       (A.win.torch_opts & (GPROF_WINDOW_SHAPES | GPROF_WINDOW_MODULES));
+	return (options & (MSG_OPT_OPERATORS | MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_MODULES |
+	                   MSG_OPT_PROFILE_MEMORY)) ||
+	       (A.win.torch_opts & (GPROF_WINDOW_SHAPES | GPROF_WINDOW_MODULES |
+	                            GPROF_WINDOW_MEMORY));
 }
 
 /* The torch options a window asks for: the request's (gprofctl trace
@@ -454,6 +467,59 @@ static bool keep(struct op *o)
 	return true;
 }
 
+/* An integer a double holds exactly (never a cast out of range). */
+static bool exact_int(const cJSON *v, int64_t *out)
+{
+	if (!cJSON_IsNumber(v) || v->valuedouble < -9007199254740992.0 ||
+	    v->valuedouble > 9007199254740992.0 || v->valuedouble != (double)(int64_t)v->valuedouble)
+		return false;
+	*out = (int64_t)v->valuedouble;
+	return true;
+}
+
+/* A "[memory]" instant event (Kineto's profile_memory shape): kept with
+ * exactly its six integer args, rewritten here (nothing else of the
+ * file's text goes into the trace), or counted bad. */
+static void take_memory(const cJSON *e, const char *text, const char *tend, struct scan *s,
+                        uint64_t t0, uint64_t t1)
+{
+	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
+	const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+	struct op o = { 0 };
+	char buf[400];
+	size_t i, n = 0;
+	int64_t v;
+
+	if (!cJSON_IsNumber(tid) || tid->valuedouble < 1 || tid->valuedouble >= (1 << 22) ||
+	    !to_ns(cJSON_GetObjectItemCaseSensitive(e, "ts"), text, tend, "ts", s->base, &o.start) ||
+	    !cJSON_IsObject(args)) {
+		s->bad++;
+		return;
+	}
+	for (i = 0; i < sizeof(mem_args) / sizeof(mem_args[0]); i++) {
+		if (!exact_int(cJSON_GetObjectItemCaseSensitive(args, mem_args[i]), &v)) {
+			s->bad++;
+			return;
+		}
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s\"%s\":%lld", i ? "," : "{",
+		                      mem_args[i], (long long)v);
+	}
+	snprintf(buf + n, sizeof(buf) - n, "}");
+	o.tid = (int)tid->valuedouble;
+	o.cat = CAT_MEM;
+	o.end = o.start;
+	if (o.start < t0 || o.end > t1) {
+		s->outside++;
+		return;
+	}
+	n = strlen(buf) + 1;
+	if ((o.args = cJSON_malloc(n)) == NULL)
+		return;
+	memcpy(o.args, buf, n);
+	if (!keep(&o))
+		cJSON_free(o.args);
+}
+
 /* One event of the file: kept (in the window, a kind the trace takes),
  * skipped, or counted bad. */
 static void take_event(const cJSON *e, const char *text, const char *tend, struct scan *s,
@@ -470,6 +536,14 @@ static void take_event(const cJSON *e, const char *text, const char *tend, struc
 
 	if (!cJSON_IsString(ph) || !cJSON_IsString(cat))
 		return; /* metadata rows and the like: the agent writes its own */
+	if (strcmp(cat->valuestring, cat_names[CAT_MEM]) == 0) {
+		/* only [memory]: other instant events (Iteration Start, ...) are
+		 * the profiler's own bookkeeping */
+		if (strcmp(ph->valuestring, "i") == 0 && cJSON_IsString(name) &&
+		    strcmp(name->valuestring, "[memory]") == 0)
+			take_memory(e, text, tend, s, t0, t1);
+		return;
+	}
 	for (c = 0; c < CAT_FLOW_S; c++)
 		if (strcmp(cat->valuestring, cat_names[c]) == 0)
 			break;
@@ -560,21 +634,34 @@ static const char *read_events(const char *p, const char *end, struct scan *s, u
 	return p < end ? NULL : "the event array is cut short";
 }
 
-const char *ops_parse(const char *buf, size_t len, uint64_t t0, uint64_t t1, size_t *bad,
-                      size_t *outside)
+/* Adds the events of one file to those kept; on an error none of its. */
+static const char *parse_more(const char *buf, size_t len, uint64_t t0, uint64_t t1,
+                              size_t *bad, size_t *outside)
 {
 	struct scan s = { 0 };
 	const char *err;
+	size_t n0 = nev;
 
-	ops_end();
 	err = find_events(buf, buf + len, &s);
 	if (err == NULL)
 		err = read_events(buf, buf + len, &s, t0, t1);
-	if (err != NULL)
-		ops_end(); /* the whole file or nothing */
+	if (err != NULL) { /* the whole file or nothing */
+		while (nev > n0) {
+			nev--;
+			free(ev[nev].name);
+			cJSON_free(ev[nev].args);
+		}
+	}
 	*bad = s.bad;
 	*outside = s.outside;
 	return err;
+}
+
+const char *ops_parse(const char *buf, size_t len, uint64_t t0, uint64_t t1, size_t *bad,
+                      size_t *outside)
+{
+	ops_end();
+	return parse_more(buf, len, t0, t1, bad, outside);
 }
 
 size_t ops_count(void)
@@ -597,7 +684,8 @@ bool ops_get(size_t i, int *tid, uint64_t *start, uint64_t *end, const char **na
 
 /* The file, opened without following a link: a regular file of ours, no
  * larger than cap. */
-static char *slurp(const char *path, size_t cap, size_t *len, char *why, size_t n)
+static char *slurp(const char *path, const char *what, size_t cap, size_t *len, char *why,
+                   size_t n)
 {
 	struct stat st;
 	char *buf = NULL;
@@ -614,13 +702,13 @@ static char *slurp(const char *path, size_t cap, size_t *len, char *why, size_t 
 		goto out;
 	}
 	if ((uint64_t)st.st_size > cap) {
-		snprintf(why, n, "the operator trace (%lld MB) is larger than its cap of %zu MB "
-		         "(a quarter of the burst's budget: GPROF_AGENT_MAX_MB)",
-		         (long long)(st.st_size >> 20), cap >> 20);
+		snprintf(why, n, "the %s (%lld MB) is larger than its cap of %zu MB "
+		         "(with the other file, a quarter of the burst's budget: GPROF_AGENT_MAX_MB)",
+		         what, (long long)(st.st_size >> 20), cap >> 20);
 		goto out;
 	}
 	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-		snprintf(why, n, "no memory for the operator trace");
+		snprintf(why, n, "no memory for the %s", what);
 		goto out;
 	}
 	while (got < (size_t)st.st_size &&
@@ -642,6 +730,8 @@ static void remove_dir(void)
 	if (dir_gen != 0) {
 		snprintf(path, sizeof(path), "%s/" OPS_FILE, dir);
 		unlink(path);
+		snprintf(path, sizeof(path), "%s/" MEM_FILE, dir);
+		unlink(path);
 		if (rmdir(dir) < 0 && errno != ENOENT)
 			agent_log("trace %s: cannot remove %s: %s", A.win.trace_id, dir,
 			          strerror(errno));
@@ -650,16 +740,42 @@ static void remove_dir(void)
 	pthread_mutex_unlock(&lock);
 }
 
+/* Keeps the events of one of the helper's files that lie in [t0, t1],
+ * the notes on what is left out (what: the file, whose: its events);
+ * returns its size, taken from the cap the files share. */
+static size_t collect_file(const char *path, const char *what, const char *whose, size_t cap,
+                           uint64_t t0, uint64_t t1)
+{
+	size_t bad = 0, outside = 0, len = 0, n0 = nev;
+	const char *err;
+	char why[300];
+	char *buf = slurp(path, what, cap, &len, why, sizeof(why));
+
+	if (buf == NULL) {
+		add_note("%s left out: %s", whose, why);
+		return 0;
+	}
+	err = parse_more(buf, len, t0, t1, &bad, &outside);
+	free(buf);
+	if (err != NULL) {
+		add_note("%s left out: the %s is malformed (%s)", whose, what, err);
+		return len;
+	}
+	if (bad)
+		add_note("%zu events of the %s left out: malformed", bad, what);
+	if (nev == n0 && outside > 0)
+		add_note("all %zu %s fell outside the window (a clock the agent does not share?)",
+		         outside, whose);
+	return len;
+}
+
 void ops_collect(uint64_t t0, uint64_t t1)
 {
 	uint64_t gen = atomic_load(&A.gen), taken, done;
-	char path[sizeof(dir) + 16], why[300];
-	size_t bad = 0, outside = 0;
+	char path[sizeof(dir) + 16];
+	size_t cap = (size_t)(A.win.max_bytes / 4);
 	bool said;
 	struct timespec due;
-	const char *err;
-	size_t len = 0;
-	char *buf;
 
 	if (t0 == 0)
 		t0 = t1; /* as the writer takes it */
@@ -701,24 +817,13 @@ void ops_collect(uint64_t t0, uint64_t t1)
 		         (unsigned long long)wait_ms());
 		goto out;
 	}
-	if (said && access(path, F_OK) < 0)
-		goto out; /* the helper said why there is no file */
-	buf = slurp(path, (size_t)(A.win.max_bytes / 4), &len, why, sizeof(why));
-	if (buf == NULL) {
-		add_note("PyTorch operators left out: %s", why);
-		goto out;
-	}
-	err = ops_parse(buf, len, t0, t1, &bad, &outside);
-	free(buf);
-	if (err != NULL) {
-		add_note("PyTorch operators left out: their trace is malformed (%s)", err);
-		goto out;
-	}
-	if (bad)
-		add_note("%zu events of the PyTorch operator trace left out: malformed", bad);
-	if (nev == 0 && outside > 0)
-		add_note("all %zu PyTorch operator events fell outside the window (a clock the "
-		         "agent does not share?)", outside);
+	/* the helper said why there is no operator file; a memory file may
+	 * still be there */
+	if (!said || access(path, F_OK) == 0)
+		cap -= collect_file(path, "PyTorch operator trace", "PyTorch operators", cap, t0, t1);
+	snprintf(path, sizeof(path), "%s/" MEM_FILE, dir);
+	if (access(path, F_OK) == 0)
+		collect_file(path, "file of [memory] events", "[memory] events", cap, t0, t1);
 out:
 	if (note[0])
 		agent_log("trace %s: %s", A.win.trace_id, note);
@@ -757,6 +862,20 @@ void ops_write(struct tw *w)
 		const struct op *o = &ev[i];
 
 		tw_thread(w, o->tid);
+		if (o->cat == CAT_MEM) { /* Kineto's shape: a thread-scoped instant */
+			tw_event(w);
+			tw_lit(w, "\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\","
+			       "\"name\":\"[memory]\",\"pid\":");
+			tw_int(w, A.pid);
+			tw_lit(w, ",\"tid\":");
+			tw_int(w, o->tid);
+			tw_lit(w, ",\"ts\":");
+			tw_ts(w, o->start);
+			tw_lit(w, ",\"args\":");
+			tw_raw(w, o->args, strlen(o->args));
+			tw_lit(w, "}");
+			continue;
+		}
 		if (o->cat >= CAT_FLOW_S) {
 			tw_event(w);
 			tw_lit(w, "\"ph\":\"");

@@ -161,6 +161,13 @@ write("ops", "cut", b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a",
 write("ops", "not-json", b"this is not a trace {")
 write("ops", "regress-flow-id-huge", b'{"traceEvents": [{"ph": "s", "cat": "fwdbwd", "id": 1e300, '
       b'"tid": 5, "ts": 2}]}')
+# the helper's [memory] events (--profile-memory): one good, one with a huge Addr
+write("ops", "memory", b'{"baseTimeNanoseconds": 0, "traceEvents": [{"ph": "i", "cat": '
+      b'"cpu_instant_event", "s": "t", "name": "[memory]", "pid": 9, "tid": 77, "ts": 12.000, '
+      b'"args": {"Total Reserved": 2097152, "Total Allocated": 39424, "Bytes": -512, '
+      b'"Device Id": 0, "Device Type": 1, "Addr": 139810345382400}}, {"ph": "i", "cat": '
+      b'"cpu_instant_event", "name": "[memory]", "tid": 77, "ts": 13, "args": {"Total Reserved": '
+      b'1, "Total Allocated": 1, "Bytes": 1, "Device Id": 0, "Device Type": 1, "Addr": 1e300}}]}')
 
 # gprofctl report on memory: a trace with [memory] events, and snapshots
 # (tests/fixtures/memory, made by its make.py: good ones at protocols 4 and

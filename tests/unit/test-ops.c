@@ -5,7 +5,9 @@
  * them, absolute microseconds, the legacy profiler's bare array), times
  * exact to the nanosecond, and bad input: refused whole (not JSON, cut,
  * no events) or event by event (wrong types, overflow, exponents), with
- * "ts" in args or inside a string never mistaken for the event's. */
+ * "ts" in args or inside a string never mistaken for the event's; and the
+ * helper's [memory] events (--profile-memory): kept with exactly their six
+ * integer args, other instant events skipped, a bad one counted. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -156,6 +158,50 @@ static void test_refused_whole(void **state)
 	}
 }
 
+static void test_memory_events(void **state)
+{
+	const char *t =
+		"{\"baseTimeNanoseconds\": 0, \"traceEvents\": [\n"
+		"{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\", "
+		"\"pid\": 9, \"tid\": 77, \"ts\": 1700000000123456.000, \"args\": {\"Total Reserved\": "
+		"2097152, \"Total Allocated\": 39424, \"Bytes\": -512, \"Device Id\": 0, "
+		"\"Device Type\": 1, \"Addr\": 139810345382400, \"Ev Idx\": 3, \"x\": \"y\"}},\n"
+		/* an instant event that is not [memory]: skipped, not bad */
+		"{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": "
+		"\"Iteration Start: PyTorch Profiler\", \"pid\": 9, \"tid\": 77, \"ts\": 5.0},\n"
+		/* Bytes not an integer; an arg missing; args not an object: bad */
+		"{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"tid\": 77, "
+		"\"ts\": 1.0, \"args\": {\"Total Reserved\": 1, \"Total Allocated\": 1, \"Bytes\": 0.5, "
+		"\"Device Id\": 0, \"Device Type\": 1, \"Addr\": 1}},\n"
+		"{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"tid\": 77, "
+		"\"ts\": 1.0, \"args\": {\"Total Reserved\": 1, \"Total Allocated\": 1, \"Bytes\": 1, "
+		"\"Device Id\": 0, \"Device Type\": 1}},\n"
+		"{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"tid\": 77, "
+		"\"ts\": 1.0, \"args\": 7}\n"
+		"]}";
+	const char *name, *args;
+	size_t bad, outside;
+	uint64_t s, e;
+	int tid;
+
+	(void)state;
+	assert_null(parse(t, ALL, &bad, &outside));
+	assert_int_equal(ops_count(), 1);
+	assert_int_equal(bad, 3);
+	get(0, &tid, &s, &e, &name, &args);
+	assert_int_equal(tid, 77);
+	assert_true(s == 1700000000123456000ull && e == s);
+	assert_null(name);
+	assert_string_equal(args, "{\"Total Reserved\":2097152,\"Total Allocated\":39424,"
+	                    "\"Bytes\":-512,\"Device Id\":0,\"Device Type\":1,"
+	                    "\"Addr\":139810345382400}");
+	/* outside the window: counted, not kept */
+	assert_null(parse(t, 1700000000123457000ull, UINT64_MAX, &bad, &outside));
+	assert_int_equal(ops_count(), 0);
+	assert_int_equal(outside, 1);
+	ops_end();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -164,6 +210,7 @@ int main(void)
 		cmocka_unit_test(test_legacy_array),
 		cmocka_unit_test(test_bad_events),
 		cmocka_unit_test(test_refused_whole),
+		cmocka_unit_test(test_memory_events),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
