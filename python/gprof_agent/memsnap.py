@@ -37,18 +37,23 @@ def _torch():
     return t
 
 
-def _start(t, entries):
+def _start(t, entries, context=True):
+    """Every allocation and free from now on, at most entries kept; with
+    context, the stacks of each (a snapshot's frames), else none (the
+    cheapest recording: memevents.py's)."""
     mem = t.cuda.memory
+    kw = {} if context else {"context": None}
     try:  # the window's history only, not an earlier window's left in the buffer
-        mem._record_memory_history(max_entries=entries, clear_history=True)
+        mem._record_memory_history(max_entries=entries, clear_history=True, **kw)
         return
     except TypeError:
         pass
     try:
-        mem._record_memory_history(max_entries=entries)
+        mem._record_memory_history(max_entries=entries, **kw)
     except TypeError:  # PyTorch 2.0: the older keywords
-        mem._record_memory_history(True, trace_alloc_max_entries=entries,
-                                   trace_alloc_record_context=True)
+        mem._record_memory_history(True, record_context=context,
+                                   trace_alloc_max_entries=entries,
+                                   trace_alloc_record_context=context)
 
 
 def _stop(t):

@@ -24,6 +24,10 @@ The recorder is chosen by GPROF_TORCH_OPS:
   legacy                torch.autograd.profiler.profile(use_kineto=False),
                         its events written in Kineto's shape by this file
   off                   nothing (the agent offers no window operators)
+--profile-memory also records the CUDA caching allocator's history over
+the window and turns it into Kineto's "[memory]" events (memevents.py),
+written beside the operators' file; a torch without CUDA or too old for
+the history says so in the note.
 --with-modules also puts an "nn.Module: <Class>_<n>" scope (a
 record_function, so a user_annotation) around each module's forward, from
 global module hooks registered for the window only: eager PyTorch's
@@ -37,12 +41,12 @@ text goes into the trace's note through gprof_ops_done.
 """
 import ctypes
 import os
+import sys
 import threading
 import time
 
 OPEN, OPS, SHAPES, MODULES, STACK, FLOPS, MEMORY = (1 << i for i in range(7))
-_UNHONOURED = ((STACK, "--with-stack"), (FLOPS, "--with-flops"),
-               (MEMORY, "--profile-memory"))
+_UNHONOURED = ((STACK, "--with-stack"), (FLOPS, "--with-flops"))
 
 
 def _err(e):
@@ -250,6 +254,7 @@ class Poller:
         self._seen = 0       # the last window begun (or refused)
         self._session = None
         self._modules = None
+        self._memory = None
         self._path = None
         self._notes = []
         self.last_stats = None  # the observer's counts for the last window (tests)
@@ -298,7 +303,27 @@ class Poller:
                                "start (%s)" % _err(e))
             self._close_modules()
             self._session = None
+        if f & MEMORY:
+            self._begin_memory()
+        if self._session is None and self._memory is None:
             self._done()
+
+    def _begin_memory(self):
+        """The allocator's history for the window (memevents.py)."""
+        try:
+            import torch
+            from . import memevents
+            why = memevents.unavailable(torch)
+            if why is not None:
+                self._notes.append("--profile-memory asked for, not recorded: %s" % why)
+                return
+            snap = getattr(sys.modules.get(__package__), "_mem", None)
+            self._memory = memevents.Recorder(torch, bool(getattr(snap, "recording", False)))
+            self._memory.start()
+        except Exception as e:  # never break the job over profiling
+            self._notes.append("[memory] events not recorded: the allocator's history did not "
+                               "start (%s)" % _err(e))
+            self._memory = None
 
     def _close_modules(self):
         if self._modules is not None:
@@ -308,8 +333,21 @@ class Poller:
                 self._notes.append("module hooks: %s" % _err(e))
             self._modules = None
 
+    def _end_memory(self):
+        # first: the history's entries end nearest the window's end
+        mem, self._memory = self._memory, None
+        try:
+            mem.stop(self._path)
+        except Exception as e:
+            self._notes.append("[memory] events not recorded: the allocator's snapshot or "
+                               "its file failed (%s)" % _err(e))
+        if mem.note:
+            self._notes.append(mem.note)
+
     def _end(self):
         self._close_modules()
+        if self._memory is not None:
+            self._end_memory()
         if self._session is not None:
             try:
                 self._session.stop(self._path)

@@ -30,7 +30,16 @@ What must hold:
     the trace directory;
   not-asked: a plain request from a job that set nothing records none,
     --operators alone asks for them;
-  off: GPROF_TORCH_OPS=off records no operators.
+  off: GPROF_TORCH_OPS=off records no operators;
+  memory: --profile-memory alone: Kineto's [memory] events from the
+    stand-in's allocator history (tests/fixtures/torch_ops/torch/cuda),
+    only inside the window, on the stepping thread, 8 a step with the
+    stand-in's known sizes (blocks of 512 B), their Bytes summing to 0
+    and their running totals from the window's start (38912 B of weights
+    allocated, 2 MiB reserved, 4 MiB more while the optimizer's buffer
+    lives); no note that --profile-memory is left out; gprofctl report
+    shows the memory section with the peak; a torch without CUDA says so
+    in the note and records none; a window that did not ask records none.
 The mechanism here is kineto-cpu (the stand-in is torch.profiler's shape);
 the default, the observer, is tested with the real torch in
 test-torch-observer.py, and falls back here, saying so.
@@ -285,9 +294,86 @@ def test_off(d):
     assert not notes, notes
 
 
+MiB = 1 << 20
+WEIGHTS = 4 * 64 * 128 + 512 + 4 * 128 * 10 + 512  # blocks live before the window
+# one step's allocator events in order: (Bytes, Total Reserved after it)
+STEP_MEMORY = [(16384, 2 * MiB), (1536, 2 * MiB), (-1536, 2 * MiB), (-16384, 2 * MiB),
+               (3 * MiB, 6 * MiB), (1024, 6 * MiB), (-1024, 6 * MiB), (-3 * MiB, 6 * MiB)]
+
+
+def memory_events(ev):
+    return [e for e in ev if e.get("name") == "[memory]"]
+
+
+def test_memory(d):
+    """--profile-memory on the agent path (issue 27): the window's [memory]
+    events, as torch.profiler(profile_memory=True) writes them."""
+    ev, notes = traced(d, ctl_args=("--profile-memory",))
+    assert not [n for n in notes if "--profile-memory" in n or "[memory]" in n], notes
+    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    lo, hi = steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
+    mem = memory_events(ev)
+    # the window's 3 steps, in the trace in the allocator's order
+    assert [(e["args"]["Bytes"], e["args"]["Total Reserved"]) for e in mem] == STEP_MEMORY * 3, \
+        [(e["args"]["Bytes"], e["args"]["Total Reserved"]) for e in mem]
+    assert all(lo <= e["ts"] <= hi for e in mem), "a [memory] event outside the window"
+    assert all(e["ts"] <= f["ts"] for e, f in zip(mem, mem[1:])), "out of order"
+    tid = steps[0]["tid"] & ~0x40000000
+    for e in mem:
+        assert (e["ph"], e["cat"], e["s"], e["pid"], e["tid"]) == (
+            "i", "cpu_instant_event", "t", steps[0]["pid"], tid), e
+        assert set(e["args"]) == {"Total Reserved", "Total Allocated", "Bytes", "Device Id",
+                                  "Device Type", "Addr"}, e["args"]
+        assert (e["args"]["Device Type"], e["args"]["Device Id"]) == (1, 0), e["args"]
+        assert all(isinstance(v, int) for v in e["args"].values()), e["args"]
+    total = WEIGHTS
+    for e in mem:
+        total += e["args"]["Bytes"]
+        assert e["args"]["Total Allocated"] == total, (e, total)
+    assert total == WEIGHTS  # every allocation of the window freed in it
+    # an allocation and its free name the same address
+    live = {}
+    for e in mem:
+        a = e["args"]
+        if a["Bytes"] > 0:
+            live[a["Addr"]] = a["Bytes"]
+        else:
+            assert live.pop(a["Addr"]) == -a["Bytes"], a
+    path = glob.glob(os.path.join(d, "out", "*", "*.pt.trace.json.gz"))[0]
+    r = subprocess.run([GPROFCTL, "--json", "report", path], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    dev = json.loads(r.stdout)["memory"][0]["devices"][0]
+    peak = WEIGHTS + 3 * MiB + 1024
+    assert (dev["peak_allocated"], dev["reserved_at_peak"]) == (peak, 6 * MiB), dev
+    assert (dev["allocations"], dev["frees"]) == (12, 12), dev
+    r = subprocess.run([GPROFCTL, "report", path], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0 and "== memory:" in r.stdout, r.stdout
+    assert "GPU 0: peak allocated 3.0 MiB, reserved then 6.0 MiB" in r.stdout, r.stdout
+
+
+def test_memory_not_asked(d):
+    """Operators without --profile-memory: no [memory] events, the
+    allocator's history never started; a torch without CUDA: none, and
+    the note says why."""
+    sub = os.path.join(d, "ops")
+    os.mkdir(sub)
+    ev, notes = traced(sub, ctl_args=("--operators",))
+    assert [e for e in ev if e.get("cat") == "cpu_op"], "no operators"
+    assert not memory_events(ev), memory_events(ev)[:3]
+    sub = os.path.join(d, "nocuda")
+    os.mkdir(sub)
+    ev, notes = traced(sub, ctl_args=("--profile-memory",), FAKE_TORCH_CUDA="0")
+    assert [e for e in ev if e.get("cat") == "cpu_op"], "no operators"
+    assert not memory_events(ev), memory_events(ev)[:3]
+    assert [n for n in notes if "--profile-memory asked for, not recorded: this torch sees "
+            "no CUDA device" in n], notes
+
+
 def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
-             test_hostile, test_not_asked, test_off]
+             test_hostile, test_not_asked, test_off, test_memory, test_memory_not_asked]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
