@@ -854,6 +854,17 @@ bool ops_crosses(int tid, const uint64_t *b, size_t nb)
 	return false;
 }
 
+/* An event's ,"pid":..,"tid":..,"ts":.. (flows and [memory] events). */
+static void put_where(struct tw *w, const struct op *o)
+{
+	tw_lit(w, ",\"pid\":");
+	tw_int(w, A.pid);
+	tw_lit(w, ",\"tid\":");
+	tw_int(w, o->tid);
+	tw_lit(w, ",\"ts\":");
+	tw_ts(w, o->start);
+}
+
 void ops_write(struct tw *w)
 {
 	size_t i;
@@ -865,12 +876,8 @@ void ops_write(struct tw *w)
 		if (o->cat == CAT_MEM) { /* Kineto's shape: a thread-scoped instant */
 			tw_event(w);
 			tw_lit(w, "\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\","
-			       "\"name\":\"[memory]\",\"pid\":");
-			tw_int(w, A.pid);
-			tw_lit(w, ",\"tid\":");
-			tw_int(w, o->tid);
-			tw_lit(w, ",\"ts\":");
-			tw_ts(w, o->start);
+			       "\"name\":\"[memory]\"");
+			put_where(w, o);
 			tw_lit(w, ",\"args\":");
 			tw_raw(w, o->args, strlen(o->args));
 			tw_lit(w, "}");
@@ -882,12 +889,7 @@ void ops_write(struct tw *w)
 			tw_raw(w, o->cat == CAT_FLOW_S ? "s" : "f", 1);
 			tw_lit(w, "\",\"id\":");
 			tw_int(w, o->flow_id);
-			tw_lit(w, ",\"pid\":");
-			tw_int(w, A.pid);
-			tw_lit(w, ",\"tid\":");
-			tw_int(w, o->tid);
-			tw_lit(w, ",\"ts\":");
-			tw_ts(w, o->start);
+			put_where(w, o);
 			tw_lit(w, ",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"");
 			if (o->cat == CAT_FLOW_F)
 				tw_lit(w, ",\"bp\":\"e\"");
