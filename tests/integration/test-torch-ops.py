@@ -39,7 +39,9 @@ What must hold:
     allocated, 2 MiB reserved, 4 MiB more while the optimizer's buffer
     lives); no note that --profile-memory is left out; gprofctl report
     shows the memory section with the peak; a torch without CUDA says so
-    in the note and records none; a window that did not ask records none.
+    in the note and records none; a window that did not ask records none;
+    a history the job records itself is used, filtered to the window, and
+    left on.
 The mechanism here is kineto-cpu (the stand-in is torch.profiler's shape);
 the default, the observer, is tested with the real torch in
 test-torch-observer.py, and falls back here, saying so.
@@ -308,8 +310,13 @@ def memory_events(ev):
 def test_memory(d):
     """--profile-memory on the agent path (issue 27): the window's [memory]
     events, as torch.profiler(profile_memory=True) writes them."""
-    ev, notes = traced(d, ctl_args=("--profile-memory",))
+    calls = os.path.join(d, "calls.json")
+    ev, notes = traced(d, ctl_args=("--profile-memory",), FAKE_TORCH_CALLS=calls)
     assert not [n for n in notes if "--profile-memory" in n or "[memory]" in n], notes
+    # the history started without stacks for the window, stopped after it
+    with open(calls) as f:
+        assert [(c["enabled"], c["context"], c["clear_history"]) for c in json.load(f)] == [
+            ("all", None, True), (None, "all", False)]
     steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
     lo, hi = steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
     mem = memory_events(ev)
@@ -353,6 +360,26 @@ def test_memory(d):
     assert "GPU 0: peak allocated 3.0 MiB, reserved then 6.0 MiB" in r.stdout, r.stdout
 
 
+def test_memory_job_history(d):
+    """The job records the allocator's history itself (from its start):
+    the helper uses it, filtered to the window (the totals still right),
+    says so in the note, and never touches it (no call of its own)."""
+    calls = os.path.join(d, "calls.json")
+    ev, notes = traced(d, ctl_args=("--profile-memory",), FAKE_TORCH_HISTORY="1",
+                       FAKE_TORCH_CALLS=calls)
+    mem = memory_events(ev)
+    assert [(e["args"]["Bytes"], e["args"]["Total Reserved"]) for e in mem] == STEP_MEMORY * 3, \
+        [(e["args"]["Bytes"], e["args"]["Total Reserved"]) for e in mem]
+    assert [e["args"]["Total Allocated"] for e in mem[:2]] == [WEIGHTS + 16384,
+                                                                WEIGHTS + 16384 + 1536], mem[:2]
+    assert [n for n in notes if "[memory] events from the CUDA allocator history already being "
+            "recorded (the job's own), left on" in n], notes
+    with open(calls) as f:
+        made = json.load(f)
+    assert made == [{"enabled": "all", "context": "all", "max_entries": 100000,
+                     "clear_history": False}], made
+
+
 def test_memory_not_asked(d):
     """Operators without --profile-memory: no [memory] events, the
     allocator's history never started; a torch without CUDA: none, and
@@ -373,7 +400,8 @@ def test_memory_not_asked(d):
 
 def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
-             test_hostile, test_not_asked, test_off, test_memory, test_memory_not_asked]
+             test_hostile, test_not_asked, test_off, test_memory, test_memory_job_history,
+             test_memory_not_asked]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
