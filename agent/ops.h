@@ -25,8 +25,9 @@ AGENT_HIDDEN int ops_poll(void);
  * takes operators (the request's MSG_OPT_* options or the job's
  * GPROF_TORCH_OPS/GPROF_TORCH_OPTS ask for them: ops.c, ops_wanted). */
 AGENT_HIDDEN void ops_begin(int64_t options);
-/* After its end: waits for the Python helper's file and keeps its
- * operators in [t0, t1], the notes on what is left out. */
+/* After its end: waits for the Python helper's file (and its file of
+ * [memory] events, when the window asked for memory) and keeps their
+ * events in [t0, t1], the notes on what is left out. */
 AGENT_HIDDEN void ops_collect(uint64_t t0, uint64_t t1);
 /* Whether one of thread tid's operators spans a step boundary (b: sorted
  * boundaries, nb of them). */
@@ -41,7 +42,8 @@ AGENT_HIDDEN void ops_cancel(void);
  * operators of the file text [buf, buf + len) that lie in [t0, t1];
  * NULL, or why the whole file was refused; *bad: events left out as
  * malformed; *outside: outside the window. ops_get reads kept event i
- * (flows have no name). */
+ * (flows and [memory] events have no name; a [memory] event's args are
+ * its six integer args, start == end). */
 AGENT_HIDDEN const char *ops_parse(const char *buf, size_t len, uint64_t t0, uint64_t t1,
                                    size_t *bad, size_t *outside);
 AGENT_HIDDEN size_t ops_count(void);
