@@ -100,10 +100,13 @@ class Recorder:
                       for d in range(min(n, 64))}
 
     def start(self):
-        if self._ours:
-            self._memsnap._start(self._torch, _entries(), context=False)
-        # entries from here on (integer microseconds: the one before counts)
-        self._t0_us = time.time_ns() // 1000 - 1
+        cleared = self._ours and self._memsnap._start(self._torch, _entries(), context=False)
+        # a history cleared here holds the window's entries only; one
+        # already on (or an older torch's, not cleared), older ones too:
+        # those before now are left out (by PyTorch's converted clock,
+        # which may stray from the system's by microseconds, so only when
+        # needed)
+        self._t0_us = -1 if cleared else time.time_ns() // 1000
 
     def stop(self, ops_path):
         """Writes the window's events beside ops_path; the history stopped

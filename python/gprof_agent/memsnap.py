@@ -40,12 +40,13 @@ def _torch():
 def _start(t, entries, context=True):
     """Every allocation and free from now on, at most entries kept; with
     context, the stacks of each (a snapshot's frames), else none (the
-    cheapest recording: memevents.py's)."""
+    cheapest recording: memevents.py's). True when the history was cleared
+    first (older PyTorch keeps what an earlier recording left)."""
     mem = t.cuda.memory
     kw = {} if context else {"context": None}
     try:  # the window's history only, not an earlier window's left in the buffer
         mem._record_memory_history(max_entries=entries, clear_history=True, **kw)
-        return
+        return True
     except TypeError:
         pass
     try:
@@ -54,6 +55,7 @@ def _start(t, entries, context=True):
         mem._record_memory_history(True, record_context=context,
                                    trace_alloc_max_entries=entries,
                                    trace_alloc_record_context=context)
+    return False
 
 
 def _stop(t):
