@@ -309,9 +309,12 @@ def flood(d, yaml, env, window_ms):
     # threads finding their buffers behind a preempted lock holder); the
     # longest gap between two iterations, which includes waiting for a
     # CPU among 17 busy threads (400-860 ms on a loaded 2-core machine),
-    # is only printed.
+    # is only printed. The bound sits well under the bug's 636 ms but above
+    # what the kernel alone can cost a thread on a loaded 2-core machine
+    # under ASan (a clean-clone CI run, 2026-11-28: 101.1 ms once, with
+    # other tests beside it; 19.5 ms in the next flood of the same run).
     assert blocked_ms >= 0, "the kernel gives no run_delay (/proc/thread-self/schedstat)"
-    assert blocked_ms < 100, "an application thread was blocked %.1f ms" % blocked_ms
+    assert blocked_ms < 250, "an application thread was blocked %.1f ms" % blocked_ms
 
 
 def test_deep_nesting(d):
