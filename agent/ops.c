@@ -477,22 +477,33 @@ static bool exact_int(const cJSON *v, int64_t *out)
 	return true;
 }
 
+/* An event's thread and start: the tid torch writes is the OS thread's
+ * (gettid), which the agent's records of the same thread carry too. */
+static bool stamp(const cJSON *e, const char *text, const char *tend, struct scan *s,
+                  struct op *o)
+{
+	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
+
+	if (!cJSON_IsNumber(tid) || tid->valuedouble < 1 || tid->valuedouble >= (1 << 22) ||
+	    !to_ns(cJSON_GetObjectItemCaseSensitive(e, "ts"), text, tend, "ts", s->base, &o->start))
+		return false;
+	o->tid = (int)tid->valuedouble;
+	return true;
+}
+
 /* A "[memory]" instant event (Kineto's profile_memory shape): kept with
  * exactly its six integer args, rewritten here (nothing else of the
  * file's text goes into the trace), or counted bad. */
 static void take_memory(const cJSON *e, const char *text, const char *tend, struct scan *s,
                         uint64_t t0, uint64_t t1)
 {
-	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
 	struct op o = { 0 };
 	char buf[400];
 	size_t i, n = 0;
 	int64_t v;
 
-	if (!cJSON_IsNumber(tid) || tid->valuedouble < 1 || tid->valuedouble >= (1 << 22) ||
-	    !to_ns(cJSON_GetObjectItemCaseSensitive(e, "ts"), text, tend, "ts", s->base, &o.start) ||
-	    !cJSON_IsObject(args)) {
+	if (!stamp(e, text, tend, s, &o) || !cJSON_IsObject(args)) {
 		s->bad++;
 		return;
 	}
@@ -505,7 +516,6 @@ static void take_memory(const cJSON *e, const char *text, const char *tend, stru
 		                      mem_args[i], (long long)v);
 	}
 	snprintf(buf + n, sizeof(buf) - n, "}");
-	o.tid = (int)tid->valuedouble;
 	o.cat = CAT_MEM;
 	o.end = o.start;
 	if (o.start < t0 || o.end > t1) {
@@ -528,7 +538,6 @@ static void take_event(const cJSON *e, const char *text, const char *tend, struc
 	const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph");
 	const cJSON *cat = cJSON_GetObjectItemCaseSensitive(e, "cat");
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
-	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(e, "tid");
 	const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
 	struct op o = { 0 };
 	uint64_t dur = 0;
@@ -557,14 +566,10 @@ static void take_event(const cJSON *e, const char *text, const char *tend, struc
 		else if (strcmp(ph->valuestring, "s") != 0)
 			return;
 	}
-	/* the tid torch writes is the OS thread's (gettid): the agent's
-	 * records of the same thread carry it too */
-	if (!cJSON_IsNumber(tid) || tid->valuedouble < 1 || tid->valuedouble >= (1 << 22) ||
-	    !to_ns(cJSON_GetObjectItemCaseSensitive(e, "ts"), text, tend, "ts", s->base, &o.start)) {
+	if (!stamp(e, text, tend, s, &o)) {
 		s->bad++;
 		return;
 	}
-	o.tid = (int)tid->valuedouble;
 	o.cat = (uint8_t)c;
 	if (c < CAT_FLOW_S) {
 		const cJSON *d = cJSON_GetObjectItemCaseSensitive(e, "dur");
