@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -44,19 +45,14 @@ static bool trace_name(const char *name)
 	                          mreport_is_snapshot(name));
 }
 
-/* A file, or a directory's trace files (not recursive). */
-static int expand(struct inputs *in, const char *path)
+/* The trace files directly in directory path, added to in; their count,
+ * or -1 (said why). */
+static long add_dir(struct inputs *in, const char *path)
 {
 	struct dirent *e;
-	struct stat st;
+	long n = 0;
 	DIR *d;
 
-	if (stat(path, &st) != 0) {
-		fprintf(stderr, "gprofctl report: %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode))
-		return add(in, path);
 	if ((d = opendir(path)) == NULL) {
 		fprintf(stderr, "gprofctl report: %s: %s\n", path, strerror(errno));
 		return -1;
@@ -67,10 +63,72 @@ static int expand(struct inputs *in, const char *path)
 		if (!trace_name(e->d_name))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		if (add(in, p) < 0)
-			break;
+		if (add(in, p) < 0) {
+			closedir(d);
+			return -1;
+		}
+		n++;
 	}
 	closedir(d);
+	return n;
+}
+
+/* A file, or a directory's trace files (not recursive); a directory with
+ * none but one trace's directory below it (gprofctl trace --output-dir D
+ * writes D/TRACE_ID/) is read there; with several below it, an error that
+ * names them, since mixing two traces' ranks would mislead. */
+static int expand(struct inputs *in, const char *path)
+{
+	struct dirent *e;
+	struct stat st;
+	char one[4096] = "", newest[4096] = "";
+	time_t newest_t = 0;
+	long n;
+	size_t subs = 0;
+	DIR *d;
+
+	if (stat(path, &st) != 0) {
+		fprintf(stderr, "gprofctl report: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return add(in, path);
+	if ((n = add_dir(in, path)) != 0)
+		return n < 0 ? -1 : 0;
+	if ((d = opendir(path)) == NULL)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		struct inputs probe = { 0 };
+		char p[4096];
+		long k;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+		if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+			continue;
+		k = add_dir(&probe, p);
+		while (probe.n > 0)
+			free(probe.v[--probe.n]);
+		free(probe.v);
+		if (k <= 0)
+			continue;
+		if (subs++ == 0)
+			snprintf(one, sizeof(one), "%s", p);
+		if (st.st_mtime >= newest_t) {
+			newest_t = st.st_mtime;
+			snprintf(newest, sizeof(newest), "%s", p);
+		}
+	}
+	closedir(d);
+	if (subs == 1)
+		return add_dir(in, one) < 0 ? -1 : 0;
+	if (subs > 1) {
+		fprintf(stderr, "gprofctl report: %s holds %zu traces, a directory each (as gprofctl "
+		        "trace --output-dir writes them): name one, e.g. gprofctl report %s (the "
+		        "newest)\n", path, subs, newest);
+		return -1;
+	}
 	return 0;
 }
 
@@ -294,7 +352,8 @@ int cmd_report(struct opts *o, int argc, char **argv)
 			       "with their evidence and the usual fix. --html FILE writes it all as one\n"
 			       "self-contained page with charts (- for stdout). PATH is a trace file\n"
 			       "(.json or .json.gz, gprofd's or PyTorch's) or a directory of them (one per\n"
-			       "rank, as gprofctl trace writes them). No daemon is needed.\n");
+			       "rank, as gprofctl trace writes them), or trace --output-dir's directory\n"
+			       "when it holds one trace. No daemon is needed.\n");
 			return EXIT_OK;
 		} else
 			return EXIT_USAGE;

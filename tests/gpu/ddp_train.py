@@ -3,6 +3,10 @@
 one process per GPU (torchrun, or --spawn for torch.multiprocessing.spawn),
 NCCL, AdamW, no profiling code at all: gprofd must find the steps (the
 python/ helper's optimizer hook, or Kineto's) and the ranks by itself.
+With --fsdp the same model is sharded instead (FSDP2,
+torch.distributed.fsdp.fully_shard on each Linear and on the whole):
+all-gathers before each layer's forward and backward, reduce-scatters of
+its gradients, overlapped with compute: more and smaller collectives.
 
 Runs until the file --stop exists (checked by every rank together, an
 all-reduce every 20 steps, so all ranks stop on the same step) or
@@ -30,7 +34,14 @@ def train(rank, world, a):
     model = torch.nn.Sequential(*[m for _ in range(4) for m in
                                   (torch.nn.Linear(a.width, a.width), torch.nn.GELU())],
                                 torch.nn.Linear(a.width, 10)).to(dev)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
+    if a.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        for m in model:
+            if isinstance(m, torch.nn.Linear):
+                fully_shard(m)
+        ddp = fully_shard(model)
+    else:
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4)
     x = torch.randn(a.batch, a.width, device=dev)
     y = torch.randint(0, 10, (a.batch,), device=dev)
@@ -59,7 +70,7 @@ def train(rank, world, a):
         counted = gprof_agent.steps() if gprof_agent.loaded() else None
     except ImportError:
         pass
-    print(json.dumps({"rank": rank, "pid": os.getpid(), "steps": n, "agent_steps": counted,
+    print(json.dumps({"rank": rank, "pid": os.getpid(), "fsdp": a.fsdp, "steps": n, "agent_steps": counted,
                       "seconds": round(time.time() - t0, 1)}), flush=True)
     dist.destroy_process_group()
 
@@ -78,6 +89,7 @@ def main():
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--slow-ms", type=float, default=4)
     ap.add_argument("--spawn", type=int, default=0, help="mp.spawn this many ranks")
+    ap.add_argument("--fsdp", action="store_true", help="shard with FSDP2 instead of DDP")
     a = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if a.spawn:

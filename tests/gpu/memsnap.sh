@@ -14,7 +14,11 @@
 #  4. a torch.profiler trace with profile_memory=True: gprofctl report's
 #     peak from its [memory] events equals torch.cuda.max_memory_allocated
 #     over the same steps;
-#  5. the job still steps after the snapshot (recording is off again).
+#  5. the job still steps after the snapshot (recording is off again);
+#  6. gprofctl trace --profile-memory on the same job: [memory] events in
+#     the agent's trace, the report's growth 1 MiB per iteration, and per
+#     step the same allocations, frees and bytes as torch.profiler's
+#     (tests/gpu/memevents_compare.py against step 4's trace).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-/tmp/gprof-gpu-out}
@@ -113,6 +117,24 @@ for dev in rep["devices"]:
 PY
 fi
 
+# 6a. [memory] events on the agent path (gprofctl trace --profile-memory),
+# on the same steps of 50 as the snapshot (the leak list is cut at 25)
+ctl --json trace --job memgpu --iterations 5 --iteration-roundup 50 --profile-memory \
+	--output-dir "$work/out-mem" --timeout 120 >"$OUT/memevents-trace.json" 2>"$OUT/memevents-trace.err"
+rc=$?
+mf=$(find "$work/out-mem" -name '*.pt.trace.json.gz' | head -1)
+if [ $rc -eq 0 ] && [ -n "$mf" ]; then
+	ok "gprofctl trace --profile-memory exit 0: $(basename "$mf"), $(zcat "$mf" | grep -o '"\[memory\]"' | wc -l) [memory] events"
+	cp "$mf" "$OUT/memevents-agent.pt.trace.json.gz"
+	ctl --json report "$mf" >"$OUT/memevents-report.json" 2>&1
+	g=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["memory"][0]["devices"][0]["growth_per_iteration"])' \
+		"$OUT/memevents-report.json" 2>/dev/null)
+	[ "$g" = 1048576 ] && ok "report on the agent's [memory] events: growth $g B per iteration (the job's leak)" \
+		|| bad "report on the agent's [memory] events: growth per iteration '$g', want 1048576"
+else
+	bad "gprofctl trace --profile-memory exit $rc, file '$mf'"; cat "$OUT/memevents-trace.json" "$OUT/memevents-trace.err"
+fi
+
 # 5. the job steps on, with recording off again
 s1=$(ctl --json list --job memgpu | python3 -c 'import json,sys; print(json.load(sys.stdin)["processes"][0]["steps"])')
 sleep 2
@@ -133,6 +155,15 @@ else
 	bad "profile_memory trace: report peak '$got', torch.cuda.max_memory_allocated '$peak'"
 fi
 ctl report "$work/mem.pt.trace.json" | sed -n '/== memory/,$p' >>"$OUT/memsnap-report.txt"
+
+# 6b. the agent's [memory] events against torch.profiler's, per step
+if [ -n "${mf:-}" ] && [ -f "$work/mem.pt.trace.json" ]; then
+	python3 "$root/tests/gpu/memevents_compare.py" "$OUT/memevents-agent.pt.trace.json.gz" \
+		"$work/mem.pt.trace.json" >"$OUT/memevents-compare.txt" 2>&1
+	r=$?
+	sed -n '/^per step/,$p' "$OUT/memevents-compare.txt" | tee -a "$OUT/memsnap-summary.txt"
+	[ $r -eq 0 ] || fails=$((fails + 1))
+fi
 
 kill $gpid; wait $gpid 2>/dev/null
 rm -rf "$work"

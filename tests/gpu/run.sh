@@ -60,7 +60,13 @@
 #           build-tree layout in .devlibs), under torchrun with stock
 #           Kineto (KINETO_USE_DAEMON=1), and under mp.spawn with the
 #           agent: one trace request each, every rank delivered, the
-#           launcher left out, tests/gpu/ddp_check.py judges the traces.
+#           launcher left out, tests/gpu/ddp_check.py judges the traces;
+#           the same loop sharded with FSDP2 (fully_shard) with the agent
+#           and with Kineto (DDP_CASES picks: agent spawn kineto fsdp-agent
+#           fsdp-kineto); gprofctl report must name rank 1 the straggler;
+#           HTA's breakdowns on each rank directory (.hta carried);
+#           DDP_STRESS=N: N back-to-back requests to both ranks of the
+#           agent DDP job (tests/gpu/ddp_stress.py) before it stops.
 #   report  real traces of one loop with the usual bottlenecks (tests/gpu/
 #           report_train.py: DataLoader, pageable copies, tiny kernels,
 #           .item()): torch.profiler's and the agent's, for gprofctl
@@ -498,6 +504,22 @@ print("delivered %d of %d, skipped %d:" % (r["delivered"], r["matched"], r.get("
 		2>&1 | tee -a "$OUT/summary.txt"
 	# HTA keeps a GPU record only when its launch lies in a ProfilerStep#
 	python3 "$root/tests/tools/hta_rule.py" $(find "$out" -name '*.gz') 2>&1 | tail -4 | sed "s/^/  hta_rule $label: /" | tee -a "$OUT/summary.txt"
+	# gprofctl report names the deliberately slowed rank
+	ctl report "$out" >"$OUT/$label-report.txt" 2>&1 # trace --output-dir: its one trace
+	if [ "$slow" -ge 0 ]; then
+		if grep -q "rank $slow is the straggler" "$OUT/$label-report.txt"; then
+			log "ok $label: report: $(grep -o "rank $slow is the straggler[^;]*" "$OUT/$label-report.txt" | head -1)"
+		else
+			log "FAIL $label: report does not name rank $slow as the straggler"
+			grep -A6 "== findings" "$OUT/$label-report.txt" | sed "s/^/  /"
+		fi
+	fi
+	# HTA itself on the rank directory as it is (.hta carried: tests/gpu/hta_check.py)
+	if [ -d "${HTA_HOME:-$root/.hta}" ]; then
+		python3 "$root/tests/gpu/hta_check.py" "$out" >"$OUT/$label-hta.txt" 2>&1
+		log "$label: hta_check exit status $? ; $(grep -E "temporal breakdown|overlap|communication" "$OUT/$label-hta.txt" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
+	fi
+	[ -n "${DDP_STRESS:-}" ] && [ "$label" = ddp-agent ] && ddp_stress "$job"
 	for f in $(find "$out" -name '*.gz'); do cp "$f" "$OUT/$label-$(basename "$f")"; done
 	touch "$stop"; wait $jp
 	rc=$?
@@ -515,7 +537,7 @@ ddp_checks() {
 	local L=$root/.devlibs/ctl/gprofctl T="torchrun --nproc_per_node=2 --master_port"
 	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
 	# the agent, through gprofctl launch from the build-tree layout
-	local cases=" ${DDP_CASES:-agent spawn kineto} "
+	local cases=" ${DDP_CASES:-agent spawn kineto fsdp-agent fsdp-kineto} "
 	[[ $cases == *" agent "* ]] && GPROF_AGENT_LOG=$OUT/ddp-agent-agent.log ddp_one ddp-agent ddp 1 --same-kernels \
 		"$L" --socket "$sock" launch --job ddp -- $T 29510 "$root/tests/gpu/ddp_train.py"
 	[[ $cases == *" spawn "* ]] && GPROF_AGENT_LOG=$OUT/ddp-spawn-agent.log ddp_one ddp-spawn spawn -1 --same-kernels \
@@ -523,6 +545,17 @@ ddp_checks() {
 	# stock PyTorch, no agent
 	[[ $cases == *" kineto "* ]] && KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=777 ddp_one ddp-kineto 777 1 "" \
 		$T 29520 "$root/tests/gpu/ddp_train.py"
+	# FSDP2 (fully_shard): all-gathers and reduce-scatters overlapped with compute
+	[[ $cases == *" fsdp-agent "* ]] && GPROF_AGENT_LOG=$OUT/fsdp-agent-agent.log ddp_one fsdp-agent fsdp 1 --same-kernels \
+		"$L" --socket "$sock" launch --job fsdp -- $T 29530 "$root/tests/gpu/ddp_train.py" --fsdp
+	[[ $cases == *" fsdp-kineto "* ]] && KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=779 ddp_one fsdp-kineto 779 1 "" \
+		$T 29540 "$root/tests/gpu/ddp_train.py" --fsdp
+}
+# back-to-back requests to every rank of the job at once (DDP_STRESS=N)
+ddp_stress() { # job
+	python3 "$root/tests/gpu/ddp_stress.py" "$B/gprofctl" "$sock" "$1" --requests "$DDP_STRESS" --ranks 2 --budget-s "${DDP_STRESS_S:-120}" \
+		--out "$OUT/ddp-stress.jsonl" 2>&1 | tail -8 | sed "s/^/  /" | tee -a "$OUT/summary.txt"
+	log "ddp_stress exit status ${PIPESTATUS[0]}"
 }
 
 compile_one() { # label, job, compile_check.py flags, command...: start, wait, trace 5 iterations, judge, stop

@@ -482,7 +482,36 @@ def test_real_bottlenecks(d):
             assert any(want in f for f in doc["findings"]), (name, want, doc["findings"])
 
 
+def test_output_dir(d):
+    """gprofctl trace --output-dir D writes D/TRACE_ID/: report D reads the
+    one trace there; with two it names them and reads neither (two traces'
+    ranks mixed would invent a straggler); with none it says so."""
+    import shutil
+    out = os.path.join(d, "out")
+    one = os.path.join(out, "20261128T125627Z-baccb3")
+    os.makedirs(one)
+    for f in os.listdir(DDP):
+        shutil.copy(os.path.join(DDP, f), one)
+    code, text, err = report("--json", "report", out)
+    assert code == 0, (code, err)
+    doc = json.loads(text)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1], doc["ranks"]
+    assert any(f.startswith("rank 1 is the straggler") for f in doc["findings"]), doc["findings"]
+    two = os.path.join(out, "20261128T130000Z-aaaaaa")
+    os.makedirs(two)
+    write(two, "x_rank0.pt.trace.json", trace(0, 300, False), False)
+    os.utime(two, (2e9, 2e9))
+    code, text, err = report("report", out)
+    assert code == 3 and "holds 2 traces" in err and "report " + two + " (the newest)" in err, \
+        (code, err)
+    assert text == "", text
+    empty = os.path.join(d, "empty")
+    os.makedirs(os.path.join(empty, "sub"))
+    code, text, err = report("report", empty)
+    assert code == 3 and "no trace file" in err, (code, err)
+
+
 if __name__ == "__main__":
     sys.exit(runner.run([test_figures, test_unrelated_not_compared, test_bad_input, test_older_kineto_names,
                          test_relative_timestamps, test_real_ddp,
-                         test_located, test_html, test_real_bottlenecks], "gprof-report-"))
+                         test_located, test_html, test_real_bottlenecks, test_output_dir], "gprof-report-"))
