@@ -16,12 +16,14 @@ two traces: counts exactly; the swing within the net change plus 1 % (the
 two profilers may begin a step at different points of the loop: torch's at
 prof.step(), the agent's at the optimizer's step); bytes within 1 % (the agent rounds requested
 sizes to the allocator's 512 B blocks and cannot see the remainder of a
-large block the allocator did not split). Also every agent event carries
+large block the allocator did not split); and the sizes of a step's
+events, sorted, the same event for event. Also every agent event carries
 the six args Kineto writes, and Total Allocated moves by Bytes from one
 event to the next (checked in the agent's: torch.profiler's come from
 several threads). CUDA events only (torch.profiler also writes the CPU
 allocator's). Prints the table and "ok"/"FAIL" lines; exit 1 on FAIL.
 """
+import collections
 import gzip
 import json
 import statistics
@@ -37,8 +39,9 @@ def load(path):
 
 
 def per_step(ev, label, fails):
-    steps = sorted((e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")),
-                   key=lambda e: e["ts"])
+    # the CPU's steps: Kineto copies each onto the GPU rows too (gpu_user_annotation)
+    steps = sorted((e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+                    and e.get("cat") != "gpu_user_annotation"), key=lambda e: e["ts"])
     # CUDA's only: torch.profiler reports the CPU allocator's too (Device Type 0)
     mem = sorted((e for e in ev if e.get("name") == "[memory]" and
                   e.get("args", {}).get("Device Type", 1) == 1), key=lambda e: e["ts"])
@@ -69,6 +72,7 @@ def per_step(ev, label, fails):
             "alloc_bytes": sum(x["Bytes"] for x in inside if x["Bytes"] > 0),
             "free_bytes": -sum(x["Bytes"] for x in inside if x["Bytes"] < 0),
             "net": inside[-1]["Total Allocated"] - start,
+            "sizes": tuple(sorted(x["Bytes"] for x in inside)),
             "swing": max(x["Total Allocated"] for x in inside) - min(
                 [start] + [x["Total Allocated"] for x in inside]),
         })
@@ -86,7 +90,7 @@ def main():
                 label, len(steps), sum(r is None for r in rows)))
             rows = [r for r in rows if r]
         for i, r in enumerate(rows):
-            print("  step %d: %s" % (i, r))
+            print("  step %d: %s" % (i, {k: v for k, v in r.items() if k != "sizes"}))
         got[label] = rows
     if got.get("agent") and got.get("torch"):
         print("%-18s %14s %14s  %s" % ("per step, median", "agent", "torch.profiler", "difference"))
@@ -104,6 +108,15 @@ def main():
             print("%-18s %14s %14s  %.3f %%%s" % (k, x, y, d * 100, "" if ok else "  <- FAIL"))
             if not ok:
                 fails.append("%s per step: agent %s, torch.profiler %s" % (k, x, y))
+    if got.get("agent") and got.get("torch"):
+        # event by event: the same sizes allocated and freed in a step (the
+        # order differs where the two cut the loop)
+        common = [collections.Counter(r["sizes"] for r in got[k]).most_common(1)[0][0]
+                  for k in ("agent", "torch")]
+        print("sizes of a step's events (sorted): %s, %d events" % (
+            "the same" if common[0] == common[1] else "DIFFERENT", len(common[1])))
+        if common[0] != common[1]:
+            fails.append("a step's event sizes differ: agent %s, torch.profiler %s" % common)
     for f in fails:
         print("FAIL [memory] events:", f)
     if not fails:

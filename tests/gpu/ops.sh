@@ -22,6 +22,8 @@
 # applies HTA's kernel rule to them (tests/tools/hta_rule.py).
 # OPS_CPUS pins each process (taskset -c list: a step's time drifts 10-20 %
 # between cores and over seconds on these hosts; one core pair steadies it).
+# OPS_WIDTHS picks the widths (default "2048 256"); two runs may share a host,
+# each on its own GPU (CUDA_VISIBLE_DEVICES) and $OUT.
 # Results: $OUT/ops-summary.txt, $OUT/ops.jsonl, two traces ($OUT/ops-*.gz).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,7 +39,9 @@ log() { echo "== $*" | tee -a "$OUT/ops-summary.txt"; }
 
 log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 log "$(python3 -c 'import torch; print("torch", torch.__version__)')"
-"$B/gprofd" --socket "$sock" --tcp off --metrics off --state-dir "$work/state" -v \
+# a Kineto socket name of its own: two of these may run at once (one per GPU)
+printf 'kineto:\n  socket_name: gprof-ops-%s\n' "$$" >"$work/gprofd.yaml"
+"$B/gprofd" --config "$work/gprofd.yaml" --socket "$sock" --tcp off --metrics off --state-dir "$work/state" -v \
 	2>"$OUT/ops-gprofd.log" &
 gpid=$!
 for i in $(seq 100); do grep -q " running: " "$OUT/ops-gprofd.log" && break; sleep 0.1; done
@@ -45,7 +49,7 @@ for i in $(seq 100); do grep -q " running: " "$OUT/ops-gprofd.log" && break; sle
 cfgs=${OPS_CONFIGS:-none,agent+GPROF_TORCH_OPS=off,agent+GPROF_TORCH_OPS=observer,agent+GPROF_TORCH_OPS=observer+GPROF_TORCH_OPTS=shapes,agent+GPROF_TORCH_OPS=kineto-cpu,torch-cpu,torch-cpu-shapes}
 rm -f "$OUT/ops.jsonl"
 for r in $(seq "${OPS_ROUNDS:-3}"); do
-	for w in 2048 256; do
+	for w in ${OPS_WIDTHS:-2048 256}; do
 		CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock \
 			PYTHONPATH=$root/python GPROF_AGENT_TRACE_DIR=$work \
 			${OPS_CPUS:+taskset -c "$OPS_CPUS"} python3 "$root/bench/capture_overhead.py" --gprofctl "$B/gprofctl" \
