@@ -14,6 +14,9 @@ all-reduce every 20 steps, so all ranks stop on the same step) or
 before its backward pass: a straggler, which the other rank sees as a
 long NCCL all-reduce wait. At the end each rank prints one JSON line:
 rank, steps run, the steps the agent counted (gprof_agent, when loaded).
+With --block-times F each rank writes the wall-clock time at the end of
+every 20 steps (after the stop check's all-reduce and .item(): the GPU has
+caught up there) to F (%r replaced by the rank), for the capture's cost.
 """
 import argparse
 import json
@@ -49,6 +52,7 @@ def train(rank, world, a):
     slow = a.slow_rank == rank
     t0 = time.time()
     n = 0
+    blocks = []
     while True:
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(ddp(x), y)
@@ -61,7 +65,9 @@ def train(rank, world, a):
         if n % 20 == 0:
             flag.fill_(1.0 if os.path.exists(a.stop) or time.time() - t0 > a.max_s else 0.0)
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            if flag.item() > 0:
+            stop = flag.item() > 0
+            blocks.append((n, time.time()))  # a synchronised point: the GPU caught up
+            if stop:
                 break
     torch.cuda.synchronize()
     counted = None
@@ -72,6 +78,9 @@ def train(rank, world, a):
         pass
     print(json.dumps({"rank": rank, "pid": os.getpid(), "fsdp": a.fsdp, "steps": n, "agent_steps": counted,
                       "seconds": round(time.time() - t0, 1)}), flush=True)
+    if a.block_times:  # every 20 steps' end, wall clock (tests/gpu/ddp_cost.py)
+        with open(a.block_times.replace("%r", str(rank)), "w") as f:
+            json.dump({"rank": rank, "blocks": blocks}, f)
     dist.destroy_process_group()
 
 
@@ -90,6 +99,8 @@ def main():
     ap.add_argument("--slow-ms", type=float, default=4)
     ap.add_argument("--spawn", type=int, default=0, help="mp.spawn this many ranks")
     ap.add_argument("--fsdp", action="store_true", help="shard with FSDP2 instead of DDP")
+    ap.add_argument("--block-times", default="",
+                    help="write each 20 steps' end time here (%%r: the rank)")
     a = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if a.spawn:

@@ -67,6 +67,14 @@
 #           HTA's breakdowns on each rank directory (.hta carried);
 #           DDP_STRESS=N: N back-to-back requests to both ranks of the
 #           agent DDP job (tests/gpu/ddp_stress.py) before it stops.
+#   ddpcost what one capture of 200 iterations costs each rank of the DDP
+#           job (tests/gpu/ddp_cost.py, from ddp_train.py --block-times:
+#           20-step blocks before, inside and after the window): untraced
+#           (the agent loaded), the agent, stock Kineto; DDPCOST_ROUNDS
+#           rounds, DDPCOST_ARGS more ddp_train.py options (--fsdp);
+#           DDPCOST_BEFORE_S, DDPCOST_AFTER_S (5, 6): seconds of steps
+#           before and after the request, DDPCOST_NONE_S (0.75) the
+#           untraced run's stand-in window (a 200-step window's length).
 #   report  real traces of one loop with the usual bottlenecks (tests/gpu/
 #           report_train.py: DataLoader, pageable copies, tiny kernels,
 #           .item()): torch.profiler's and the agent's, for gprofctl
@@ -556,6 +564,50 @@ ddp_stress() { # job
 	python3 "$root/tests/gpu/ddp_stress.py" "$B/gprofctl" "$sock" "$1" --requests "$DDP_STRESS" --ranks 2 --budget-s "${DDP_STRESS_S:-120}" \
 		--out "$OUT/ddp-stress.jsonl" 2>&1 | tail -8 | sed "s/^/  /" | tee -a "$OUT/summary.txt"
 	log "ddp_stress exit status ${PIPESTATUS[0]}"
+}
+
+# ---- what one capture costs every rank (issue 28): ddp_train.py's own clock ----
+ddpcost_one() { # label, job, trace|none, command...: 5 s, a 200-iteration capture (or none), 6 s, stop
+	local label=$1 job=$2 mode=$3 stop=$work/$1.stop out=$work/$1-out jp w0 w1 rc
+	shift 3
+	rm -f "$stop"
+	PYTHONUNBUFFERED=1 "$@" --stop "$stop" --max-s 100 --block-times "$work/$label-blocks-%r.json" \
+		>"$OUT/$label.log" 2>&1 &
+	jp=$!
+	if ! ddp_wait "$job" 2; then
+		log "FAIL $label: the ranks never showed up"; touch "$stop"; wait $jp; return
+	fi
+	sleep "${DDPCOST_BEFORE_S:-5}" # pacing, not synchronisation: the steps before the window
+	if [ "$mode" = trace ]; then
+		ctl --json trace --job "$job" --iterations 200 --timeout 90 --output-dir "$out" \
+			>"$OUT/$label-trace.json" 2>"$OUT/$label-trace.err"
+		log "$label: gprofctl trace exit $?"
+	else
+		w0=$(now); sleep "${DDPCOST_NONE_S:-0.75}"; w1=$(now) # where a window would have been
+	fi
+	sleep "${DDPCOST_AFTER_S:-6}" # the steps after it
+	touch "$stop"; wait $jp; rc=$?
+	log "$label: job exit status $rc"
+	if [ "$mode" = trace ]; then
+		python3 "$root/tests/gpu/ddp_cost.py" "$label" "$work/$label-blocks-*.json" --trace-dir "$out"
+	else
+		python3 "$root/tests/gpu/ddp_cost.py" "$label" "$work/$label-blocks-*.json" --window "$w0" "$w1"
+	fi 2>&1 | tee -a "$OUT/summary.txt"
+}
+ddpcost_checks() {
+	local n r L=$root/.devlibs/ctl/gprofctl T="torchrun --nproc_per_node=2 --master_port"
+	n=$(nvidia-smi -L | wc -l)
+	[ "$n" -ge 2 ] || { log "ddpcost: needs 2 GPUs, this host has $n: not run"; return; }
+	export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
+	for r in $(seq "${DDPCOST_ROUNDS:-1}"); do
+		ddpcost_one "cost-none-$r" cnone$r none "$L" --socket "$sock" launch --job cnone$r -- \
+			$T $((29550 + 10 * r)) "$root/tests/gpu/ddp_train.py" ${DDPCOST_ARGS:-}
+		ddpcost_one "cost-agent-$r" cagent$r trace "$L" --socket "$sock" launch --job cagent$r -- \
+			$T $((29551 + 10 * r)) "$root/tests/gpu/ddp_train.py" ${DDPCOST_ARGS:-}
+		KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=78$r ddpcost_one "cost-kineto-$r" 78$r trace \
+			$T $((29552 + 10 * r)) "$root/tests/gpu/ddp_train.py" ${DDPCOST_ARGS:-}
+	done
 }
 
 compile_one() { # label, job, compile_check.py flags, command...: start, wait, trace 5 iterations, judge, stop
