@@ -66,7 +66,8 @@
 #           fsdp-kineto); gprofctl report must name rank 1 the straggler;
 #           HTA's breakdowns on each rank directory (.hta carried);
 #           DDP_STRESS=N: N back-to-back requests to both ranks of the
-#           agent DDP job (tests/gpu/ddp_stress.py) before it stops.
+#           agent DDP job (tests/gpu/ddp_stress.py) before it stops;
+#           DDP_NPROC ranks (default 2: one per GPU) under torchrun.
 #   ddpcost what one capture of 200 iterations costs each rank of the DDP
 #           job (tests/gpu/ddp_cost.py, from ddp_train.py --block-times:
 #           20-step blocks before, inside and after the window): untraced
@@ -493,7 +494,7 @@ ddp_one() { # label, job, slow rank, check flag, command...: start, wait, trace 
 	rm -f "$stop"
 	PYTHONUNBUFFERED=1 "$@" --stop "$stop" --slow-rank "$slow" --max-s 240 >"$OUT/$label.log" 2>&1 &
 	jp=$!
-	if ! ddp_wait "$job" 2; then
+	if ! ddp_wait "$job" "${DDP_NPROC:-2}"; then
 		log "FAIL $label: the ranks never showed up stepping"; tail -20 "$OUT/$label.log"
 		touch "$stop"; wait $jp; return
 	fi
@@ -508,7 +509,7 @@ print("delivered %d of %d, skipped %d:" % (r["delivered"], r["matched"], r.get("
       "; ".join("pid %d rank %s %s%s" % (p["pid"], p["rank"], p["state"],
                 (" (" + p["reason"][:90] + ")") if p["state"] == "skipped" else "")
                 for h in r["hosts"] for p in h["processes"]))' "$OUT/$label-trace.json" 2>&1)"
-	python3 "$root/tests/gpu/ddp_check.py" "$out" --ranks 2 --steps 5 --slow-rank "$slow" --label "$label" $flag \
+	python3 "$root/tests/gpu/ddp_check.py" "$out" --ranks "${DDP_NPROC:-2}" --steps 5 --slow-rank "$slow" --label "$label" $flag \
 		2>&1 | tee -a "$OUT/summary.txt"
 	# HTA keeps a GPU record only when its launch lies in a ProfilerStep#
 	python3 "$root/tests/tools/hta_rule.py" $(find "$out" -name '*.gz') 2>&1 | tail -4 | sed "s/^/  hta_rule $label: /" | tee -a "$OUT/summary.txt"
@@ -540,9 +541,9 @@ print("delivered %d of %d, skipped %d:" % (r["delivered"], r["matched"], r.get("
 ddp_checks() {
 	local n
 	n=$(nvidia-smi -L | wc -l)
-	[ "$n" -ge 2 ] || { log "ddp: needs 2 GPUs, this host has $n: not run"; return; }
+	[ "$n" -ge "${DDP_NPROC:-2}" ] || { log "ddp: needs ${DDP_NPROC:-2} GPUs, this host has $n: not run"; return; }
 	export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-	local L=$root/.devlibs/ctl/gprofctl T="torchrun --nproc_per_node=2 --master_port"
+	local L=$root/.devlibs/ctl/gprofctl T="torchrun --nproc_per_node=${DDP_NPROC:-2} --master_port"
 	echo "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=1" >"$work/kineto.conf"
 	# the agent, through gprofctl launch from the build-tree layout
 	local cases=" ${DDP_CASES:-agent spawn kineto fsdp-agent fsdp-kineto} "
@@ -561,7 +562,7 @@ ddp_checks() {
 }
 # back-to-back requests to every rank of the job at once (DDP_STRESS=N)
 ddp_stress() { # job
-	python3 "$root/tests/gpu/ddp_stress.py" "$B/gprofctl" "$sock" "$1" --requests "$DDP_STRESS" --ranks 2 --budget-s "${DDP_STRESS_S:-120}" \
+	python3 "$root/tests/gpu/ddp_stress.py" "$B/gprofctl" "$sock" "$1" --requests "$DDP_STRESS" --ranks "${DDP_NPROC:-2}" --budget-s "${DDP_STRESS_S:-120}" \
 		--out "$OUT/ddp-stress.jsonl" 2>&1 | tail -8 | sed "s/^/  /" | tee -a "$OUT/summary.txt"
 	log "ddp_stress exit status ${PIPESTATUS[0]}"
 }
