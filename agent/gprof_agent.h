@@ -54,6 +54,10 @@ GPROF_API uint64_t gprof_steps(void);
 GPROF_API int gprof_memory_poll(void);
 GPROF_API int gprof_step_memory(void);
 GPROF_API int64_t gprof_memory_entries(void);
+/* GPROF_MEMORY_MAX_ENTRIES as the agent reads it (1000 to 100000000, else
+ * the default 100000, logged): the one reading of it, for the helper's
+ * [memory] events (memevents.py) as for snapshots. */
+GPROF_API int64_t gprof_memory_max_entries(void);
 GPROF_API int gprof_memory_path(char *buf, size_t n);
 /* After DUMP: ok 1 when the file is written, else 0 and why. Returns 1 when
  * the agent takes the file, 0 when that capture was given up meanwhile (the

@@ -207,6 +207,11 @@ int gprof_step_memory(void)
 	return gprof_memory_poll() | ops_poll(); /* one poll for every window's wants */
 }
 
+int64_t gprof_memory_max_entries(void)
+{
+	return entries_wanted();
+}
+
 int64_t gprof_memory_entries(void)
 {
 	return atomic_load_explicit(&state, memory_order_acquire) == MS_IDLE ? 0 : max_entries;

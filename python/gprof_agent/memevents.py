@@ -37,16 +37,6 @@ import time
 MEM_FILE = "memory.json"  # agent/ops.c's MEM_FILE, beside ops.json
 _CUDA = 1                 # c10::DeviceType::CUDA, Kineto's "Device Type"
 _BLOCK = 512              # the caching allocator's kMinBlockSize
-_ENTRIES = 100000         # agent/memsnap.c's MEMSNAP_DEFAULT_ENTRIES
-
-
-def _entries():
-    """GPROF_MEMORY_MAX_ENTRIES, with agent/memsnap.c's bounds."""
-    try:
-        n = int(os.environ.get("GPROF_MEMORY_MAX_ENTRIES") or _ENTRIES)
-    except ValueError:
-        return _ENTRIES
-    return n if 1000 <= n <= 100000000 else _ENTRIES
 
 
 def _block(size):
@@ -77,9 +67,12 @@ def unavailable(torch):
 class Recorder:
     """The allocator's history over one window, as [memory] events."""
 
-    def __init__(self, torch, memsnap_recording):
+    def __init__(self, torch, memsnap_recording, entries):
+        """entries: the history's bound, the agent's reading of
+        GPROF_MEMORY_MAX_ENTRIES (gprof_memory_max_entries)."""
         from . import memsnap
         self._torch = torch
+        self._entries = entries
         self._memsnap = memsnap
         self.note = None
         self.count = 0
@@ -102,7 +95,7 @@ class Recorder:
                       for d in range(min(n, 64))}
 
     def start(self):
-        cleared = self._ours and self._memsnap._start(self._torch, _entries(), context=False)
+        cleared = self._ours and self._memsnap._start(self._torch, self._entries, context=False)
         # a history cleared here holds the window's entries only; one
         # already on (or an older torch's, not cleared), older ones too:
         # those before now are left out (by PyTorch's converted clock,

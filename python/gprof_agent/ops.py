@@ -318,7 +318,10 @@ class Poller:
                 self._notes.append("--profile-memory asked for, not recorded: %s" % why)
                 return
             snap = getattr(sys.modules.get(__package__), "_mem", None)
-            self._memory = memevents.Recorder(torch, bool(getattr(snap, "recording", False)))
+            entries = self._lib.gprof_memory_max_entries
+            entries.restype, entries.argtypes = ctypes.c_int64, []
+            self._memory = memevents.Recorder(torch, bool(getattr(snap, "recording", False)),
+                                              int(entries()))
             self._memory.start()
         except Exception as e:  # never break the job over profiling
             self._notes.append("[memory] events not recorded: the allocator's history did not "

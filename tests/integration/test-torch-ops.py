@@ -315,8 +315,10 @@ def test_memory(d):
     assert not [n for n in notes if "--profile-memory" in n or "[memory]" in n], notes
     # the history started without stacks for the window, stopped after it
     with open(calls) as f:
-        assert [(c["enabled"], c["context"], c["clear_history"]) for c in json.load(f)] == [
-            ("all", None, True), (None, "all", False)]
+        made = json.load(f)
+    assert [(c["enabled"], c["context"], c["clear_history"]) for c in made] == [
+        ("all", None, True), (None, "all", False)], made
+    assert made[0]["max_entries"] == 100000, made  # the agent's default
     steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
     lo, hi = steps[0]["ts"], steps[-1]["ts"] + steps[-1]["dur"]
     mem = memory_events(ev)
@@ -360,6 +362,22 @@ def test_memory(d):
     assert "GPU 0: peak allocated 3.0 MiB, reserved then 6.0 MiB" in r.stdout, r.stdout
 
 
+def test_memory_max_entries(d):
+    """GPROF_MEMORY_MAX_ENTRIES bounds the window's history as it bounds a
+    snapshot's: read once, by the agent (gprof_memory_max_entries); a
+    value out of its bounds gives the default."""
+    for value, want in (("5000", 5000), ("12", 100000)):
+        sub = os.path.join(d, value)
+        os.mkdir(sub)
+        calls = os.path.join(sub, "calls.json")
+        ev, notes = traced(sub, ctl_args=("--profile-memory",), FAKE_TORCH_CALLS=calls,
+                           GPROF_MEMORY_MAX_ENTRIES=value)
+        assert len(memory_events(ev)) == 3 * len(STEP_MEMORY), (value, notes)
+        with open(calls) as f:
+            made = json.load(f)
+        assert made[0]["max_entries"] == want, (value, made)
+
+
 def test_memory_job_history(d):
     """The job records the allocator's history itself (from its start):
     the helper uses it, filtered to the window (the totals still right),
@@ -400,7 +418,8 @@ def test_memory_not_asked(d):
 
 def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
-             test_hostile, test_not_asked, test_off, test_memory, test_memory_job_history,
+             test_hostile, test_not_asked, test_off, test_memory, test_memory_max_entries,
+             test_memory_job_history,
              test_memory_not_asked]
     only = os.environ.get("TEST_ONLY")
     if only:
