@@ -359,6 +359,12 @@ static int link_upload(void *ctx, const char *trace_id, const char *path, int fo
 		r = -ENOTCONN;
 		goto out;
 	}
+	/* the step count now, ahead of the upload whose end frees this
+	 * process for its next trace: a trace held for several ranks (daemon
+	 * trace.h) picks their common step from it, and a count up to a
+	 * heartbeat old (the burst's steps not in it) gave a step already
+	 * passed, each rank then beginning on its own */
+	heartbeat(l);
 	msg_init(&m, MSG_UPLOAD_BEGIN, 0);
 	m.u.upload_begin.trace_id = trace_id;
 	m.u.upload_begin.transfer = ++l->transfer;

@@ -144,6 +144,7 @@ static void forget_old(struct daemon *d)
 }
 
 static void proc_next(struct daemon *d, struct proc *p);
+static void begin_held(struct trace *t);
 
 static void finish(struct trace *t)
 {
@@ -181,6 +182,7 @@ static void finish(struct trace *t)
 
 void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *reason)
 {
+	struct daemon *d = t->d; /* finish() may free t (forget_old) */
 	struct proc *freed = NULL;
 	size_t i;
 
@@ -202,12 +204,15 @@ void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *r
 	for (i = 0; i < t->n; i++)
 		if (!final_state(t->tp[i].state))
 			break;
-	if (i == t->n)
-		finish(t);
-	else
+	if (i == t->n) {
+		finish(t); /* t may be gone */
+	} else {
 		notify(t);
+		if (final_state(state))
+			begin_held(t); /* the parts left may all hold their processes now */
+	}
 	if (freed != NULL)
-		proc_next(t->d, freed);
+		proc_next(d, freed);
 }
 
 /* A Kineto client's config not yet handed over is withdrawn when its part
@@ -274,7 +279,30 @@ static void begin_on(struct trace *t, struct tproc *tp)
 		send_start(t, tp);
 }
 
-/* p is free: the oldest trace queued on it begins there. */
+static int64_t common_start(const struct trace *t);
+
+/* A held trace begins once every part still waiting holds its process. */
+static void begin_held(struct trace *t)
+{
+	size_t i;
+
+	if (!t->held || t->finished)
+		return;
+	for (i = 0; i < t->n; i++)
+		if (t->tp[i].queued && (t->tp[i].proc == NULL || t->tp[i].proc->busy != t))
+			return;
+	t->held = false;
+	t->win.start_iteration = 0; /* chosen anew (held only when the daemon chose it) */
+	t->win.start_iteration = common_start(t);
+	log_info("trace %s: every process is free; every process begins at step %lld", t->id,
+	         (long long)t->win.start_iteration);
+	for (i = 0; i < t->n && !t->finished; i++)
+		if (t->tp[i].queued)
+			begin_on(t, &t->tp[i]);
+}
+
+/* p is free: the oldest trace queued on it begins there (a held trace:
+ * takes p, and begins when it holds all its processes). */
 static void proc_next(struct daemon *d, struct proc *p)
 {
 	struct trace *t, *oldest = NULL;
@@ -288,9 +316,14 @@ static void proc_next(struct daemon *d, struct proc *p)
 		first = tp;
 	}
 	if (oldest != NULL && p->busy == NULL) {
-		log_debug("trace %s: pid %d was waiting for its previous trace; starting",
-		          oldest->id, (int)p->pid);
-		begin_on(oldest, first);
+		log_debug("trace %s: pid %d was waiting for its previous trace; %s",
+		          oldest->id, (int)p->pid, oldest->held ? "held for it" : "starting");
+		if (oldest->held) {
+			p->busy = oldest;
+			begin_held(oldest);
+		} else {
+			begin_on(oldest, first);
+		}
 	}
 }
 
@@ -487,8 +520,18 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 	         t->n - (n - kept) == 1 ? "" : "es", n > kept ? " (launchers and processes that "
 	         "never stepped left out)" : "");
 	uv_timer_start(&t->timer, on_timeout, (uint64_t)t->timeout_ms, 0);
+	/* the daemon picks the common step (not gprofctl, for all hosts) and
+	 * a part must wait: the trace is held (struct trace) */
+	if (queue_busy && t->win.start_iteration <= 0)
+		for (i = 0; i < t->n; i++)
+			if (t->tp[i].state != MSG_TS_SKIPPED && t->tp[i].proc->busy != NULL)
+				t->held = true;
 	t->win.start_iteration = common_start(t);
-	if (t->win.start_iteration > 0)
+	if (t->win.start_iteration <= 0)
+		t->held = false; /* no common step: each part begins on its own */
+	if (t->held)
+		log_info("trace %s: held until every process is free (they begin on one step)", t->id);
+	else if (t->win.start_iteration > 0)
 		log_info("trace %s: every process begins at step %lld", t->id,
 		         (long long)t->win.start_iteration);
 	for (i = 0; i < t->n && !t->finished; i++) {
@@ -496,6 +539,13 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 
 		if (tp->state == MSG_TS_SKIPPED) {
 			log_info("trace %s: pid %d %s", t->id, (int)tp->pid, tp->reason);
+			continue;
+		}
+		if (t->held && tp->proc->busy == NULL) { /* held for this trace */
+			tp->proc->busy = t;
+			tp->queued = true;
+			snprintf(tp->reason, sizeof(tp->reason), "held: its ranks begin on one step, "
+			         "and another process of the trace is still capturing an earlier trace");
 			continue;
 		}
 		if (tp->proc->busy != NULL) {

@@ -56,7 +56,8 @@ struct tproc {
 	char host[64];
 	char job_id[MSG_JOB_ID_MAX + 1];
 	int64_t rank;
-	bool queued;               /* waits for the process's current trace */
+	bool queued;               /* waits for the process's current trace (or, in a held
+	                            * trace, holds the free process: proc->busy == the trace) */
 	struct proc *proc;         /* weak; NULL once the process is gone */
 };
 
@@ -77,6 +78,14 @@ struct trace {
 	int64_t timeout_ms;
 	int state;                 /* MSG_TRACE_* */
 	bool finished;
+	/* An iteration trace whose processes must begin on one step, some of
+	 * them busy with an earlier trace when it came: it begins nowhere
+	 * until all are free. Each, as it frees (oldest queued trace first),
+	 * is held for it (proc->busy set, nothing sent), so no later trace
+	 * takes it meanwhile; then the common step is chosen anew and every
+	 * part starts. Begun one by one, each would start on its own next
+	 * step past the chosen one, and the ranks' iterations would differ. */
+	bool held;
 	size_t n;
 	struct tproc *tp;
 	struct follower *followers;

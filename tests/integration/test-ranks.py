@@ -131,8 +131,65 @@ def check_ranks(res, files, launcher, left_out, n=2):
     return nums
 
 
-def agent_job(d, n):
-    """Agent path: launcher + n lockstep ranks + a never-stepping helper."""
+def storm(d, dm, n, requests, seed):
+    """Back-to-back requests to the whole job (issue 28's stress, on the
+    CPU): iterations, durations, two at once, endless ones cancelled once
+    the daemon has them. Each is delivered by every rank (iteration
+    requests: the same step numbers on all) or ends cancelled; the
+    outcomes by kind."""
+    import random
+    rng = random.Random(seed)
+    out = os.path.join(d, "storm")
+    seen = {}
+
+    def start(tid, *args):
+        return subprocess.Popen([GPROFCTL, "--socket", dm.sock, "--json", "trace", "--job", "ddp",
+                                 "--trace-id", tid, "--output-dir", out, "--timeout",
+                                 str(TIMEOUT)] + list(args),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def delivered(kind, tid, p):
+        o, e = p.communicate(timeout=TIMEOUT + 15)
+        assert p.returncode == 0, (kind, tid, p.returncode, o, e, dm.log()[-2000:])
+        res = json.loads(o)
+        # by time the never-stepping helper is traced too (no rank)
+        assert res["delivered"] == n + (kind == "duration"), (kind, tid, res)
+        files = sorted((f for f in glob.glob(os.path.join(out, tid, "*.pt.trace.json.gz"))
+                        if rank_of(f)[0] is not None), key=lambda f: rank_of(f)[0])
+        assert [rank_of(f) for f in files] == [(r, n) for r in range(n)], (tid, files)
+        if kind != "duration":
+            nums = [steps_of(f) for f in files]
+            assert all(x == nums[0] for x in nums) and nums[0], (
+                kind, tid, nums, [l for l in dm.log().splitlines() if tid[:-1] in l])
+        seen[kind] = seen.get(kind, 0) + 1
+
+    for i in range(requests):
+        tid = "st%d" % i
+        x = rng.random()
+        if x < 0.5:
+            delivered("iterations", tid, start(tid, "--iterations", str(rng.randint(1, 5)),
+                                               "--iteration-roundup", str(rng.randint(1, 3))))
+        elif x < 0.7:
+            delivered("duration", tid, start(tid, "--duration-ms", str(rng.randint(5, 60))))
+        elif x < 0.85:
+            a = start(tid + "a", "--iterations", str(rng.randint(1, 5)))
+            b = start(tid + "b", "--iterations", str(rng.randint(1, 5)))
+            delivered("together", tid + "a", a)
+            delivered("together", tid + "b", b)
+        else:
+            p = start(tid, "--iterations", "1000000", "--iteration-roundup", "1")
+            assert dm.wait("trace %s started" % tid), dm.log()[-2000:]
+            c = ctl(dm.sock, "cancel", tid)
+            o, e = p.communicate(timeout=TIMEOUT + 15)
+            assert c.returncode == 0 and p.returncode == 1 and "cancelled" in o + e, \
+                (tid, c.returncode, c.stderr, p.returncode, o, e)
+            seen["cancel"] = seen.get("cancel", 0) + 1
+    return seen
+
+
+def agent_job(d, n, requests=0):
+    """Agent path: launcher + n lockstep ranks + a never-stepping helper;
+    with requests, that many back-to-back requests to it at the end."""
     dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
     script = os.path.join(d, "launcher.py")
     with open(script, "w") as f:
@@ -194,6 +251,10 @@ def agent_job(d, n):
         assert r.returncode == 0, (r.stdout, r.stderr)
         assert "delivered" in r.stdout and "== across ranks" in r.stdout and \
             "iterations: 3," in r.stdout and "== findings" in r.stdout, r.stdout
+        if requests:
+            seen = storm(d, dm, n, requests, seed=requests)
+            print("  back to back: %s" % seen, flush=True)
+            assert set(seen) == {"iterations", "duration", "together", "cancel"}, seen
         job.stdin.close()
         tail = job.stdout.read().split()
         assert tail == ["exit"] + ["0"] * (n + 1), tail
@@ -210,6 +271,13 @@ def test_agent_job(d):
 
 def test_agent_job_8_ranks(d):
     agent_job(d, 8)
+
+
+def test_agent_job_back_to_back(d):
+    """40 requests one after the other (some two at once, some cancelled)
+    to both ranks of the job: each delivered by both, or cancelled; the
+    ranks and the launcher exit 0 after."""
+    agent_job(d, 2, requests=40)
 
 
 def test_kineto_job(d):
@@ -258,5 +326,6 @@ def test_launch_from_build_tree(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_agent_job, test_agent_job_8_ranks, test_kineto_job, test_launch_from_build_tree],
+    sys.exit(runner.run([test_agent_job, test_agent_job_8_ranks, test_agent_job_back_to_back,
+                         test_kineto_job, test_launch_from_build_tree],
                         "gprof-ranks-"))
