@@ -12,7 +12,8 @@ random, with no gap a quarter of the time and 0-50 ms otherwise:
   together    two iteration requests at once: they queue per process (15 %)
   cancel      an endless request cancelled 20-200 ms after it is sent (10 %)
 What must hold, and is counted: every request is delivered by every rank
-(one file per rank, a Kineto trace whose distributedInfo names that rank)
+(one file per rank, a Kineto trace whose distributedInfo names that rank;
+for iterations, the same ProfilerStep# numbers on every rank)
 or, for cancel, ends "cancelled" (or delivered, when the cancel came too
 late to matter it cannot: the request is endless). Anything else is a
 failure, printed with gprofctl's output. The job's own exit status is the
@@ -71,12 +72,15 @@ def judge(kind, tid, p, t0):
         why = "" if ok else "not cancelled"
     else:
         files = sorted(glob.glob(os.path.join(work, tid, "*.pt.trace.json.gz")))
-        ranks = []
+        ranks, nums = [], []
         for f in files:
             try:
                 with gzip.open(f, "rt") as fh:
                     doc = json.load(fh)
                 ranks.append(doc.get("distributedInfo", {}).get("rank"))
+                nums.append(sorted(int(e["name"].split("#")[1]) for e in doc["traceEvents"]
+                                   if e.get("ph") == "X" and e.get("cat") != "gpu_user_annotation"
+                                   and str(e.get("name", "")).startswith("ProfilerStep#")))
                 if "_rank%s." % ranks[-1] not in os.path.basename(f):
                     why = "rank %s not in the name %s" % (ranks[-1], os.path.basename(f))
             except (OSError, ValueError) as e:
@@ -86,6 +90,8 @@ def judge(kind, tid, p, t0):
             why = why or "exit %d" % p.returncode
         elif sorted(ranks, key=str) != list(range(a.ranks)):
             why = why or "ranks %s delivered, want 0..%d" % (ranks, a.ranks - 1)
+        elif kind != "duration" and any(x != nums[0] for x in nums):
+            why = why or "ranks on different iterations: %s" % dict(zip(ranks, nums))
         ok = not why
         for f in files:  # keep the disk small: judged, then gone
             os.unlink(f)
