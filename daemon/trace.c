@@ -231,6 +231,7 @@ static void on_timeout(uv_timer_t *timer)
 	char why[256];
 	size_t i;
 
+	t->ending = true;
 	for (i = 0; i < t->n && !t->finished; i++) {
 		struct tproc *tp = &t->tp[i];
 
@@ -286,7 +287,7 @@ static void begin_held(struct trace *t)
 {
 	size_t i;
 
-	if (!t->held || t->finished)
+	if (!t->held || t->finished || t->ending)
 		return;
 	for (i = 0; i < t->n; i++)
 		if (t->tp[i].queued && (t->tp[i].proc == NULL || t->tp[i].proc->busy != t))
@@ -320,6 +321,8 @@ static void proc_next(struct daemon *d, struct proc *p)
 		          oldest->id, (int)p->pid, oldest->held ? "held for it" : "starting");
 		if (oldest->held) {
 			p->busy = oldest;
+			snprintf(first->reason, sizeof(first->reason), "held: its ranks begin on one "
+			         "step, and another process of the trace is still capturing an earlier trace");
 			begin_held(oldest);
 		} else {
 			begin_on(oldest, first);
@@ -551,9 +554,10 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 		if (tp->proc->busy != NULL) {
 			char busy[160];
 
-			snprintf(busy, sizeof(busy), "%s trace %s", queue_busy ?
+			snprintf(busy, sizeof(busy), "%s trace %s%s", queue_busy ?
 			         "queued: the process is capturing" : "busy: already capturing",
-			         tp->proc->busy->id);
+			         tp->proc->busy->id, tp->proc->busy->held ? " (kept for it: that trace "
+			         "waits for its other processes, to begin on one step)" : "");
 			if (queue_busy) {
 				tp->queued = true;
 				snprintf(tp->reason, sizeof(tp->reason), "%s", busy);
@@ -595,6 +599,7 @@ int trace_cancel(struct daemon *d, struct trace *t, const char *why)
 	size_t i;
 
 	(void)d;
+	t->ending = true;
 	for (i = 0; i < t->n && !t->finished; i++) {
 		struct tproc *tp = &t->tp[i];
 
@@ -708,6 +713,7 @@ void trace_shutdown(struct daemon *d)
 	size_t i;
 
 	while ((t = d->traces) != NULL) {
+		t->ending = true;
 		for (i = 0; i < t->n && !t->finished; i++)
 			if (!final_state(t->tp[i].state))
 				trace_set_state(t, &t->tp[i], MSG_TS_FAILED, "the daemon stopped");

@@ -86,6 +86,9 @@ struct trace {
 	 * part starts. Begun one by one, each would start on its own next
 	 * step past the chosen one, and the ranks' iterations would differ. */
 	bool held;
+	bool ending;               /* cancelled, timed out or shut down: its parts
+	                            * end one by one, and a held trace must not begin
+	                            * on the rest meanwhile */
 	size_t n;
 	struct tproc *tp;
 	struct follower *followers;
