@@ -193,6 +193,24 @@ static void start_trace(struct tc *c, const char *id, const char *job, const int
 	msg_deinit(&r);
 }
 
+/* Agents a0 and a1 of job; trace X on a0 alone, then H on the job (its
+ * timeout timeout_ms, 0 the default): H is held, a1 kept for it. */
+static void hold(struct fa *a0, struct fa *a1, struct tc *c, const char *job, int64_t timeout_ms)
+{
+	char got[128];
+	int64_t p0;
+
+	fa_open(a0, job, 0, 1000);
+	fa_open(a1, job, 1, 1000);
+	await_steps((int64_t[]){ a0->pid, a1->pid }, 2, 1000);
+	tc_ctl(c, D.sock);
+	p0 = a0->pid;
+	start_trace(c, "X", NULL, &p0, 1, 0);
+	assert_string_equal(fa_next(a0, 2000, got, sizeof(got), NULL), "start X");
+	start_trace(c, "H", job, NULL, 0, timeout_ms);
+	assert_true(td_wait_log(&D, "trace H: held until every process is free", NULL));
+}
+
 /* X on a0 alone; H on the job {a0, a1}: held, a1 kept for it. Then H ends
  * before it began (cancel or timeout): a1 must only be told to cancel. */
 static void held_then_end(bool by_timeout)
@@ -201,17 +219,8 @@ static void held_then_end(bool by_timeout)
 	struct tc c;
 	struct msg m, r;
 	char got[128], first[128];
-	int64_t p0;
 
-	fa_open(&a0, "hj", 0, 1000);
-	fa_open(&a1, "hj", 1, 1000);
-	await_steps((int64_t[]){ a0.pid, a1.pid }, 2, 1000);
-	tc_ctl(&c, D.sock);
-	p0 = a0.pid;
-	start_trace(&c, "X", NULL, &p0, 1, 0);
-	assert_string_equal(fa_next(&a0, 2000, got, sizeof(got), NULL), "start X");
-	start_trace(&c, "H", "hj", NULL, 0, by_timeout ? 700 : 0);
-	assert_true(td_wait_log(&D, "trace H: held until every process is free", NULL));
+	hold(&a0, &a1, &c, "hj", by_timeout ? 700 : 0);
 	assert_string_equal(fa_next(&a1, 300, got, sizeof(got), NULL), "none");
 	if (!by_timeout) {
 		msg_init(&m, MSG_TRACE_CANCEL, 0);
@@ -294,18 +303,9 @@ static void test_held_at_shutdown(void **state)
 	struct fa a0, a1;
 	struct tc c;
 	char got[128];
-	int64_t p0;
 
 	(void)state;
-	fa_open(&a0, "sj", 0, 1000);
-	fa_open(&a1, "sj", 1, 1000);
-	await_steps((int64_t[]){ a0.pid, a1.pid }, 2, 1000);
-	tc_ctl(&c, D.sock);
-	p0 = a0.pid;
-	start_trace(&c, "X", NULL, &p0, 1, 0);
-	assert_string_equal(fa_next(&a0, 2000, got, sizeof(got), NULL), "start X");
-	start_trace(&c, "H", "sj", NULL, 0, 0);
-	assert_true(td_wait_log(&D, "trace H: held until", NULL));
+	hold(&a0, &a1, &c, "sj", 0);
 	tc_close(&c);
 	td_signal(&D, SIGTERM);
 	fa_next(&a1, 3000, got, sizeof(got), NULL);
