@@ -45,8 +45,8 @@ static bool trace_name(const char *name)
 	                          mreport_is_snapshot(name));
 }
 
-/* The trace files directly in directory path, added to in; their count,
- * or -1 (said why). */
+/* The trace files directly in directory path, added to in (counted only
+ * when in is NULL); their count, or -1 (said why). */
 static long add_dir(struct inputs *in, const char *path)
 {
 	struct dirent *e;
@@ -63,7 +63,7 @@ static long add_dir(struct inputs *in, const char *path)
 		if (!trace_name(e->d_name))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		if (add(in, p) < 0) {
+		if (in != NULL && add(in, p) < 0) {
 			closedir(d);
 			return -1;
 		}
@@ -98,20 +98,12 @@ static int expand(struct inputs *in, const char *path)
 	if ((d = opendir(path)) == NULL)
 		return 0;
 	while ((e = readdir(d)) != NULL) {
-		struct inputs probe = { 0 };
 		char p[4096];
-		long k;
 
 		if (e->d_name[0] == '.')
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-			continue;
-		k = add_dir(&probe, p);
-		while (probe.n > 0)
-			free(probe.v[--probe.n]);
-		free(probe.v);
-		if (k <= 0)
+		if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode) || add_dir(NULL, p) <= 0)
 			continue;
 		if (subs++ == 0)
 			snprintf(one, sizeof(one), "%s", p);

@@ -282,6 +282,15 @@ static void begin_on(struct trace *t, struct tproc *tp)
 
 static int64_t common_start(const struct trace *t);
 
+/* tp's process, free, is kept for held trace t until t begins. */
+static void hold_proc(struct trace *t, struct tproc *tp)
+{
+	tp->proc->busy = t;
+	tp->queued = true;
+	snprintf(tp->reason, sizeof(tp->reason), "held: its ranks begin on one step, and another "
+	         "process of the trace is still capturing an earlier trace");
+}
+
 /* A held trace begins once every part still waiting holds its process. */
 static void begin_held(struct trace *t)
 {
@@ -320,9 +329,7 @@ static void proc_next(struct daemon *d, struct proc *p)
 		log_debug("trace %s: pid %d was waiting for its previous trace; %s",
 		          oldest->id, (int)p->pid, oldest->held ? "held for it" : "starting");
 		if (oldest->held) {
-			p->busy = oldest;
-			snprintf(first->reason, sizeof(first->reason), "held: its ranks begin on one "
-			         "step, and another process of the trace is still capturing an earlier trace");
+			hold_proc(oldest, first);
 			begin_held(oldest);
 		} else {
 			begin_on(oldest, first);
@@ -544,11 +551,8 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 			log_info("trace %s: pid %d %s", t->id, (int)tp->pid, tp->reason);
 			continue;
 		}
-		if (t->held && tp->proc->busy == NULL) { /* held for this trace */
-			tp->proc->busy = t;
-			tp->queued = true;
-			snprintf(tp->reason, sizeof(tp->reason), "held: its ranks begin on one step, "
-			         "and another process of the trace is still capturing an earlier trace");
+		if (t->held && tp->proc->busy == NULL) {
+			hold_proc(t, tp);
 			continue;
 		}
 		if (tp->proc->busy != NULL) {
