@@ -26,7 +26,13 @@ Captures (--configs, comma-separated, run in that order):
   torch           torch.profiler, CUDA activities only, over WINDOW steps
   torch-cpu       torch.profiler, CPU and CUDA
   torch-cpu-shapes the same with record_shapes=True
-torch.profiler keeps CUPTI once it has run, so torch windows come last.
+torch.profiler keeps CUPTI once it has run, so torch windows come last,
+and the steps of a process stay slower once it has run (1.1-1.3x on an
+H100 and an H200): only the first torch window of a process is measured
+against untraced steps ("torch_ran": false in its row), later ones against
+steps it already slowed. With "none" among the configs, one more window
+with nothing follows the torch windows: its "before" steps against those
+of the windows before torch.profiler ran give its lasting cost.
 Only "during" steps well inside the window count: from the step the
 capture reported "capturing" (agent) or started (torch), +10, for
 WINDOW - 20 steps.
@@ -125,10 +131,14 @@ class AgentCapture:
         return self.p.returncode, out
 
 
+torch_ran = False  # has torch.profiler run in this process?
+
+
 def window(cfg):
+    global torch_ran
     before, during, after = [], [], []
     run(a.before, before)
-    res = {"config": cfg, "tag": a.tag, "width": a.width}
+    res = {"config": cfg, "tag": a.tag, "width": a.width, "torch_ran": torch_ran}
     if cfg == "none":
         start = 0
         run(a.window, during)
@@ -138,6 +148,7 @@ def window(cfg):
             acts.append(torch.profiler.ProfilerActivity.CPU)
         prof = torch.profiler.profile(activities=acts, record_shapes=cfg == "torch-cpu-shapes")
         prof.start()
+        torch_ran = True
         start = 0
         run(a.window, during)
         t0 = time.perf_counter()
@@ -189,6 +200,8 @@ for r in range(a.torch_repeat):
             res = window(c)
             res["torch_round"] = r
             results.append(res)
+if torch_ran and "none" in cfgs:
+    results.append(window("none"))  # torch.profiler's lasting cost (its "before" steps)
 by = {}
 for r in results:
     if "inflation" in r:

@@ -27,7 +27,11 @@
  *
  *   cupti_cost CONFIG [batches] [batch]   (defaults 300 100)
  *   cupti_cost --list
- * prints one JSON line: config, before/during/after ns per kernel, records.
+ * prints one JSON line: config, before/during/after ns per kernel, records,
+ * and the driver-API callbacks seen by id, inside a runtime call or not
+ * (which driver call the runtime makes for a launch: the agent cannot
+ * enable a driver launch's callback for cuBLAS's and NCCL's direct calls
+ * without getting it inside every runtime launch too).
  */
 #include <cuda_runtime.h>
 #include <cupti.h>
@@ -104,6 +108,10 @@ static inline uint64_t now_ns(void)
 }
 
 static int cb_mode; /* 0: no-op, 1: own record, 2: own record but the quiet calls */
+/* driver-API callbacks seen (entries), by id, inside a runtime call or not:
+ * which launch call the runtime makes for cudaLaunchKernel */
+static unsigned rt_depth;
+static unsigned long long drv_inside[1024], drv_outside[1024];
 static bool cupti_ts;
 
 static inline uint64_t stamp(void)
@@ -121,8 +129,12 @@ static void CUPTIAPI on_cb(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id
 	const CUpti_CallbackData *cb = (const CUpti_CallbackData *)p;
 
 	(void)ud;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API)
+		rt_depth += cb->callbackSite == CUPTI_API_ENTER ? 1 : rt_depth > 0 ? -1 : 0;
+	if (d == CUPTI_CB_DOMAIN_DRIVER_API && cb->callbackSite == CUPTI_API_ENTER && id < 1024)
+		(rt_depth > 0 ? drv_inside : drv_outside)[id]++;
 	if (cb_mode == 0 || d != CUPTI_CB_DOMAIN_RUNTIME_API)
-		return;
+		return; /* driver-API launches nested in a runtime call: the agent returns too */
 	if (cb_mode == 2 && (id == CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 ||
 	                     id == CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020))
 		return;
@@ -156,6 +168,10 @@ enum {
 	F_FINALIZE = 16384, /* cuptiFinalize after */
 	F_CB_EACH = 32768, /* runtime-API callbacks enabled call by call, all but the quiet ones,
 	                      own record (mode 1) */
+	F_DRV_LAUNCH = 65536, /* driver-API callbacks on the launch calls (the agent's, for
+	                         cuBLAS's, NCCL's and Triton's cuLaunchKernel*) */
+	F_DRV_ONE = 131072,   /* driver-API callback on one call this loop never makes */
+	F_DRV_ACT = 262144,   /* DRIVER activity kind, the launch calls only */
 };
 
 struct config {
@@ -181,6 +197,12 @@ static const config configs[] = {
 	  F_CUPTI | F_KERNEL | F_CB_LAUNCH | F_CUPTI_TS | F_ZEROED | F_UNSUB },
 	{ "kernel+own-records-each", F_CUPTI | F_KERNEL | F_CB_EACH | F_CUPTI_TS | F_ZEROED | F_UNSUB },
 	{ "kernel+own-records", F_CUPTI | F_KERNEL | F_CB_OWN | F_ZEROED | F_UNSUB },
+	{ "kernel+own-records-each+driver-launch-callbacks",
+	  F_CUPTI | F_KERNEL | F_CB_EACH | F_CUPTI_TS | F_ZEROED | F_UNSUB | F_DRV_LAUNCH },
+	{ "kernel+own-records-each+driver-unused-callback",
+	  F_CUPTI | F_KERNEL | F_CB_EACH | F_CUPTI_TS | F_ZEROED | F_UNSUB | F_DRV_ONE },
+	{ "kernel+own-records-each+driver-launch-activity",
+	  F_CUPTI | F_KERNEL | F_CB_EACH | F_CUPTI_TS | F_ZEROED | F_UNSUB | F_DRV_ACT },
 	{ "kernel,finalize", F_CUPTI | F_KERNEL | F_ZEROED | F_FINALIZE },
 	{ "agent,finalize", (AGENT & ~F_UNSUB) | F_FINALIZE },
 	{ "torch-like", F_CUPTI | F_KERNEL | F_RUNTIME | F_TORCH },
@@ -199,6 +221,14 @@ static CUpti_SubscriberHandle sub;
 			exit(1);                                                           \
 		}                                                                          \
 	} while (0)
+
+/* the driver's launch calls (agent/gpu_api.c's list, in short) */
+static const CUpti_CallbackId drv_launches[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+	CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+};
 
 static const CUpti_ActivityKind torch_extra[] = {
 	CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_DRIVER,
@@ -250,6 +280,21 @@ static void apply(unsigned f, bool on)
 			if (id != CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020 &&
 			    id != CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020)
 				CU(cuptiEnableCallback(on, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id));
+	}
+	for (i = 0; (f & F_DRV_LAUNCH) && i < sizeof(drv_launches) / sizeof(drv_launches[0]); i++)
+		CU(cuptiEnableCallback(on, sub, CUPTI_CB_DOMAIN_DRIVER_API, drv_launches[i]));
+	if (f & F_DRV_ONE)
+		CU(cuptiEnableCallback(on, sub, CUPTI_CB_DOMAIN_DRIVER_API,
+		                       CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice));
+	if (f & F_DRV_ACT) {
+		CUpti_CallbackId id;
+
+		CU(on ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER)
+		      : cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER));
+		for (id = 1; on && id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++)
+			cuptiActivityEnableDriverApi(id, 0);
+		for (i = 0; on && i < sizeof(drv_launches) / sizeof(drv_launches[0]); i++)
+			CU(cuptiActivityEnableDriverApi(drv_launches[i], 1));
 	}
 	if (f & F_CB_OWN) {
 		cb_mode = 2;
@@ -360,8 +405,13 @@ int main(int argc, char **argv)
 	printf("{\"config\": \"%s\", \"gpu\": \"%s\", \"before\": %.1f, \"during\": %.1f, "
 	       "\"after\": %.1f, \"late\": %.1f, \"records\": %llu, \"own_records\": %zu, "
 	       "\"dropped\": %llu, "
-	       "\"kernels\": %zu, \"kernels_matched\": %zu}\n",
+	       "\"kernels\": %zu, \"kernels_matched\": %zu, \"driver_callbacks\": \"",
 	       cf->name, prop.name, before, during, after, late, rec, n_own, dropped,
 	       kernel_corr.size(), matched);
+	for (c = 0; c < 1024; c++)
+		if (drv_inside[c] + drv_outside[c] > 0)
+			printf("%zu: %llu inside a runtime call, %llu outside; ", c, drv_inside[c],
+			       drv_outside[c]);
+	printf("\"}\n");
 	return 0;
 }

@@ -4,8 +4,14 @@
 #
 # Cost: bench/capture_overhead.py in one process per width (2048, 256) and
 # round (OPS_ROUNDS, default 3): steps before, during and after each window
-# (OPS_WINDOW steps, default 120), configs interleaved OPS_REPEAT times,
-# torch.profiler's OPS_TORCH_REPEAT times (default 1) at the end:
+# (OPS_WINDOW steps, default 120), the agent's configs (OPS_CONFIGS)
+# interleaved OPS_REPEAT times, then torch.profiler (OPS_TORCH, default
+# "torch-cpu torch-cpu-shapes"), one config per process (round r takes the
+# r-th, in turn; OPS_TORCH_PER_ROUND=2 runs both, the first one counted):
+# once torch.profiler has run, a process's steps stay slower, so only its
+# first window is measured against untraced steps (ops_check.py uses that
+# one alone, and prints the lasting cost from a window with nothing after
+# it). OPS_TORCH_REPEAT (default 1) repeats the torch windows.
 #   none                              nothing (chance drift)
 #   agent+GPROF_TORCH_OPS=off         the agent without operators
 #   agent+GPROF_TORCH_OPS=observer    operators from the observer (the default;
@@ -14,6 +20,7 @@
 #   agent+GPROF_TORCH_OPS=observer+GPROF_TORCH_OPTS=shapes   with input shapes
 #   agent+GPROF_TORCH_OPS=kineto-cpu  operators from torch.profiler CPU-only
 #   agent+GPROF_TORCH_OPS=legacy      the autograd profiler without Kineto
+#                                     (these two only when OPS_CONFIGS names them)
 #   torch-cpu, torch-cpu-shapes       torch.profiler CPU+CUDA (+record_shapes), last
 # Every window is printed; tests/gpu/ops_check.py prints each config's
 # inflation per round and the cost ratio against torch.profiler, and
@@ -46,9 +53,18 @@ printf 'kineto:\n  socket_name: gprof-ops-%s\n' "$$" >"$work/gprofd.yaml"
 gpid=$!
 for i in $(seq 100); do grep -q " running: " "$OUT/ops-gprofd.log" && break; sleep 0.1; done
 
-cfgs=${OPS_CONFIGS:-none,agent+GPROF_TORCH_OPS=off,agent+GPROF_TORCH_OPS=observer,agent+GPROF_TORCH_OPS=observer+GPROF_TORCH_OPTS=shapes,agent+GPROF_TORCH_OPS=kineto-cpu,torch-cpu,torch-cpu-shapes}
+agent_cfgs=${OPS_CONFIGS:-none,agent+GPROF_TORCH_OPS=off,agent+GPROF_TORCH_OPS=observer,agent+GPROF_TORCH_OPS=observer+GPROF_TORCH_OPTS=shapes}
+read -r -a torch_cfgs <<<"${OPS_TORCH:-torch-cpu torch-cpu-shapes}"
 rm -f "$OUT/ops.jsonl"
 for r in $(seq "${OPS_ROUNDS:-3}"); do
+	# this round's torch.profiler configs: the r-th first, in turn
+	# (an OPS_CONFIGS that names torch configs itself is run as given)
+	cfgs=$agent_cfgs
+	case ",$agent_cfgs" in *,torch*) torch_n=0 ;; *) torch_n=${OPS_TORCH_PER_ROUND:-1} ;; esac
+	for k in $(seq 0 $((torch_n - 1))); do
+		[ "$k" -lt "${#torch_cfgs[@]}" ] || break
+		cfgs+=,${torch_cfgs[$(((r - 1 + k) % ${#torch_cfgs[@]}))]}
+	done
 	for w in ${OPS_WIDTHS:-2048 256}; do
 		CUDA_INJECTION64_PATH=$A NVTX_INJECTION64_PATH=$A GPROF_SOCKET=$sock \
 			PYTHONPATH=$root/python GPROF_AGENT_TRACE_DIR=$work \

@@ -2,11 +2,15 @@
 """ops_check.py: judges tests/gpu/ops.sh's run (issue 27, PyTorch operators
 on the agent path). usage: ops_check.py OVERHEAD_JSONL TRACE...
 
-Cost: per width and round, each config's inflation (median during /
-median before, bench/capture_overhead.py) and, for the agent with
+Cost: per width and round (one process), each config's inflation (median
+during / median before, bench/capture_overhead.py) and, for the agent with
 operators, the ratio of its extra cost to torch.profiler's
 ((x_agent - 1) / (x_torch - 1)) against CPU+CUDA (without shapes) and
-CPU+CUDA with record_shapes (with shapes): the issue asks for at most 0.5.
+CPU+CUDA with record_shapes (with shapes): the issue asks for at most 0.5,
+judged on the median over rounds. torch.profiler's figure is its first
+window in the process: once it has run the process's steps stay slower
+(printed: the steps after it against the steps before it), so a later
+window, measured against the steps just before it, understates its cost.
 Beside it, for information, the operators' own share: (x_agent -
 x_agent_off) / (x_torch - 1), the burst without operators taken away.
 Each trace's gprof_note is printed (a window the observer did not record
@@ -37,27 +41,49 @@ OFF = "agent+GPROF_TORCH_OPS=off"
 
 def cost(path):
     rows = [json.loads(l) for l in open(path) if l.strip()]
-    by = collections.defaultdict(list)
+    runs = collections.defaultdict(list)  # (width, tag): the process's windows, in order
     for r in rows:
         if "inflation" in r:
-            by[(r["width"], r["tag"], r["config"])].append(r["inflation"])
+            runs[(r["width"], r["tag"])].append(r)
+    ratios = collections.defaultdict(list)  # (width, mine, theirs): [(tag, ratio)]
+    for width, tag in sorted(runs, key=lambda k: (-k[0], k[1])):
+        wins = runs[(width, tag)]
+        first = next((i for i, r in enumerate(wins) if r["config"].startswith("torch")), None)
+        pre = wins if first is None else wins[:first]
+        by = collections.defaultdict(list)
+        for r in pre:
+            by[r["config"]].append(r["inflation"])
+        cfgs = {c: statistics.median(v) for c, v in by.items()}
+        line = "  ".join("%s x%.3f" % kv for kv in sorted(cfgs.items()))
+        if first is not None:
+            # only torch.profiler's first window is against untraced steps
+            cfgs[wins[first]["config"]] = wins[first]["inflation"]
+            line += "  | %s (first torch window) x%.3f" % (wins[first]["config"],
+                                                          wins[first]["inflation"])
+            later = [r["before_ms"] for r in wins[first + 1:]]
+            if later:
+                line += "  | steps after it x%.3f the steps before it" % (
+                    statistics.median(later) / statistics.median(r["before_ms"] for r in pre))
+        print("w%d %s: %s" % (width, tag, line))
+        for mine, theirs in PAIRS:
+            if mine in cfgs and theirs in cfgs and cfgs[theirs] > 1:
+                ratio = (cfgs[mine] - 1) / (cfgs[theirs] - 1)
+                alone = ""
+                if OFF in cfgs:
+                    alone = "  (operators alone %.2f)" % ((cfgs[mine] - cfgs[OFF]) /
+                                                         (cfgs[theirs] - 1))
+                print("    %-32s vs %-18s cost ratio %.2f%s" % (mine, theirs, ratio, alone))
+                ratios[(width, mine, theirs)].append((tag, ratio))
+    # the verdict: per width and pair, the median over rounds (one round's
+    # ratio moves with the host: windows with nothing drift 0.9-1.2x)
     bad = 0
-    for width in sorted({k[0] for k in by}, reverse=True):
-        print("width %d" % width)
-        for tag in sorted({k[1] for k in by if k[0] == width}):
-            cfgs = {k[2]: statistics.median(v) for k, v in by.items() if k[:2] == (width, tag)}
-            print("  %s: %s" % (tag, "  ".join("%s x%.3f" % kv for kv in sorted(cfgs.items()))))
-            for mine, theirs in PAIRS:
-                if mine in cfgs and theirs in cfgs and cfgs[theirs] > 1:
-                    ratio = (cfgs[mine] - 1) / (cfgs[theirs] - 1)
-                    ok = ratio <= 0.5
-                    bad += not ok
-                    alone = ""
-                    if OFF in cfgs:
-                        alone = "  (operators alone %.2f)" % ((cfgs[mine] - cfgs[OFF]) /
-                                                             (cfgs[theirs] - 1))
-                    print("    %-32s vs %-18s cost ratio %.2f %s%s" % (
-                        mine, theirs, ratio, "ok" if ok else "OVER 0.5", alone))
+    for (width, mine, theirs), v in sorted(ratios.items(), key=lambda kv: -kv[0][0]):
+        m = statistics.median(r for _, r in v)
+        ok = m <= 0.5
+        bad += not ok
+        print("width %d %s vs %s: median cost ratio %.2f over %d rounds (%s): %s" % (
+            width, mine, theirs, m, len(v), " ".join("%.2f" % r for _, r in v),
+            "ok" if ok else "OVER 0.5"))
     return bad
 
 
