@@ -77,6 +77,9 @@ GPROF_API int gprof_memory_done(int ok, const char *why);
 #define GPROF_WINDOW_STACK   (1u << 4) /* asked: --with-stack */
 #define GPROF_WINDOW_FLOPS   (1u << 5) /* asked: --with-flops */
 #define GPROF_WINDOW_MEMORY  (1u << 6) /* asked: --profile-memory */
+/* operators by default, not asked for: from the helper's observer only if
+ * it is built (no fallback to torch.profiler, no build started) */
+#define GPROF_WINDOW_UNASKED (1u << 7)
 GPROF_API uint64_t gprof_window_flags(void);
 /* Also in what gprof_step_memory returns, beside the GPROF_MEMORY_* action
  * (the low byte): a window that takes PyTorch operators is open. The

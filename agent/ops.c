@@ -86,6 +86,7 @@ static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t dir_gen; /* the burst the directory is for; 0: none */
 static char dir[480];
 static uint64_t taken_gen, done_gen;
+static bool unasked; /* the window's operators are the default's, not asked for */
 static char py_note[400];
 
 /* agent thread */
@@ -121,31 +122,36 @@ static void add_note(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Operators only when asked: on the GPU host (docs/BENCHMARKS.md,
- * docs/gpu-validation.md, 2026-11-25) torch.profiler as the recorder cost
- * a window's steps about what its CPU side costs, and the job's profiler,
- * started beside the agent's CUPTI, stays without GPU activities for the
- * rest of the process (Kineto initialises once); the observer (the
- * helper's default since) starts no profiler, and its cost on the GPU host
- * decides whether this stays opt-in. So a window takes them when the
- * request asks (--operators, or an operator option: --record-shapes,
- * --with-modules, --profile-memory: torch.profiler's profile_memory records
- * the operators around the allocations too, and gprofctl report attributes
- * memory to them) or the job's owner does (GPROF_TORCH_OPS=observer,
- * kineto-cpu or legacy, GPROF_TORCH_OPTS); GPROF_TORCH_OPS=off refuses
- * them all. */
-static bool ops_wanted(int64_t options)
+/* Which operators a window takes: none, asked, or by default.
+ * Asked: the request asks (--operators, or an operator option:
+ * --record-shapes, --with-modules, --profile-memory: torch.profiler's
+ * profile_memory records the operators around the allocations too, and
+ * gprofctl report attributes memory to them) or the job's owner does
+ * (GPROF_TORCH_OPS=observer, kineto-cpu or legacy, GPROF_TORCH_OPTS); the
+ * helper then records them with its observer, or, while that is not built,
+ * with torch.profiler's CPU side (which leaves the job's own torch.profiler
+ * without GPU activity for the rest of the process) and builds it in the
+ * background. By default (nothing asked, GPROF_TORCH_OPS unset): from the
+ * observer only, when it is built already (python3 -m
+ * gprof_agent.build_ops), else none and the note says how; its cost is
+ * under half of torch.profiler's on the same steps (2 x H200, 2026-11-28,
+ * docs/BENCHMARKS.md), which is why it is on without asking.
+ * GPROF_TORCH_OPS=off refuses them all. A process without the helper never
+ * claims the window's file, so the default costs it a directory made and
+ * removed per burst. */
+enum { OPS_NONE, OPS_ASKED, OPS_UNASKED };
+static int ops_wanted(int64_t options)
 {
 	const char *v = getenv("GPROF_TORCH_OPS");
 
 	if (v != NULL && strcmp(v, "off") == 0)
-		return false;
-	if (v != NULL && *v)
-		return true;
-	return (options & (MSG_OPT_OPERATORS | MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_MODULES |
-	                   MSG_OPT_PROFILE_MEMORY)) ||
-	       (A.win.torch_opts & (GPROF_WINDOW_SHAPES | GPROF_WINDOW_MODULES |
-	                            GPROF_WINDOW_MEMORY));
+		return OPS_NONE;
+	if ((v != NULL && *v) ||
+	    (options & (MSG_OPT_OPERATORS | MSG_OPT_RECORD_SHAPES | MSG_OPT_WITH_MODULES |
+	                MSG_OPT_PROFILE_MEMORY)) ||
+	    (A.win.torch_opts & (GPROF_WINDOW_SHAPES | GPROF_WINDOW_MODULES | GPROF_WINDOW_MEMORY)))
+		return OPS_ASKED;
+	return OPS_UNASKED;
 }
 
 /* The torch options a window asks for: the request's (gprofctl trace
@@ -197,7 +203,7 @@ uint64_t gprof_window_flags(void)
 	f = GPROF_WINDOW_OPEN | (uint32_t)A.win.torch_opts;
 	pthread_mutex_lock(&lock);
 	if (dir_gen == gen)
-		f |= GPROF_WINDOW_OPS;
+		f |= GPROF_WINDOW_OPS | (unasked ? GPROF_WINDOW_UNASKED : 0);
 	pthread_mutex_unlock(&lock);
 	return (gen << 32) | f;
 }
@@ -232,10 +238,11 @@ void ops_begin(int64_t options)
 {
 	const char *base = getenv("GPROF_AGENT_TRACE_DIR");
 	char path[sizeof(dir)];
+	int want;
 
 	pthread_once(&cond_once, cond_init);
 	note[0] = '\0';
-	if (!ops_wanted(options))
+	if ((want = ops_wanted(options)) == OPS_NONE)
 		return;
 	if (base == NULL || !*base)
 		base = getenv("TMPDIR");
@@ -249,6 +256,7 @@ void ops_begin(int64_t options)
 	}
 	pthread_mutex_lock(&lock);
 	snprintf(dir, sizeof(dir), "%s", path);
+	unasked = want == OPS_UNASKED;
 	dir_gen = atomic_load(&A.gen);
 	taken_gen = done_gen = 0;
 	py_note[0] = '\0';

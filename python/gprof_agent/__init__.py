@@ -6,10 +6,11 @@ With libgprof_agent named by the environment (CUDA_INJECTION64_PATH,
 NVTX_INJECTION64_PATH or GPROF_AGENT, as `gprofctl launch` sets them),
 every optimizer step calls gprof_step(), so `gprofctl trace --iterations N`
 captures exactly N training steps and the trace shows them as
-ProfilerStep#<n>; during a capture window that asks for them it also
-records the job's PyTorch operators (ops.py: by default the operator
-observer, built once per torch version by python3 -m gprof_agent.build_ops;
-GPROF_TORCH_OPS=off turns that off). Without the agent it does nothing.
+ProfilerStep#<n>; during a capture window it also records the job's
+PyTorch operators (ops.py: the operator observer, built once per torch
+version by python3 -m gprof_agent.build_ops; a window that did not ask for
+them records them only from a built observer; GPROF_TORCH_OPS=off turns
+that off). Without the agent it does nothing.
 
 The same without touching the code: put this folder's parent on PYTHONPATH
 and set GPROF_TORCH_STEPS=1 (python/sitecustomize.py calls install()).

@@ -24,6 +24,10 @@ The recorder is chosen by GPROF_TORCH_OPS:
   legacy                torch.autograd.profiler.profile(use_kineto=False),
                         its events written in Kineto's shape by this file
   off                   nothing (the agent offers no window operators)
+A window the request did not ask operators of (the agent's default,
+GPROF_WINDOW_UNASKED) takes them from the observer only when it is built
+already; else it records none, starts no build and no torch.profiler, and
+the trace's note says how to get them.
 --profile-memory also records the CUDA caching allocator's history over
 the window and turns it into Kineto's "[memory]" events (memevents.py),
 written beside the operators' file; a torch without CUDA or too old for
@@ -45,7 +49,7 @@ import sys
 import threading
 import time
 
-OPEN, OPS, SHAPES, MODULES, STACK, FLOPS, MEMORY = (1 << i for i in range(7))
+OPEN, OPS, SHAPES, MODULES, STACK, FLOPS, MEMORY, UNASKED = (1 << i for i in range(8))
 _UNHONOURED = ((STACK, "--with-stack"), (FLOPS, "--with-flops"))
 
 
@@ -208,8 +212,10 @@ _build = None  # build_ops.Background, once per process
 
 
 def _observer(torch, flags, notes):
-    """The observer for a window, or None (notes say why: the window then
-    uses kineto-cpu). Never compiles here: a build runs in the background."""
+    """The observer for a window, or None (notes say why: an asked-for
+    window then uses kineto-cpu, a default one records none). Never
+    compiles here: for an asked-for window a build runs in the background;
+    a default window (UNASKED) starts no build and no torch.profiler."""
     global _build
     from . import build_ops
     why = build_ops.missing_tools(torch)
@@ -220,6 +226,17 @@ def _observer(torch, flags, notes):
             mod, why = None, "its library does not load: %s" % _err(e)
         if mod is not None:
             return _Observer(mod, flags)
+    if flags & UNASKED:
+        if why is None:
+            notes.append("PyTorch operators not recorded: the operator observer is not built "
+                         "for torch %s (python3 -m gprof_agent.build_ops builds it, once per "
+                         "torch version; or ask with gprofctl trace --operators)"
+                         % torch.__version__)
+        else:
+            notes.append("PyTorch operators not recorded: the operator observer is not "
+                         "available (%s); gprofctl trace --operators records them with "
+                         "torch.profiler's CPU side" % why)
+        return None
     if why is not None:
         notes.append("operator observer not available (%s): recorded with kineto-cpu "
                      "(torch.profiler's CPU side, at its cost)" % why)
@@ -285,19 +302,22 @@ class Poller:
         try:
             import torch
             kind = os.environ.get("GPROF_TORCH_OPS") or self._kind  # per window: benchmarks
+            if kind != "observer":
+                f &= ~UNASKED  # the job's owner chose a recorder: asked
             if kind == "observer":
                 self._session = _observer(torch, f, self._notes)
                 if self._session is None:
-                    kind = "kineto-cpu"
-            if self._session is None:
+                    kind = None if f & UNASKED else "kineto-cpu"
+            if self._session is None and kind is not None:
                 mech = MECHANISMS.get(kind)
                 if mech is None:
                     raise ValueError("GPROF_TORCH_OPS=%s is not one of observer, kineto-cpu, "
                                      "legacy, off" % kind)
                 self._session = mech(torch, f)
-            if f & MODULES:
-                self._modules = _Modules(torch, getattr(self._session, "module", None))
-            self._session.start()
+            if self._session is not None:
+                if f & MODULES:
+                    self._modules = _Modules(torch, getattr(self._session, "module", None))
+                self._session.start()
         except Exception as e:  # never break the job over profiling
             self._notes.append("PyTorch operators not recorded: the profiler did not "
                                "start (%s)" % _err(e))

@@ -68,6 +68,11 @@
 #           DDP_STRESS=N: N back-to-back requests to both ranks of the
 #           agent DDP job (tests/gpu/ddp_stress.py) before it stops;
 #           DDP_NPROC ranks (default 2: one per GPU) under torchrun.
+#   defaultops a plain gprofctl trace (no operator option) to an agent-loaded
+#           PyTorch loop (tests/gpu/default_ops.py), before the operator
+#           observer is built (no operators, the note says how) and after
+#           (every step's operators); both times the job's own torch.profiler
+#           still records CUDA afterwards and the losses are an untraced run's.
 #   ddpcost what one capture of 200 iterations costs each rank of the DDP
 #           job (tests/gpu/ddp_cost.py, from ddp_train.py --block-times:
 #           20-step blocks before, inside and after the window): untraced
@@ -648,6 +653,26 @@ compile_checks() {
 		python3 "$root/tests/gpu/compile_train.py" --mode reduce-overhead
 	KINETO_USE_DAEMON=1 KINETO_CONFIG=$work/kineto.conf SLURM_JOB_ID=778 compile_one compile-kineto 778 \
 		"--kineto --same-as $OUT/compile-agent.pt.trace.json.gz" python3 "$root/tests/gpu/compile_train.py"
+}
+
+# ---- operators by default: a plain request, before and after the observer is built ----
+defaultops_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so ext=$work/defaultops-ext r
+	local inj="CUDA_INJECTION64_PATH=$A GPROF_SOCKET=$sock PYTHONPATH=$root/python GPROF_AGENT_TRACE_DIR=$work TORCH_EXTENSIONS_DIR=$ext"
+	# shellcheck disable=SC2086 # word splitting wanted
+	env $inj python3 "$root/tests/gpu/default_ops.py" --gprofctl "$B/gprofctl" --expect none \
+		--out "$work/defaultops-none" >"$OUT/defaultops.txt" 2>&1
+	r=$?
+	log "default_ops, observer not built: exit status $r"
+	env TORCH_EXTENSIONS_DIR="$ext" PYTHONPATH="$root/python" python3 -m gprof_agent.build_ops \
+		>>"$OUT/defaultops.txt" 2>&1
+	log "build_ops exit status $?"
+	# shellcheck disable=SC2086
+	env $inj python3 "$root/tests/gpu/default_ops.py" --gprofctl "$B/gprofctl" --expect built \
+		--out "$work/defaultops-built" >>"$OUT/defaultops.txt" 2>&1
+	r=$?
+	log "default_ops, observer built: exit status $r"
+	grep '^{' "$OUT/defaultops.txt" | cut -c1-700 | tee -a "$OUT/summary.txt"
 }
 
 # ---- CUDA graphs through bursts (the agent never finalizes beside them) ----

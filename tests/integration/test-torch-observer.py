@@ -70,7 +70,7 @@ sys.path.insert(0, PYDIR)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../tools"))
 import runner  # noqa: E402
 
-OPEN, OPS, SHAPES, MODULES = 1, 2, 4, 8
+OPEN, OPS, SHAPES, MODULES, UNASKED = 1, 2, 4, 8, 128
 STEPS = 3  # a window's steps
 
 
@@ -151,8 +151,9 @@ def read(path):
     return ev
 
 
-def window(agent, poll, loop, opts=0, steps=STEPS, during=None, parse=True):
-    """One window of `steps` steps; returns (events, note, t_begin, t_end)."""
+def window(agent, poll, loop, opts=0, steps=STEPS, during=None, parse=True, file=True):
+    """One window of `steps` steps; returns (events, note, t_begin, t_end).
+    file=False: the helper must write no operator file."""
     agent.open(opts)
     t0 = time.time_ns()
     poll()
@@ -166,6 +167,9 @@ def window(agent, poll, loop, opts=0, steps=STEPS, during=None, parse=True):
     t1 = time.time_ns()
     note = agent.done.get(agent.gen)
     assert note is not None, "gprof_ops_done not called for window %d" % agent.gen
+    if not file:
+        assert not os.path.exists(agent.path), (agent.path, note)
+        return None, note, t0, t1
     assert os.path.exists(agent.path), (agent.path, note)
     return read(agent.path) if parse else None, note, t0, t1
 
@@ -254,8 +258,17 @@ def test_observer(d):
     assert ref["aten::addmm"] == 2 and ref["AddmmBackward0"] == 2, ref
     tid = threading.get_native_id()
 
-    # 1: not built yet: kineto-cpu for this window, a build in the background
+    # 0: not built yet, a window that did not ask for operators (the
+    # agent's default): none, no torch.profiler, no build; the note says how
     assert build_ops.load_built(torch) is None
+    ev, note, t0, t1 = window(agent, poll, loop, UNASKED, file=False)
+    assert note == ("PyTorch operators not recorded: the operator observer is not built for "
+                    "torch %s (python3 -m gprof_agent.build_ops builds it, once per torch "
+                    "version; or ask with gprofctl trace --operators)" % torch.__version__), note
+    assert ops._build is None and build_ops.load_built(torch) is None
+    assert not torch.autograd._profiler_enabled()
+
+    # 1: not built yet, asked: kineto-cpu for this window, a build in the background
     ev, note, t0, t1 = window(agent, poll, loop, parse=False)  # torch.profiler's file
     assert "building it in the background" in note, note
     t = time.monotonic()
@@ -265,8 +278,9 @@ def test_observer(d):
     assert ops._build.done and ops._build.error is None, ops._build.error
     assert build_ops.load_built(torch) is not None
 
-    # 2-4: the observer, plain, with shapes, with shapes and modules
-    for opts in (0, SHAPES, SHAPES | MODULES):
+    # 2-4: the observer, plain, with shapes, with shapes and modules; then
+    # by default (not asked), now that it is built
+    for opts in (0, SHAPES, SHAPES | MODULES, UNASKED):
         with torch.autograd.profiler.record_function("gprof-test-outside"):
             loop.step()
         ev, note, t0, t1 = window(agent, poll, loop, opts)
@@ -390,7 +404,8 @@ print("steps", n, flush=True)
 
 
 def test_agent(d):
-    """Three traces of one job through gprofd, operators from the observer."""
+    """Three traces of one job through gprofd, operators from the observer
+    (the second by default: its request asks for nothing)."""
     import collections
     import glob
     import gzip
@@ -421,9 +436,11 @@ def test_agent(d):
         counts = []
         for i in range(3):
             out = os.path.join(d, "out%d" % i)
+            # the second asks for nothing: operators by default (the observer is built)
             r = subprocess.run([gprofctl, "--socket", dm.sock, "--json", "trace", "--job", "obsjob",
-                                "--iterations", "3", "--operators", "--output-dir", out,
-                                "--timeout", "60"], capture_output=True, text=True, timeout=90)
+                                "--iterations", "3"] + (["--operators"] if i != 1 else []) +
+                               ["--output-dir", out, "--timeout", "60"],
+                               capture_output=True, text=True, timeout=90)
             assert r.returncode == 0, (r.stdout, r.stderr, open(env["GPROF_AGENT_LOG"]).read())
             path = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))[0]
             summary, errs = validate(path, steps=3)

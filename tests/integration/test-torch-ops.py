@@ -28,9 +28,10 @@ What must hold:
     failing export, malformed events: the trace is still delivered and
     valid, the note says why, the job carries on, and nothing is left in
     the trace directory;
-  not-asked: a plain request from a job that set nothing records none,
-    --operators alone asks for them;
-  off: GPROF_TORCH_OPS=off records no operators;
+  not-asked: a plain request from a job that set nothing takes them from
+    the observer only, which the stand-in cannot have: none, no profiler
+    started, the note says how; --operators alone asks for them;
+  off: GPROF_TORCH_OPS=off records no operators and says nothing;
   memory: --profile-memory alone: Kineto's [memory] events from the
     stand-in's allocator history (tests/fixtures/torch_ops/torch/cuda),
     only inside the window, on the stepping thread, 8 a step with the
@@ -270,15 +271,20 @@ def test_hostile(d):
 
 
 def test_not_asked(d):
-    """A plain request from a job that set nothing records no operators and
-    starts no profiler (they cost the window about torch.profiler's CPU
-    side, and the job's own torch.profiler would lose the GPU for the rest
-    of the process); --operators alone asks for them."""
+    """A plain request from a job that set nothing takes operators by
+    default from the observer alone: where it cannot be had (the stand-in
+    has no cpp_extension) the window records none and starts no profiler
+    (torch.profiler's CPU side would cost about its own price, and the
+    job's own torch.profiler would lose the GPU for the rest of the
+    process), and the note says how to get them; --operators alone asks for
+    them (then through torch.profiler's CPU side)."""
     sub = os.path.join(d, "plain")
     os.mkdir(sub)
     ev, notes = traced(sub)
     assert not [e for e in ev if e.get("cat") == "cpu_op"], "operators recorded unasked"
-    assert not notes, notes
+    assert notes == ["PyTorch operators not recorded: the operator observer is not available "
+                     "(this torch has no torch.utils.cpp_extension); gprofctl trace --operators "
+                     "records them with torch.profiler's CPU side"], notes
     sub = os.path.join(d, "asked")
     os.mkdir(sub)
     ev, notes = traced(sub, ctl_args=("--operators",))
