@@ -34,22 +34,32 @@ a = ap.parse_args()
 import torch  # noqa: E402
 import gprof_agent  # noqa: E402,F401  (the optimizer hook: steps are iterations)
 
-torch.manual_seed(0)
-layers = []
-for _ in range(4):
-    layers += [torch.nn.Linear(512, 512), torch.nn.ReLU()]
-model = torch.nn.Sequential(*layers).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-x = torch.randn(64, 512, device="cuda")
-losses = []
 
 
-def step():
+def make():
+    """The loop's model, optimizer and input, from seed 0."""
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(4):
+        layers += [torch.nn.Linear(512, 512), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers).cuda()
+    return model, torch.optim.SGD(model.parameters(), lr=1e-3), torch.randn(64, 512, device="cuda")
+
+
+def one_step(model, opt, x):
     opt.zero_grad(set_to_none=True)
     loss = model(x).square().mean()
     loss.backward()
     opt.step()
-    losses.append(loss.item())
+    return loss.item()
+
+
+model, opt, x = make()
+losses = []
+
+
+def step():
+    losses.append(one_step(model, opt, x))
 
 
 for _ in range(20):
@@ -99,20 +109,9 @@ cuda = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.C
 res["own_profiler_cuda_events"] = len(cuda)
 if not cuda:
     bad.append("the job's own torch.profiler recorded no CUDA event afterwards")
-torch.manual_seed(0)
-ref_layers = []
-for _ in range(4):
-    ref_layers += [torch.nn.Linear(512, 512), torch.nn.ReLU()]
-ref = torch.nn.Sequential(*ref_layers).cuda()
-ropt = torch.optim.SGD(ref.parameters(), lr=1e-3)
-rx = torch.randn(64, 512, device="cuda")
-same = True
-for i in range(len(losses)):
-    ropt.zero_grad(set_to_none=True)
-    loss = ref(rx).square().mean()
-    loss.backward()
-    ropt.step()
-    same = same and loss.item() == losses[i]
+# the same steps untraced (the agent records nothing now): the same losses
+ref = make()
+same = all(one_step(*ref) == loss for loss in list(losses))
 res["losses_same"] = same
 if not same:
     bad.append("the traced job's losses differ from an untraced run's")
