@@ -8,9 +8,10 @@
  * "Operators").
  *
  * Data flow of one burst:
- *   agent thread, begin (capture.c): ops_begin makes a private directory
- *     (mkdtemp, 0700, under the agent's trace directory) unless
- *     GPROF_TORCH_OPS=off;
+ *   agent thread, begin (capture.c): ops_begin names a private directory
+ *     (a mkdtemp template under the agent's trace directory) unless
+ *     GPROF_TORCH_OPS=off; the helper's claim (gprof_ops_path) makes it
+ *     (0700), so a process without the helper makes none;
  *   application thread, at the step that opens the window: Python polls
  *     gprof_window_flags(), sees OPEN|OPS, asks gprof_ops_path() for the
  *     file (and so tells the agent that an export will come), starts its
@@ -87,6 +88,8 @@ static atomic_uint_fast64_t dir_gen; /* the burst the directory is for; 0: none 
 static char dir[480];
 static uint64_t taken_gen, done_gen;
 static bool unasked; /* the window's operators are the default's, not asked for */
+static int made;      /* dir: 0 a mkdtemp template, 1 made (by the claim), -1 could not be */
+static pid_t made_pid; /* the process that made it (a forked child leaves it alone) */
 static char py_note[400];
 
 /* agent thread */
@@ -136,9 +139,9 @@ static void add_note(const char *fmt, ...)
  * gprof_agent.build_ops), else none and the note says how; its cost is
  * under half of torch.profiler's on the same steps (2 x H200, 2026-11-28,
  * docs/BENCHMARKS.md), which is why it is on without asking.
- * GPROF_TORCH_OPS=off refuses them all. A process without the helper never
- * claims the window's file, so the default costs it a directory made and
- * removed per burst. */
+ * GPROF_TORCH_OPS=off refuses them all. The window's private directory is
+ * made only when a helper claims it (gprof_ops_path), so a process without
+ * the helper pays nothing for the default. */
 enum { OPS_NONE, OPS_ASKED, OPS_UNASKED };
 static int ops_wanted(int64_t options)
 {
@@ -208,13 +211,27 @@ uint64_t gprof_window_flags(void)
 	return (gen << 32) | f;
 }
 
+/* The directory is made here, when a helper claims the window (on its
+ * thread, once a window): a process without the helper never makes one. */
 uint64_t gprof_ops_path(char *buf, size_t n)
 {
 	uint64_t gen = atomic_load(&A.gen), r = 0;
 
 	pthread_mutex_lock(&lock);
 	if (buf != NULL && n > 0 && dir_gen == gen && gen != 0 && taken_gen != gen &&
-	    atomic_load(&A.rec_on) && (size_t)snprintf(buf, n, "%s/" OPS_FILE, dir) < n) {
+	    atomic_load(&A.rec_on) && made == 0) {
+		if (mkdtemp(dir) != NULL) {
+			made = 1;
+			made_pid = getpid();
+		} else {
+			made = -1;
+			agent_log("trace %s: no directory for PyTorch operators (%s): %s",
+			          A.win.trace_id, dir, strerror(errno));
+		}
+	}
+	if (buf != NULL && n > 0 && dir_gen == gen && gen != 0 && taken_gen != gen &&
+	    atomic_load(&A.rec_on) && made == 1 &&
+	    (size_t)snprintf(buf, n, "%s/" OPS_FILE, dir) < n) {
 		taken_gen = gen;
 		r = gen & 0xffffffffu;
 	}
@@ -248,14 +265,16 @@ void ops_begin(int64_t options)
 		base = getenv("TMPDIR");
 	if (base == NULL || !*base)
 		base = "/tmp";
+	/* the template only: gprof_ops_path makes it when a helper claims it */
 	if ((size_t)snprintf(path, sizeof(path), "%s/gprof-ops-%d-XXXXXX", base, A.pid) >=
-	    sizeof(path) || mkdtemp(path) == NULL) {
-		agent_log("trace %s: no directory for PyTorch operators under %s: %s",
-		          A.win.trace_id, base, strerror(errno));
+	    sizeof(path)) {
+		agent_log("trace %s: no directory for PyTorch operators: %s is too long",
+		          A.win.trace_id, base);
 		return;
 	}
 	pthread_mutex_lock(&lock);
 	snprintf(dir, sizeof(dir), "%s", path);
+	made = 0;
 	unasked = want == OPS_UNASKED;
 	dir_gen = atomic_load(&A.gen);
 	taken_gen = done_gen = 0;
@@ -735,12 +754,13 @@ out:
 }
 
 /* Removes the file and the directory (nothing else is ever in it). */
-static void remove_dir(void)
+/* With the lock held: the window's files and directory, if this process
+ * made them. */
+static void unmake_dir(void)
 {
 	char path[sizeof(dir) + 16];
 
-	pthread_mutex_lock(&lock);
-	if (dir_gen != 0) {
+	if (dir_gen != 0 && made == 1 && made_pid == getpid()) {
 		snprintf(path, sizeof(path), "%s/" OPS_FILE, dir);
 		unlink(path);
 		snprintf(path, sizeof(path), "%s/" MEM_FILE, dir);
@@ -749,7 +769,25 @@ static void remove_dir(void)
 			agent_log("trace %s: cannot remove %s: %s", A.win.trace_id, dir,
 			          strerror(errno));
 	}
+	made = 0;
+}
+
+static void remove_dir(void)
+{
+	pthread_mutex_lock(&lock);
+	unmake_dir();
 	dir_gen = 0;
+	pthread_mutex_unlock(&lock);
+}
+
+/* A process that exits inside a window its helper claimed (a duration
+ * window it does not outlive) takes the directory with it. Never waits:
+ * when another thread holds the lock, the directory stays. */
+__attribute__((destructor)) static void ops_at_exit(void)
+{
+	if (pthread_mutex_trylock(&lock) != 0)
+		return;
+	unmake_dir();
 	pthread_mutex_unlock(&lock);
 }
 

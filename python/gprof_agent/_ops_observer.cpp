@@ -807,7 +807,7 @@ PyObject *py_stop(PyObject *, PyObject *args)
 	g_cb = 0;
 	quiesce();
 	if (path != nullptr) {
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		FILE *f = fd >= 0 ? fdopen(fd, "w") : nullptr;
 
 		if (f == nullptr) {

@@ -52,9 +52,27 @@ def _stamp(torch):
     return h.hexdigest()
 
 
+def _mine(path):
+    """Raises PermissionError unless path is this user's and writable by
+    no one else: the library is loaded into the job (a window loads it
+    without being asked), so a cache another user can write to (a shared
+    TORCH_EXTENSIONS_DIR) must not hand it one."""
+    st = os.stat(path)
+    # group-writable only for the user's own group (umask 002 with a
+    # private group per user, as Ubuntu's logins have)
+    if st.st_uid != os.geteuid() or st.st_mode & 0o002 or \
+            (st.st_mode & 0o020 and st.st_gid != os.getegid()):
+        raise PermissionError("%s is owned by uid %d, gid %d, mode %o: not this user's alone, "
+                              "not loaded (rebuild it in a cache of your own)" %
+                              (path, st.st_uid, st.st_gid, st.st_mode & 0o7777))
+
+
 def library(torch):
     """The built library's path when it is built from this source for this
-    torch, else None."""
+    torch, else None. Raises PermissionError when the library, its stamp or
+    its folder is not this user's alone."""
+    if not getattr(torch, "__version__", None):
+        return None  # not a torch an extension could be built for
     d = build_dir(torch)
     so = os.path.join(d, name(torch) + ".so")
     try:
@@ -62,7 +80,11 @@ def library(torch):
             ok = f.read().strip() == _stamp(torch)
     except OSError:
         return None
-    return so if ok and os.path.isfile(so) else None
+    if not ok or not os.path.isfile(so):
+        return None
+    for path in (d, os.path.join(d, STAMP), so):
+        _mine(path)
+    return so
 
 
 def load_built(torch):

@@ -218,14 +218,15 @@ def _observer(torch, flags, notes):
     a default window (UNASKED) starts no build and no torch.profiler."""
     global _build
     from . import build_ops
-    why = build_ops.missing_tools(torch)
+    why = None
+    try:  # a built one loads without the tools to build it (a compute node)
+        mod = build_ops.load_built(torch)
+    except Exception as e:  # a library that does not load: say so, use kineto-cpu
+        mod, why = None, "its library does not load: %s" % _err(e)
+    if mod is not None:
+        return _Observer(mod, flags)
     if why is None:
-        try:
-            mod = build_ops.load_built(torch)
-        except Exception as e:  # a library that does not load: say so, use kineto-cpu
-            mod, why = None, "its library does not load: %s" % _err(e)
-        if mod is not None:
-            return _Observer(mod, flags)
+        why = build_ops.missing_tools(torch)
     if flags & UNASKED:
         if why is None:
             notes.append("PyTorch operators not recorded: the operator observer is not built "

@@ -3,7 +3,7 @@
 # host, building nothing (prepare with tests/gpu/prepare.sh, carry .devlibs).
 #
 # Cost: bench/capture_overhead.py in one process per width (2048, 256) and
-# round (OPS_ROUNDS, default 3): steps before, during and after each window
+# round (OPS_ROUNDS, default 6: each torch config in 3): steps before, during and after each window
 # (OPS_WINDOW steps, default 120), the agent's configs (OPS_CONFIGS)
 # interleaved OPS_REPEAT times, then torch.profiler (OPS_TORCH, default
 # "torch-cpu torch-cpu-shapes"), one config per process (round r takes the
@@ -56,7 +56,7 @@ for i in $(seq 100); do grep -q " running: " "$OUT/ops-gprofd.log" && break; sle
 agent_cfgs=${OPS_CONFIGS:-none,agent+GPROF_TORCH_OPS=off,agent+GPROF_TORCH_OPS=observer,agent+GPROF_TORCH_OPS=observer+GPROF_TORCH_OPTS=shapes}
 read -r -a torch_cfgs <<<"${OPS_TORCH:-torch-cpu torch-cpu-shapes}"
 rm -f "$OUT/ops.jsonl"
-for r in $(seq "${OPS_ROUNDS:-3}"); do
+for r in $(seq "${OPS_ROUNDS:-6}"); do
 	# this round's torch.profiler configs: the r-th first, in turn
 	# (an OPS_CONFIGS that names torch configs itself is run as given)
 	cfgs=$agent_cfgs

@@ -378,6 +378,31 @@ def test_start_stop(d):
     except RuntimeError:
         pass
     mod.stop(None)
+    # a file already at the path (planted where the agent's directory was)
+    # is never written through: refused, left as it was
+    p3 = os.path.join(d, "planted.json")
+    with open(p3, "w") as f:
+        f.write("theirs")
+    mod.start(False, 1 << 20)
+    loop.step()
+    try:
+        mod.stop(p3)
+        raise AssertionError("stop wrote over an existing file")
+    except FileExistsError:
+        pass
+    assert open(p3).read() == "theirs"
+    # a library another user could have written is not loaded
+    so = build_ops.library(torch)
+    mode = os.stat(so).st_mode
+    os.chmod(so, mode | 0o002)
+    try:
+        build_ops.library(torch)
+        raise AssertionError("a world-writable observer library accepted")
+    except PermissionError as e:
+        assert "not this user's alone" in str(e), e
+    finally:
+        os.chmod(so, mode)
+    assert build_ops.library(torch) == so
 
 
 JOB = r"""

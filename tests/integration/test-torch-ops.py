@@ -32,6 +32,8 @@ What must hold:
     the observer only, which the stand-in cannot have: none, no profiler
     started, the note says how; --operators alone asks for them;
   off: GPROF_TORCH_OPS=off records no operators and says nothing;
+  exit-mid-window: a job that exits inside a plain window leaves no
+    operator directory, with or without the helper;
   memory: --profile-memory alone: Kineto's [memory] events from the
     stand-in's allocator history (tests/fixtures/torch_ops/torch/cuda),
     only inside the window, on the stepping thread, 8 a step with the
@@ -422,11 +424,48 @@ def test_memory_not_asked(d):
             "no CUDA device" in n], notes
 
 
+def test_exit_mid_window(d):
+    """A job that exits inside a plain duration window leaves no operator
+    directory: without the helper none is ever made (the default's window
+    is claimed only by a helper), with it (it claims the window: the
+    stand-in gives it nothing to record) the agent removes it as the
+    process exits."""
+    for helper in ("", "1"):
+        sub = os.path.join(d, "helper" if helper else "plain")
+        os.mkdir(sub)
+        dm = daemonlog.Daemon(GPROFD, sub, TIMEOUT)
+        job = ctl = None
+        try:
+            job = Job(sub, dm.sock, GPROF_TORCH_STEPS=helper)
+            assert dm.wait("registered pid %d" % job.p.pid), dm.log()
+            ctl = subprocess.Popen([GPROFCTL, "--socket", dm.sock, "trace", "--job", "opsjob",
+                                    "--duration-ms", "20000", "--timeout", str(TIMEOUT),
+                                    "--output-dir", os.path.join(sub, "out")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for line in ctl.stderr:  # state lines, one per change
+                if ": capturing" in line:
+                    break
+            else:
+                raise AssertionError("never capturing")
+            rc, so, se = job.finish()  # inside the window
+            job = None
+            assert rc == 0 and se == "", (rc, se)
+            ctl.communicate(timeout=TIMEOUT + 10)
+            ctl = None
+        finally:
+            for p in (job.p if job else None, ctl):
+                if p is not None:
+                    p.kill()
+                    p.wait()
+            dm.stop()
+        assert not glob.glob(os.path.join(sub, "gprof-ops-*")), (helper, os.listdir(sub))
+
+
 def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
              test_hostile, test_not_asked, test_off, test_memory, test_memory_max_entries,
              test_memory_job_history,
-             test_memory_not_asked]
+             test_memory_not_asked, test_exit_mid_window]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
