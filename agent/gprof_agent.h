@@ -99,6 +99,14 @@ GPROF_API uint64_t gprof_ops_path(char *buf, size_t n);
  * window's trace; it waits for this call at most GPROF_TORCH_OPS_WAIT_MS. */
 GPROF_API void gprof_ops_done(uint64_t gen, const char *why);
 
+/* What the calling helper understands (GPROF_HELPER_* bits, or-ed in; the
+ * helper says so once, when it loads the agent). A window that did not ask
+ * for operators (GPROF_WINDOW_UNASKED) is offered only to a helper that
+ * declared GPROF_HELPER_UNASKED: an older helper would take it for an asked
+ * one and start torch.profiler's CPU side and a build in every plain trace. */
+#define GPROF_HELPER_UNASKED (1u << 0)
+GPROF_API void gprof_helper_caps(uint32_t caps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -87,7 +87,8 @@ static pthread_once_t cond_once = PTHREAD_ONCE_INIT;
 static atomic_uint_fast64_t dir_gen; /* the burst the directory is for; 0: none */
 static char dir[480];
 static uint64_t taken_gen, done_gen;
-static bool unasked; /* the window's operators are the default's, not asked for */
+static atomic_bool unasked; /* the window's operators are the default's, not asked for */
+static atomic_uint helper_caps; /* GPROF_HELPER_*: what the process's helper understands */
 static int made;      /* dir: 0 a mkdtemp template, 1 made (by the claim), -1 could not be */
 static pid_t made_pid; /* the process that made it (a forked child leaves it alone) */
 static char py_note[400];
@@ -186,13 +187,25 @@ uint32_t ops_opts(int64_t o)
 	return bits;
 }
 
+void gprof_helper_caps(uint32_t caps)
+{
+	atomic_fetch_or(&helper_caps, caps);
+}
+
+/* The window's operators are on offer to this process's helper: asked
+ * ones to any, the default's only to one that knows them as such. */
+static bool offered(void)
+{
+	return !atomic_load(&unasked) || (atomic_load(&helper_caps) & GPROF_HELPER_UNASKED);
+}
+
 int ops_poll(void)
 {
 	uint64_t gen = atomic_load_explicit(&A.gen, memory_order_acquire);
 
 	return atomic_load_explicit(&A.rec_on, memory_order_acquire) &&
 	       atomic_load_explicit(&A.end_reason, memory_order_relaxed) == END_NONE &&
-	       atomic_load_explicit(&dir_gen, memory_order_relaxed) == gen ? GPROF_STEP_OPS : 0;
+	       atomic_load(&dir_gen) == gen && offered() ? GPROF_STEP_OPS : 0;
 }
 
 uint64_t gprof_window_flags(void)
@@ -205,8 +218,8 @@ uint64_t gprof_window_flags(void)
 		return gen << 32;
 	f = GPROF_WINDOW_OPEN | (uint32_t)A.win.torch_opts;
 	pthread_mutex_lock(&lock);
-	if (dir_gen == gen)
-		f |= GPROF_WINDOW_OPS | (unasked ? GPROF_WINDOW_UNASKED : 0);
+	if (dir_gen == gen && offered())
+		f |= GPROF_WINDOW_OPS | (atomic_load(&unasked) ? GPROF_WINDOW_UNASKED : 0);
 	pthread_mutex_unlock(&lock);
 	return (gen << 32) | f;
 }
@@ -219,7 +232,7 @@ uint64_t gprof_ops_path(char *buf, size_t n)
 
 	pthread_mutex_lock(&lock);
 	if (buf != NULL && n > 0 && dir_gen == gen && gen != 0 && taken_gen != gen &&
-	    atomic_load(&A.rec_on) && made == 0) {
+	    atomic_load(&A.rec_on) && made == 0 && offered()) {
 		if (mkdtemp(dir) != NULL) {
 			made = 1;
 			made_pid = getpid();
@@ -275,7 +288,7 @@ void ops_begin(int64_t options)
 	pthread_mutex_lock(&lock);
 	snprintf(dir, sizeof(dir), "%s", path);
 	made = 0;
-	unasked = want == OPS_UNASKED;
+	atomic_store(&unasked, want == OPS_UNASKED);
 	dir_gen = atomic_load(&A.gen);
 	taken_gen = done_gen = 0;
 	py_note[0] = '\0';

@@ -39,11 +39,26 @@ _lock = threading.Lock()
 _HOOKED = "torch.optim.optimizer"
 
 
+_HELPER_UNASKED = 1  # GPROF_HELPER_UNASKED in agent/gprof_agent.h
+
+
+def _declare(lib):
+    """Tells the agent this helper knows a window that did not ask for
+    operators (ops.py: the observer only if built, never torch.profiler);
+    the agent offers such windows only to a helper that says so."""
+    caps = getattr(lib, "gprof_helper_caps", None)  # an older agent has none
+    if caps is not None:
+        caps.restype = None
+        caps.argtypes = [ctypes.c_uint32]
+        caps(_HELPER_UNASKED)
+
+
 def _open(path):
     lib = ctypes.CDLL(path)
     lib.gprof_step.restype = None
     lib.gprof_steps.restype = ctypes.c_uint64
     lib.gprof_range_push.argtypes = [ctypes.c_char_p]
+    _declare(lib)
     return lib
 
 

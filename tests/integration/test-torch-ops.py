@@ -32,6 +32,9 @@ What must hold:
     the observer only, which the stand-in cannot have: none, no profiler
     started, the note says how; --operators alone asks for them;
   off: GPROF_TORCH_OPS=off records no operators and says nothing;
+  old-helper: a helper that does not declare it knows default windows is
+    offered none (a plain request: no operators, no note), asked ones as
+    before;
   exit-mid-window: a job that exits inside a plain window leaves no
     operator directory, with or without the helper;
   memory: --profile-memory alone: Kineto's [memory] events from the
@@ -424,6 +427,29 @@ def test_memory_not_asked(d):
             "no CUDA device" in n], notes
 
 
+def test_old_helper(d):
+    """An older helper (one that does not declare GPROF_HELPER_UNASKED)
+    is never offered a window that did not ask for operators: it would
+    take it for an asked one and start torch.profiler's CPU side. A plain
+    request gives it none and no note; --operators works as before."""
+    import shutil
+    old = os.path.join(d, "oldpy")
+    shutil.copytree(PYDIR, old)
+    init = os.path.join(old, "gprof_agent", "__init__.py")
+    src = open(init).read()
+    assert "    _declare(lib)\n" in src
+    open(init, "w").write(src.replace("    _declare(lib)\n", ""))
+    sub = os.path.join(d, "plain")
+    os.mkdir(sub)
+    ev, notes = traced(sub, PYTHONPATH=old + ":" + TORCHDIR)
+    assert not [e for e in ev if e.get("cat") == "cpu_op"], "an old helper took a default window"
+    assert not notes, notes
+    sub = os.path.join(d, "asked")
+    os.mkdir(sub)
+    ev, notes = traced(sub, ctl_args=("--operators",), PYTHONPATH=old + ":" + TORCHDIR)
+    assert len([e for e in ev if e.get("cat") == "cpu_op"]) == 3 * OPS_PER_STEP, notes
+
+
 def test_exit_mid_window(d):
     """A job that exits inside a plain duration window leaves no operator
     directory: without the helper none is ever made (the default's window
@@ -465,7 +491,7 @@ def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
              test_hostile, test_not_asked, test_off, test_memory, test_memory_max_entries,
              test_memory_job_history,
-             test_memory_not_asked, test_exit_mid_window]
+             test_memory_not_asked, test_old_helper, test_exit_mid_window]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
