@@ -205,7 +205,8 @@ int ops_poll(void)
 
 	return atomic_load_explicit(&A.rec_on, memory_order_acquire) &&
 	       atomic_load_explicit(&A.end_reason, memory_order_relaxed) == END_NONE &&
-	       atomic_load(&dir_gen) == gen && offered() ? GPROF_STEP_OPS : 0;
+	       atomic_load_explicit(&dir_gen, memory_order_relaxed) == gen && offered() ?
+	               GPROF_STEP_OPS : 0;
 }
 
 uint64_t gprof_window_flags(void)
@@ -230,9 +231,12 @@ uint64_t gprof_ops_path(char *buf, size_t n)
 {
 	uint64_t gen = atomic_load(&A.gen), r = 0;
 
+	bool open;
+
 	pthread_mutex_lock(&lock);
-	if (buf != NULL && n > 0 && dir_gen == gen && gen != 0 && taken_gen != gen &&
-	    atomic_load(&A.rec_on) && made == 0 && offered()) {
+	open = buf != NULL && n > 0 && dir_gen == gen && gen != 0 && taken_gen != gen &&
+	       atomic_load(&A.rec_on) && offered();
+	if (open && made == 0) {
 		if (mkdtemp(dir) != NULL) {
 			made = 1;
 			made_pid = getpid();
@@ -242,9 +246,7 @@ uint64_t gprof_ops_path(char *buf, size_t n)
 			          A.win.trace_id, dir, strerror(errno));
 		}
 	}
-	if (buf != NULL && n > 0 && dir_gen == gen && gen != 0 && taken_gen != gen &&
-	    atomic_load(&A.rec_on) && made == 1 &&
-	    (size_t)snprintf(buf, n, "%s/" OPS_FILE, dir) < n) {
+	if (open && made == 1 && (size_t)snprintf(buf, n, "%s/" OPS_FILE, dir) < n) {
 		taken_gen = gen;
 		r = gen & 0xffffffffu;
 	}
@@ -766,9 +768,8 @@ out:
 	return buf;
 }
 
-/* Removes the file and the directory (nothing else is ever in it). */
-/* With the lock held: the window's files and directory, if this process
- * made them. */
+/* With the lock held: removes the window's files and directory (nothing
+ * else is ever in it), if this process made them. */
 static void unmake_dir(void)
 {
 	char path[sizeof(dir) + 16];

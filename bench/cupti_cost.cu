@@ -129,8 +129,10 @@ static void CUPTIAPI on_cb(void *ud, CUpti_CallbackDomain d, CUpti_CallbackId id
 	const CUpti_CallbackData *cb = (const CUpti_CallbackData *)p;
 
 	(void)ud;
-	if (d == CUPTI_CB_DOMAIN_RUNTIME_API)
-		rt_depth += cb->callbackSite == CUPTI_API_ENTER ? 1 : rt_depth > 0 ? -1 : 0;
+	if (d == CUPTI_CB_DOMAIN_RUNTIME_API && cb->callbackSite == CUPTI_API_ENTER)
+		rt_depth++;
+	else if (d == CUPTI_CB_DOMAIN_RUNTIME_API && rt_depth > 0)
+		rt_depth--;
 	if (d == CUPTI_CB_DOMAIN_DRIVER_API && cb->callbackSite == CUPTI_API_ENTER && id < 1024)
 		(rt_depth > 0 ? drv_inside : drv_outside)[id]++;
 	if (cb_mode == 0 || d != CUPTI_CB_DOMAIN_RUNTIME_API)

@@ -35,7 +35,6 @@ import torch  # noqa: E402
 import gprof_agent  # noqa: E402,F401  (the optimizer hook: steps are iterations)
 
 
-
 def make():
     """The loop's model, optimizer and input, from seed 0."""
     torch.manual_seed(0)
