@@ -402,6 +402,15 @@ def test_start_stop(d):
         assert "not this user's alone" in str(e), e
     finally:
         os.chmod(so, mode)
+    if os.geteuid() == 0:  # (CI runs as root) one owned by another user: nobody's
+        os.chown(so, 65534, -1)
+        try:
+            build_ops.library(torch)
+            raise AssertionError("another user's observer library accepted")
+        except PermissionError as e:
+            assert "owned by uid 65534" in str(e), e
+        finally:
+            os.chown(so, 0, -1)
     assert build_ops.library(torch) == so
 
 
