@@ -10,8 +10,25 @@ median(its AFTER steps) / median(its BEFORE steps). Loops:
            synchronised
   cuda     bench/after_burst.cu: 20 empty-kernel launches a step with
            PyTorch's per-op calls around each (>= 10,000 launches/s)
-Configurations: "none", "burst", and "burst:K=V[,K=V]" (environment for the
-agent in that process, e.g. burst:GPROF_CUPTI_RELEASE=unsubscribe).
+Configurations (NAME[:K=V[,K=V]], the K=V the process's environment, e.g.
+burst:GPROF_CUPTI_RELEASE=unsubscribe):
+  none         nothing
+  burst        gprofctl trace --iterations WINDOW (the agent's defaults)
+  burst+ops    the same with --operators
+  burst-ACT    the same with --activities ACT (ACT one word: kernel,
+               kernel+memcpy; "+" stands for ","), e.g. burst-kernel: the
+               floor, kernel records alone
+  torch        (PyTorch loops) torch.profiler in the process itself, CUDA
+               activities only, over WINDOW steps from step BEFORE
+  torch-cpu    the same with CPU and CUDA activities
+(--configs separates them with ";" instead of "," where one has several K=V.)
+A process's capture cost (issue 44, --alternate only): "during", the
+median over the blocks inside the window of its block median over its
+partner's, divided by the same over the BEFORE blocks. The window starts
+at the block boundary before which gprofctl reported the process
+"capturing" (the driver counts the blocks it let each process run), or
+at step BEFORE for torch.profiler; its first block and the block before
+its end (the capture began up to a block earlier) do not count.
 
 How the configurations of a round meet the host's drift (an H100/H200
 host here moves a never-traced process's median by up to 15 % between
@@ -22,8 +39,9 @@ its two halves, so a lone process cannot resolve 0.5 %):
                ratio(burst) / ratio(none) of the round, and "bin by bin"
                the median over wall-clock bins of the two processes' step
                medians, after over before;
-  --alternate  the two processes of a pair on the same GPU and the same
-               CPUs (--cores), taking turns: one runs BLOCK steps while
+  --alternate  the two processes of a pair (each configuration but none,
+               with a "none" partner of its own) on the same GPU and the
+               same CPUs (--cores), taking turns: one runs BLOCK steps while
                the other waits on its pipe, then the other, and so on.
                Block j of the burst process and block j of its "none"
                partner ran one after the other on the same core and card,
@@ -79,17 +97,25 @@ ap.add_argument("--block-cuda", type=int, default=50, help="--alternate: steps a
 ap.add_argument("--block-torch", type=int, default=20, help="--alternate: steps a turn, PyTorch")
 ap.add_argument("--series", action="store_true", help="keep every step's time in --out")
 ap.add_argument("--child", help=argparse.SUPPRESS)
+ap.add_argument("--torch-prof", default="", help=argparse.SUPPRESS)
+ap.add_argument("--device", default="cuda", help="the PyTorch loops' device (cpu: a smoke test "
+                "of this driver on a machine without a GPU)")
 ap.add_argument("--block", type=int, default=0, help=argparse.SUPPRESS)
 a = ap.parse_args()
+# configurations are separated by ";" where one has several K=V (joined by ",")
+a.config_list = a.configs.split(";") if ";" in a.configs else a.configs.split(",")
 
 
 a.gpus = [g for g in a.gpus.split(",") if g] if (a.pair or a.alternate) else [None]
 a.cores = a.cores.split(";") if a.cores else None  # taskset -c lists
-if a.pair and len(a.gpus) < len(a.configs.split(",")):
+if a.pair and len(a.gpus) < len(a.config_list):
     ap.error("--pair needs a GPU for each configuration (--gpus)")
-if a.alternate and (len(a.configs.split(",")) != 2 or "none" not in a.configs.split(",")):
-    ap.error("--alternate takes two configurations, one of them none")
-if a.cores and len(a.cores) < (len(a.gpus) if a.alternate else len(a.configs.split(","))):
+if a.alternate and (len(a.config_list) < 2 or "none" not in a.config_list):
+    ap.error("--alternate takes none and at least one other configuration")
+for _c in a.config_list:
+    if _c.split(":")[0].startswith("torch") and "cuda" in a.loops.split(","):
+        ap.error("%s is for the PyTorch loops only (--loops without cuda)" % _c)
+if a.cores and len(a.cores) < (len(a.gpus) if a.alternate else len(a.config_list)):
     ap.error("--cores needs a CPU set for each process slot")
 
 
@@ -98,7 +124,7 @@ def torch_child(width):
     import torch
     import gprof_agent  # noqa: F401  (steps counted by its optimizer hook)
     torch.manual_seed(0)
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
     layers = []
     for _ in range(6):
         layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
@@ -110,7 +136,8 @@ def torch_child(width):
         opt.zero_grad(set_to_none=True)
         model(x).square().mean().backward()
         opt.step()
-        torch.cuda.synchronize()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
 
     for _ in range(a.warm):
         step()
@@ -119,14 +146,37 @@ def torch_child(width):
     gc.freeze()
     gc.disable()
     print("ready", flush=True)
+    prof = TorchWindow(torch) if a.torch_prof else None
     if a.block:
-        res = turns(step)
+        res = turns(step, prof)
     else:
-        res = free_run(step)
+        res = free_run(step, prof)
     print(json.dumps(res), flush=True)
 
 
-def free_run(step):
+class TorchWindow:
+    """torch.profiler over WINDOW steps from step BEFORE (a "torch"
+    configuration): started and stopped between steps, outside their
+    timing; "torchdone" once stopped (the driver then says "over")."""
+
+    def __init__(self, torch):
+        acts = [torch.profiler.ProfilerActivity.CUDA]
+        if a.torch_prof == "cpu":
+            acts.insert(0, torch.profiler.ProfilerActivity.CPU)
+        self.torch, self.acts, self.p = torch, acts, None
+
+    def at(self, s):
+        if s == a.before:
+            self.p = self.torch.profiler.profile(activities=self.acts)
+            self.p.start()
+        elif s == a.before + a.window and self.p is not None:
+            self.p.stop()
+            n = len(self.p.events())  # what it recorded is read, as a user would
+            self.p = None
+            print("torchdone %d" % n, flush=True)
+
+
+def free_run(step, prof=None):
     """Waits for "go", then steps until AFTER steps past the "over" line
     (read by a thread, whenever it comes)."""
     over = threading.Event()
@@ -140,13 +190,16 @@ def free_run(step):
             print("trigger", flush=True)
         if s > a.before and over_at < 0 and over.is_set():
             over_at = s
+        if prof:
+            prof.at(s)
+            t0 = time.perf_counter_ns()
         step()
         dur.append(time.perf_counter_ns() - t0)
         s += 1
     return {"over_at": over_at, "t0_ns": t0_ns, "steps_ns": dur}
 
 
-def turns(step):
+def turns(step, prof=None):
     """--alternate: a block of steps for each "go", then "yield"; an
     "over" line between blocks marks the next step as the first after the
     capture; ends once AFTER steps followed it."""
@@ -163,6 +216,8 @@ def turns(step):
                 print("trigger", flush=True)
             if s > a.before and over_at < 0 and over:
                 over_at = s
+            if prof:
+                prof.at(s)
             t0 = time.perf_counter_ns()
             step()
             dur.append(time.perf_counter_ns() - t0)
@@ -199,9 +254,11 @@ class Child:
         if loop == "cuda":
             cmd = [a.cuda_bin, str(a.before), str(a.after), "20", str(block)]
         else:
+            base = config.split(":")[0]
             cmd = [sys.executable, __file__, "--child", loop[len("torch"):],
                    "--before", str(a.before), "--after", str(a.after), "--warm", str(a.warm),
-                   "--block", str(block),
+                   "--block", str(block), "--window", str(a.window), "--device", a.device,
+                   "--torch-prof", {"torch": "cuda", "torch-cpu": "cpu"}.get(base, ""),
                    "--gprofctl", a.gprofctl, "--socket", a.socket, "--agent", a.agent]
         if cores:
             cmd = ["taskset", "-c", cores] + cmd
@@ -209,6 +266,11 @@ class Child:
                                   stderr=subprocess.PIPE, text=True)
         self.ready = threading.Event()
         self.triggered = threading.Event()
+        self.torchdone = threading.Event()
+        self.torch_events = None
+        self.capturing = threading.Event()  # gprofctl said "capturing"
+        self.sent = 0        # blocks this process was told to run
+        self.mark_at = None  # the step from which its window surely ran
         self.turn = queue.Queue()  # "yield", or "end" (result or death)
         self.result = None
         self.reader = threading.Thread(target=self._read)
@@ -221,6 +283,9 @@ class Child:
                 self.ready.set()
             elif line == "trigger":
                 self.triggered.set()
+            elif line.startswith("torchdone"):
+                self.torch_events = int(line.split()[1])
+                self.torchdone.set()
             elif line == "yield":
                 self.turn.put("yield")
             elif line.startswith("{"):
@@ -229,9 +294,12 @@ class Child:
         # a child that died never says so: nobody waits for ever
         self.ready.set()
         self.triggered.set()
+        self.torchdone.set()
         self.turn.put("end")
 
     def say(self, word):
+        if word == "go":
+            self.sent += 1
         try:
             self.p.stdin.write(word + "\n")
             self.p.stdin.flush()
@@ -253,16 +321,38 @@ class Child:
                  after_us=after / 1e3, ratio=after / before,
                  ctl=ctl_out[-300:] if ctl_rc else "", t0_ns=self.result.get("t0_ns"),
                  block=self.result.get("block"), steps_ns=d, over_at=k)
+        if self.torch_events is not None:
+            r["torch_events"] = self.torch_events
+        if self.mark_at is not None:
+            r["mark_at"] = self.mark_at
         return r
 
 
 def capture(k, ctl):
-    """Asks for the burst process's capture; records gprofctl's outcome."""
-    r = subprocess.run([a.gprofctl, "--socket", a.socket, "trace", "--job", k.job,
-                        "--iterations", str(a.window), "--output-dir",
-                        "/tmp/after-burst-traces", "--timeout", "60"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ctl[k.job] = (r.returncode, r.stdout)
+    """Asks for the burst process's capture (its options from the
+    configuration's name); records gprofctl's outcome. A torch process
+    captures itself: this waits for its "torchdone"."""
+    base = k.config.split(":")[0]
+    if base.startswith("torch"):
+        k.torchdone.wait()
+        ctl[k.job] = (0 if k.torch_events else 1, "torch.profiler: %s events" % k.torch_events)
+        return
+    opts = []
+    if base.startswith("burst+ops"):
+        opts.append("--operators")
+    if "-" in base:
+        opts += ["--activities", base.split("-", 1)[1].replace("+", ",")]
+    p = subprocess.Popen([a.gprofctl, "--socket", a.socket, "trace", "--job", k.job,
+                          "--iterations", str(a.window), "--output-dir",
+                          "/tmp/after-burst-traces", "--timeout", "60"] + opts,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = []
+    for line in p.stderr:  # the progress lines: "...: capturing" once it began
+        said.append(line)
+        if ": capturing" in line:
+            k.capturing.set()
+    out = p.stdout.read()
+    ctl[k.job] = (p.wait(), out + "".join(said[-5:]))
 
 
 def run_set(loop, configs, rnd, gpus, cores):
@@ -280,7 +370,7 @@ def run_set(loop, configs, rnd, gpus, cores):
         k.triggered.wait()
     ctl = {}
     for k, _ in kids:
-        if k.config.startswith("burst") and k.p.poll() is None:
+        if k.config != "none" and k.p.poll() is None:
             capture(k, ctl)
     for k, _ in kids:
         k.say("over")
@@ -300,7 +390,7 @@ def run_turns(loop, configs, rnd, gpu, cores):
     alive = list(kids)
     while alive:
         if asker is None and all(k.triggered.is_set() for k in kids):
-            burst = [k for k in kids if k.config.startswith("burst") and k.p.poll() is None]
+            burst = [k for k in kids if k.config != "none" and k.p.poll() is None]
             asker = threading.Thread(target=lambda: [capture(k, ctl) for k in burst])
             asker.start()
         say_over = asker is not None and not over and not asker.is_alive()
@@ -308,6 +398,10 @@ def run_turns(loop, configs, rnd, gpu, cores):
         for k in list(alive):
             if say_over:
                 k.say("over")
+            if k.mark_at is None and k.config.startswith("torch"):
+                k.mark_at = a.before
+            elif k.mark_at is None and k.capturing.is_set():
+                k.mark_at = k.sent * block  # the capture began in a block already run
             k.say("go")
             if k.turn.get() != "yield":
                 alive.remove(k)
@@ -316,10 +410,11 @@ def run_turns(loop, configs, rnd, gpu, cores):
     return [k.finish(rnd, gpu, *ctl.get(k.job, (None, ""))) for k in kids]
 
 
-def block_ratio(b, n):
+def block_ratio(b, n, during=False):
     """--alternate: block j of each process ran in the same turn of the
-    pair; the median over the AFTER blocks of b's block median over n's,
-    divided by the same over the BEFORE blocks."""
+    pair; the median over the AFTER blocks (with during, the blocks inside
+    the window: from two blocks past the trigger to BEFORE + WINDOW) of b's
+    block median over n's, divided by the same over the BEFORE blocks."""
     K = b["block"]
 
     def meds(r):
@@ -329,8 +424,15 @@ def block_ratio(b, n):
     both = min(len(mb), len(mn))
     start = max(b["over_at"], n["over_at"])
     before = [mb[j] / mn[j] for j in range(both) if (j + 1) * K <= a.before]
-    after = [mb[j] / mn[j] for j in range(both) if j * K >= start]
-    if len(before) < 5 or len(after) < 5:
+    if during:
+        m = b.get("mark_at")
+        if m is None:
+            return None
+        after = [mb[j] / mn[j] for j in range(both)
+                 if j * K >= m + K and (j + 1) * K <= m + a.window - K]
+    else:
+        after = [mb[j] / mn[j] for j in range(both) if j * K >= start]
+    if len(before) < 5 or len(after) < (3 if during else 5):
         return None
     return statistics.median(after) / statistics.median(before)
 
@@ -381,10 +483,14 @@ def pair_up(got):
         v = block_ratio(r, n) if a.alternate else binned(r, n) if a.pair else None
         if v is not None:
             r["paired_fine"] = v
-        print("round %d %-9s %-40s paired with none: %.4f, %s %s" % (
+        w = block_ratio(r, n, during=True) if a.alternate else None
+        if w is not None:
+            r["during"] = w
+        print("round %d %-9s %-40s paired with none: %.4f, %s %s%s" % (
             r["round"], r["loop"], r["config"], r["paired"],
             "turn by turn" if a.alternate else "bin by bin",
-            "%.4f" % v if v is not None else "-"), flush=True)
+            "%.4f" % v if v is not None else "-",
+            ", during the window %.4f" % w if w is not None else ""), flush=True)
 
 
 def show(r):
@@ -400,22 +506,26 @@ def show(r):
 
 def rounds_of(loop, rnd, slot):
     """One round of one loop on process slot `slot` (a GPU and CPU set)."""
-    configs = a.configs.split(",")
+    configs = a.config_list
     order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
     if a.alternate:
-        return run_turns(loop, order, rnd, a.gpus[slot], a.cores[slot] if a.cores else None)
+        # a pair per configuration but none, each with a partner of its own,
+        # which of the two goes first alternating by round
+        return [run_turns(loop, [c, "none"] if rnd % 2 == 0 else ["none", c], rnd,
+                          a.gpus[slot], a.cores[slot] if a.cores else None)
+                for c in order if c != "none"]
     if a.pair:
         # each config on its own GPU; the GPUs rotate with the order
-        return run_set(loop, order, rnd, a.gpus, a.cores)
+        return [run_set(loop, order, rnd, a.gpus, a.cores)]
     got = []
     for c in order:
         got += run_set(loop, [c], rnd, [None], [a.cores[0]] if a.cores else None)
-    return got
+    return [got]
 
 
 def main():
     loops = a.loops.split(",")
-    configs = a.configs.split(",")
+    configs = a.config_list
     rows, lock = [], threading.Lock()
     out = open(a.out, "a") if a.out else None
     work = queue.Queue()
@@ -429,12 +539,13 @@ def main():
                 loop, rnd = work.get_nowait()
             except queue.Empty:
                 return
-            got = rounds_of(loop, rnd, slot)
+            groups = rounds_of(loop, rnd, slot)
             with lock:
-                for r in got:
-                    show(r)
-                pair_up(got)
-                for r in got:
+                for got in groups:
+                    for r in got:
+                        show(r)
+                    pair_up(got)
+                for r in (r for got in groups for r in got):
                     rows.append(r)
                     if out:  # a round at a time: a run cut short keeps what it measured
                         keep = r if a.series else {k: v for k, v in r.items()
@@ -455,14 +566,43 @@ def main():
         for config in configs:
             for key, what in (("ratio", "after/before"),
                               ("paired", "paired with none, after/before of each"),
-                              ("paired_fine", "paired with none, " + fine)):
+                              ("paired_fine", "paired with none, " + fine),
+                              ("during", "paired with none, during the window")):
                 v = [r[key] for r in rows if r["loop"] == loop and r["config"] == config
                      and key in r]
                 if v:
                     print("  %-9s %-36s %-40s %.4f  (%d: %s)" % (
                         loop, config, what, statistics.median(v), len(v),
                         " ".join("%.4f" % x for x in v)))
+    cost_ratios(loops, configs, rows)
     return 0 if all("ratio" in r for r in rows) else 1
+
+
+def cost_ratios(loops, configs, rows):
+    """Issue 44's figure: each agent configuration's capture cost over
+    torch.profiler's, (during - 1) / (during_torch - 1), on the medians
+    over rounds."""
+    def med(loop, config):
+        v = [r["during"] for r in rows if r["loop"] == loop and r["config"] == config
+             and "during" in r]
+        return statistics.median(v) if v else None
+    torches = [c for c in configs if c.split(":")[0].startswith("torch")]
+    floor = [c for c in configs if c.split(":")[0] == "burst-kernel"]
+    lines = []
+    for loop in loops:
+        for c in configs:
+            x = med(loop, c)
+            if c == "none" or c in torches or x is None:
+                continue
+            for t in torches + floor:
+                y = med(loop, t)
+                if t != c and y is not None and y != 1:
+                    lines.append("  %-9s %-28s / %-14s (x-1)/(y-1) = %.2f  (%.4f, %.4f)" % (
+                        loop, c, t, (x - 1) / (y - 1), x, y))
+    if lines:
+        print("\ncapture cost against torch.profiler and the kernel-record floor "
+              "(medians of the during figures):")
+        print("\n".join(lines))
 
 
 sys.exit(main())

@@ -50,6 +50,16 @@
 #           AB_MODE=alternate runs the two on one GPU and CPU set in
 #           turns (a pair per AB_GPUS entry at once); AB_CORES="4-9;10-15"
 #           pins each slot to its CPUs (bench/after_burst.py says more).
+#   twincost what a capture costs during its window, against an identical
+#           untraced twin (the agent loaded) taking turns with it on the same
+#           GPU and core (bench/after_burst.py --alternate, a pair per
+#           configuration): the agent's default without operators, kernel
+#           records alone (the floor), with operators, torch.profiler CUDA
+#           only and CPU+CUDA; TC_LOOPS (torch256,torch2048; cuda for the
+#           CUDA C loop, agent configurations only), TC_CONFIGS (";"
+#           between configurations: after_burst.py's names), TC_ROUNDS
+#           (4), TC_WINDOW (200 steps), TC_GPUS/TC_CORES (three pairs at
+#           once on GPU 0, cores 4, 8, 12).
 #   cupti   bench/cupti_cost: what each way of recording with CUPTI costs a
 #           launching thread per CUDA call, in a CUDA C loop with no agent
 #           (bench/cupti_cost.py: a process per configuration and round;
@@ -427,6 +437,29 @@ afterburst_checks() {
 		--configs "${AB_CONFIGS:-none,burst}" --rounds "${AB_ROUNDS:-4}" --before "${AB_STEPS:-2000}" --after "${AB_STEPS:-2000}" \
 		${AB_MODE:+--$AB_MODE --gpus "${AB_GPUS:-0,1}"} ${AB_CORES:+--cores "$AB_CORES"} --series \
 		--out "$OUT/after_burst.jsonl" 2>&1 | tee "$OUT/after_burst.txt" | tail -20 | tee -a "$OUT/summary.txt"
+}
+# ---- what a capture costs, against an untraced twin in turns (issue 44) ----
+twincost_checks() {
+	local A=$root/.devlibs/lib/libgprof_agent.so
+	local loops=${TC_LOOPS:-torch256,torch2048} configs
+	configs=${TC_CONFIGS:-none;burst:GPROF_TORCH_OPS=off;burst-kernel:GPROF_TORCH_OPS=off;burst+ops;torch;torch-cpu}
+	# the operator observer, for burst+ops (built once per torch version)
+	PYTHONPATH=$root/python python3 -m gprof_agent.build_ops >"$OUT/twincost-build.log" 2>&1 ||
+		log "twincost: the observer did not build (burst+ops records none): $(tail -2 "$OUT/twincost-build.log")"
+	twin() { # LOOPS CONFIGS BLOCK-OPTION
+		log "twincost: $(date -u +%T) loops $1 configs $2"
+		PYTHONPATH=$root/python python3 "$root/bench/after_burst.py" --gprofctl "$B/gprofctl" --socket "$sock" \
+			--agent "$A" --cuda-bin "$B/after_burst" --python-dir "$root/python" --loops "$1" \
+			--configs "$2" --rounds "${TC_ROUNDS:-4}" --before "${TC_BEFORE:-400}" --after "${TC_AFTER:-400}" \
+			--window "${TC_WINDOW:-200}" --alternate --gpus "${TC_GPUS:-0,0,0}" --cores "${TC_CORES:-4;8;12}" \
+			--out "$OUT/twincost.jsonl" 2>&1 | tee -a "$OUT/twincost.txt" |
+			grep -E "during the window|\(x-1\)|FAILED" | tee -a "$OUT/summary.txt"
+	}
+	twin "$loops" "$configs"
+	# the CUDA C loop (TC_CUDA=0: not): the agent's configurations only,
+	# its window 10 blocks of 50 launches-steps
+	[ "${TC_CUDA:-1}" = 0 ] || TC_WINDOW=${TC_WINDOW_CUDA:-500} \
+		twin cuda "$(tr ';' '\n' <<<"$configs" | grep -v '^torch' | grep -v '^burst+ops' | paste -sd';')"
 }
 # STRESS_VARIANTS="label;K=V K2=V2;activities label2;..." (one word each):
 # the CUDA C stress under each, to tell which setting a failure needs.
