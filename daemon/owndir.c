@@ -7,8 +7,9 @@
  *   writable by no one else. One it makes gets exactly the mode asked for
  *   (fchmod, whatever the umask); one it finds with more bits than that is
  *   tightened (with a warning) when it is the daemon's, refused with a
- *   message when it is not. Checks are made on an open descriptor
- *   (O_NOFOLLOW), never on a path that could change between check and use.
+ *   message when it is not. Checks are made on an open descriptor, never
+ *   on a path that could change between check and use; a link is followed
+ *   only when it is the daemon's uid's (an administrator's).
  * - The lock, <state_dir>/gprofd.lock, is a regular file of the daemon's
  *   uid, mode 0600, with one link, in that 0700 directory: no other user
  *   can open it, so none can hold it. A lock file that was ever readable by
@@ -57,11 +58,17 @@ int owndir_open(const char *path, mode_t mode, const char *what, struct perr *er
 	if (r < 0)
 		return perr_set(err, r, "cannot create the %s %s: %s (give a directory gprofd may "
 		                "create)", what, path, strerror(-r));
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* a link is followed only when it is the daemon's own (an
+	 * administrator's): one another user planted could point gprofd at a
+	 * directory it would then take over */
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid())
+		return perr_set(err, -EPERM, "the %s %s is a link of uid %u, not gprofd's (uid %u): "
+		                "give the directory itself", what, path, (unsigned)st.st_uid,
+		                (unsigned)geteuid());
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return perr_set(err, -errno, "cannot open the %s %s: %s%s", what, path,
-		                strerror(errno), errno == ELOOP || errno == ENOTDIR ?
-		                " (it must be a directory, not a link to one)" : "");
+		return perr_set(err, -errno, "cannot open the %s %s: %s", what, path,
+		                strerror(errno));
 	if (fstat(fd, &st) != 0) {
 		r = perr_set(err, -errno, "cannot stat the %s %s: %s", what, path, strerror(errno));
 		goto fail;
@@ -308,6 +315,7 @@ int owndir_lock(const char *dir, int dfd, struct perr *err)
 			if (still_named(dfd, &st))
 				break; /* the lock */
 			close(fd); /* replaced meanwhile: that one is the lock now */
+			fd = -1;
 			continue;
 		}
 		/* tainted: held by another user, or ours now but open elsewhere */
