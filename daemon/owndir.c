@@ -75,9 +75,8 @@ int owndir_open(const char *path, mode_t mode, const char *what, struct perr *er
 	}
 	if (st.st_uid != geteuid()) {
 		r = perr_set(err, -EPERM, "the %s %s belongs to uid %u, not to gprofd's uid %u: "
-		             "whoever owns it controls what gprofd keeps there; give gprofd a "
-		             "directory of its own (or chown it to uid %u)", what, path,
-		             (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)geteuid());
+		             "give gprofd a directory of its own, or chown it", what, path,
+		             (unsigned)st.st_uid, (unsigned)geteuid());
 		goto fail;
 	}
 	/* one made just now has mode less the umask: given mode exactly;
@@ -169,12 +168,10 @@ static int held(const char *dir, const char *path, const struct stat *st, int fd
 	ssize_t k;
 
 	if (who > 0)
-		return perr_set(err, -EPERM, "%s is locked by pid %d (%s, uid %ld), which is not "
-		                "a gprofd of this state directory (they run as uid %u): the lock "
-		                "file was readable by other users (an older gprofd made it so); stop "
-		                "that process, or remove the file (rm %s: no gprofd holds it) and "
-		                "start gprofd again", path, (int)who, comm, uid, (unsigned)geteuid(),
-		                path);
+		return perr_set(err, -EPERM, "%s is held by pid %d (%s, uid %ld), not a gprofd "
+		                "(uid %u); an older gprofd left it readable by all: stop that "
+		                "process, or remove the file, and start gprofd again", path, (int)who,
+		                comm, uid, (unsigned)geteuid());
 	if (lock_holders(st->st_dev, st->st_ino, pids, 1) > 0)
 		snprintf(pid, sizeof(pid), "%d", (int)pids[0]);
 	else if (fd >= 0 && (k = pread(fd, pid, sizeof(pid) - 1, 0)) > 0) {
@@ -199,12 +196,11 @@ static int open_lock(int dfd, const char *path, bool *tainted, struct stat *st,
 		                errno == ELOOP ? " (it is a link: remove it)" : "");
 	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
 	    st->st_nlink != 1) {
-		int r = perr_set(err, -EPERM, "%s is not gprofd's lock file (a %s of uid %u with "
-		                 "%u links; gprofd's is a regular file of uid %u with one): "
-		                 "someone else put it there; remove it and start gprofd again", path,
-		                 S_ISREG(st->st_mode) ? "file" : S_ISDIR(st->st_mode) ? "directory" :
-		                 "special file", (unsigned)st->st_uid, (unsigned)st->st_nlink,
-		                 (unsigned)geteuid());
+		int r = perr_set(err, -EPERM, "%s is not gprofd's lock file (a %s of uid %u, "
+		                 "%u links): someone else put it there; remove it and start gprofd "
+		                 "again", path, S_ISREG(st->st_mode) ? "file" : S_ISDIR(st->st_mode) ?
+		                 "directory" : "special file", (unsigned)st->st_uid,
+		                 (unsigned)st->st_nlink);
 
 		close(fd);
 		return r;
@@ -242,14 +238,12 @@ static int replace_lock(int dfd, const char *dir, const char *path, const struct
 		pid_t who = fstat(dfd, &ds) == 0 ? foreign_holder(&ds, comm, sizeof(comm), &uid) : 0;
 
 		if (who > 0)
-			return perr_set(err, -EPERM, "%s cannot be replaced: it was readable by "
-			                "other users, and pid %d (%s, uid %ld) holds it and the state "
-			                "directory %s, which it opened while that was open to all; stop "
-			                "that process and start gprofd again", path, (int)who, comm,
-			                uid, dir);
+			return perr_set(err, -EPERM, "%s, left readable by all by an older gprofd, "
+			                "and its directory are held by pid %d (%s, uid %ld), not a "
+			                "gprofd: stop that process and start gprofd again", path,
+			                (int)who, comm, uid);
 		return perr_set(err, -EBUSY, "another gprofd is starting on the state directory "
-		                "%s (it holds the directory while it replaces %s): try again", dir,
-		                path);
+		                "%s (it is replacing the lock file): try again", dir);
 	}
 	if (!still_named(dfd, st)) {
 		r = -EAGAIN;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Files in shared places against a second local user (issue 43, cases 1, 4, 7).
 
-usage: test-files.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT
+usage: test-files.py GPROFD GPROFCTL AGENT_APP LIBGPROF_AGENT PYTHON_HELPER_DIR FAKETORCH_DIR
 
 Runs as root (CI does) and makes a second user, gprofd-test-sq, with
 useradd; exits 77 (skip) otherwise.
@@ -14,7 +14,8 @@ useradd; exits 77 (skip) otherwise.
 - case 4: the squatter makes every name of the old scheme first (a file, a
   link, a FIFO for each rank's trace and snapshot) in the shared directory
   the jobs use as TMPDIR: both ranks' parts are still delivered, and her
-  files are left as they were.
+  files are left as they were; the same for a memory snapshot (a Python
+  job over tests/fixtures/faketorch).
 - case 7: a job killed by SIGTERM while it uploads (held there by a relay
   between it and the daemon, which stops forwarding at upload_begin) leaves
   nothing in its TMPDIR; a job whose daemon goes away mid-upload keeps its
@@ -40,7 +41,7 @@ import tempfile
 import threading
 import time
 
-GPROFD, GPROFCTL, APP, AGENT = [os.path.abspath(a) for a in sys.argv[1:5]]
+GPROFD, GPROFCTL, APP, AGENT, HELPER, FAKETORCH = [os.path.abspath(a) for a in sys.argv[1:7]]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import daemonlog  # noqa: E402
 import runner  # noqa: E402
@@ -293,6 +294,62 @@ def test_squatted_names(d):
         shutil.rmtree(tmp)
 
 
+# a Python job over faketorch stepping its optimizer every 5 ms
+JOB = r'''
+import os, select, sys
+import torch
+from torch.optim import Optimizer
+from torch.cuda import _fake_malloc as malloc, _fake_free as free
+opt = Optimizer()
+print("ready", os.getpid(), flush=True)
+while not select.select([sys.stdin], [], [], 0.005)[0]:
+    free(malloc(4 << 20))
+    opt.step()
+'''
+
+
+def test_squatted_snapshot_name(d):
+    """A memory snapshot in a shared TMPDIR whose old name
+    (gprof-<pid>-<trace-id>.memory.pickle) the squatter made first, as a
+    FIFO: delivered, her FIFO untouched, nothing of the job's left. Before:
+    'cannot create the memory snapshot file ... File exists'."""
+    tmp = shared_dir()
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
+    script = os.path.join(d, "job.py")
+    with open(script, "w") as f:
+        f.write(JOB)
+    env = dict(os.environ, GPROF_SOCKET=dm.sock, GPROF_JOB_ID="memjob", TMPDIR=tmp,
+               CUDA_INJECTION64_PATH=AGENT, PYTHONPATH=HELPER + ":" + FAKETORCH,
+               GPROF_TORCH_STEPS="1", GPROF_AGENT_LOG=os.path.join(d, "agent.log"))
+    env.pop("GPROF_AGENT_TRACE_DIR", None)
+    env.update(runner.sanitizer_env(AGENT))
+    job = subprocess.Popen([sys.executable, script], env=env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        line = job.stdout.readline().split()
+        assert line[0] == "ready", line
+        pid = int(line[1])
+        assert dm.wait("registered pid %d " % pid), dm.log()
+        tid = "squatted-snapshot"
+        fifo = os.path.join(tmp, "gprof-%d-%s.memory.pickle" % (pid, tid))
+        assert as_sq([PY, "-c", "import os, sys; os.mkfifo(sys.argv[1])", fifo]).wait() == 0
+        out = os.path.join(d, "out")
+        r = ctl(dm.sock, "--json", "trace", "--job", "memjob", "--trace-id", tid,
+                "--iterations", "3", "--memory-snapshot", "--output-dir", out,
+                "--timeout", str(TIMEOUT))
+        res = json.loads(r.stdout) if r.stdout else {}
+        assert r.returncode == 0 and res.get("delivered") == 1, (r.stdout, r.stderr)
+        files = glob.glob(os.path.join(out, tid, "*.memory.pickle"))
+        assert len(files) == 1 and os.path.getsize(files[0]) > 0, files
+        st = os.lstat(fifo)
+        assert stat.S_ISFIFO(st.st_mode) and st.st_uid == squatter()[0]
+        assert os.listdir(tmp) == [os.path.basename(fifo)], os.listdir(tmp)
+    finally:
+        job.communicate("", timeout=TIMEOUT)
+        dm.stop()
+        shutil.rmtree(tmp)
+
+
 class Relay:
     """Between the agent and the daemon: forwards both ways, reading the
     agent's frames; at its upload_begin stops forwarding and sets
@@ -438,5 +495,6 @@ if __name__ == "__main__":
     squatter()
     sys.exit(runner.run([test_lock_not_takeable, test_old_loose_lock_replaced,
                          test_old_loose_dir_held_too, test_planted_lock_and_foreign_dir,
-                         test_squatted_names, test_sigterm_mid_upload,
+                         test_squatted_names, test_squatted_snapshot_name,
+                         test_sigterm_mid_upload,
                          test_kept_when_daemon_gone], "gprof-files-"))
