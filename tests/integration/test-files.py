@@ -96,9 +96,9 @@ def hold(*paths):
     return p, got, pid
 
 
-def gprofd_once(d, state):
+def gprofd_once(d, state, sock=None):
     """gprofd on state, expected to refuse: (exit code, stderr)."""
-    r = subprocess.run([GPROFD, "--socket", os.path.join(d, "x.sock"), "--tcp", "off",
+    r = subprocess.run([GPROFD, "--socket", sock or os.path.join(d, "x.sock"), "--tcp", "off",
                         "--metrics", "off", "--state-dir", state],
                        capture_output=True, text=True, timeout=TIMEOUT,
                        input="")
@@ -205,6 +205,18 @@ def test_planted_lock_and_foreign_dir(d):
     os.chown(theirs, uid, gid)
     code, err = gprofd_once(d, theirs)
     assert code != 0 and "belongs to uid %d" % uid in err, err
+
+
+def test_socket_dir_writable(d):
+    """A socket directory other users may write (0777, not sticky): any of
+    them could put a socket of her own in gprofd's place; gprofd refuses to
+    start there, and says why. Before: it ran."""
+    sd = os.path.join(d, "run")
+    os.mkdir(sd)
+    os.chmod(sd, 0o777)
+    code, err = gprofd_once(d, os.path.join(d, "state"), os.path.join(sd, "gprofd.sock"))
+    assert code != 0 and "writable by users other than gprofd's" in err, err
+    assert not os.path.exists(os.path.join(sd, "gprofd.sock"))
 
 
 # ---- cases 4 and 7: the agent's files ----
@@ -495,6 +507,7 @@ if __name__ == "__main__":
     squatter()
     sys.exit(runner.run([test_lock_not_takeable, test_old_loose_lock_replaced,
                          test_old_loose_dir_held_too, test_planted_lock_and_foreign_dir,
+                         test_socket_dir_writable,
                          test_squatted_names, test_squatted_snapshot_name,
                          test_sigterm_mid_upload,
                          test_kept_when_daemon_gone], "gprof-files-"))
