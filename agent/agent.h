@@ -15,6 +15,7 @@
  *   memsnap.c          memory snapshots: the handshake with the Python helper
  *                      (its gprof_memory_* and gprof_step_memory entry points)
  *   writer.c           the trace document
+ *   scratch.c          the burst's file: no name until the daemon has it
  *   gpu_events.c       CUPTI's records as trace events
  *   gpu.c              CUPTI's life cycle
  *   gpu_tail.c         the end of a burst (gpu.c's CUPTI controls handed in)
@@ -41,10 +42,11 @@
  *     the agent thread: gpu_stop() (disable, the tail, forced flush,
  *     dropped count, everything the writer needs copied out of CUPTI,
  *     CUPTI released), writer.c streams the Kineto JSON into a gzip file
- *     (tw.c) in one pass over rec.c's thread buffers and gpu_buf.c's
- *     harvest, then capture.c hands the file to link.c's upload callback,
- *     which sends it in chunk frames; the file is deleted (kept, and its
- *     path logged, when the daemon is gone).
+ *     with no name (scratch.c) in one pass over rec.c's thread buffers and
+ *     gpu_buf.c's harvest, then capture.c hands its descriptor to link.c's
+ *     upload callback, which sends it in chunk frames; closing it deletes
+ *     the file (a named copy is kept, and its path logged, when the daemon
+ *     is gone).
  *
  * Ownership: the one struct agent (A, state.c) lives for the process.
  * Thread buffers (struct tbuf, at most AGENT_MAX_THREADS) are never freed:

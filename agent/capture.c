@@ -23,8 +23,10 @@
  *   OPEN    (recording; ends by rec_end: the N-th boundary, the duration
  *           timer here, the byte limit, or a cancel), then
  *   finish: CUPTI drained, harvested and released (gpu.c), the trace
- *           written (writer.c), uploaded (out.upload), the local file
- *           removed; back to IDLE, and the next queued command.
+ *           written (writer.c) into a file with no name (scratch.c),
+ *           uploaded from its descriptor (out.upload), the descriptor
+ *           closed (the file is gone); back to IDLE, and the next queued
+ *           command.
  *           A memory-snapshot burst (memsnap.c) has no CUPTI and no CPU
  *           events: its end waits (capture_timeout_ms) until the job's
  *           Python has written the snapshot, which is uploaded instead.
@@ -44,6 +46,7 @@
 #include "memsnap.h"
 #include "ops.h"
 #include "rec.h"
+#include "scratch.h"
 #include "state.h"
 #include "writer.h"
 
@@ -300,47 +303,43 @@ int capture_timeout_ms(void)
 	return due <= now ? 0 : (int)((due - now + 999999) / 1000000);
 }
 
-/* A private file for the trace: $GPROF_AGENT_TRACE_DIR, $TMPDIR or /tmp. */
-static int trace_path(char *path, size_t n)
+/* The daemon did not take the burst's file (fd): a named copy stays
+ * (scratch_keep), so the data is not lost. */
+static void keep(int fd, const char *what, const char *suffix)
 {
-	const char *dir = getenv("GPROF_AGENT_TRACE_DIR");
-	int fd;
+	char path[600];
+	int r = scratch_keep(fd, A.win.trace_id, suffix, path, sizeof(path));
 
-	if (dir == NULL || !*dir)
-		dir = getenv("TMPDIR");
-	if (dir == NULL || !*dir)
-		dir = "/tmp";
-	snprintf(path, n, "%s/gprof-%d-%s.pt.trace.json.gz", dir, A.pid, A.win.trace_id);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return -errno;
-	close(fd);
-	return 0;
+	if (r == 0)
+		agent_log("trace %s: %s kept at %s: the daemon is unreachable", A.win.trace_id,
+		          what, path);
+	else
+		agent_log("trace %s: the daemon is unreachable, and the %s cannot be kept (%s): "
+		          "lost", A.win.trace_id, what, strerror(-r));
 }
 
 /* The end of a memory-snapshot burst: the file Python wrote is uploaded
  * as the burst's file (memsnap.c), or the reason there is none is said. */
 static void finish_memory(void)
 {
-	char path[512], why[400];
+	char why[400];
 	int64_t sent = 0;
 	struct stat st;
+	int fd = memsnap_finish(why, sizeof(why));
 
-	if (memsnap_finish(path, sizeof(path), why, sizeof(why)) < 0) {
+	if (fd < 0) {
 		agent_log("trace %s: %s", A.win.trace_id, why);
 		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		return;
 	}
 	status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
-	       stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
-	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0) {
-		unlink(path);
+	       fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0);
+	if (out.upload(out.ctx, A.win.trace_id, fd, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0)
 		agent_log("trace %s: memory snapshot delivered, %lld bytes", A.win.trace_id,
 		          (long long)sent);
-	} else {
-		agent_log("trace %s: memory snapshot kept at %s: the daemon is unreachable",
-		          A.win.trace_id, path);
-	}
+	else
+		keep(fd, "memory snapshot", ".memory.pickle");
+	close(fd); /* the file goes with it */
 }
 
 /* OPEN (ended) | ARMED | WAIT_TIME (cancelled) -> IDLE */
@@ -348,9 +347,9 @@ static void finish(void)
 {
 	int why_end = atomic_load(&A.end_reason);
 	struct trace_result res = { 0 };
-	char path[512], why[300];
+	char why[300];
 	int64_t sent = 0;
-	int r;
+	int fd = -1, r;
 
 	atomic_store(&A.rec_on, 0);
 	atomic_store(&A.armed, 0);
@@ -375,31 +374,31 @@ static void finish(void)
 		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",
 		         (unsigned long long)(A.win.max_bytes >> 20));
 	status(A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
-	if ((r = trace_path(path, sizeof(path))) < 0) {
-		snprintf(why, sizeof(why), "cannot create the trace file %s: %s", path, strerror(-r));
+	/* a file with no name: nobody can take it first, and it goes with
+	 * the process, whenever that ends (scratch.c) */
+	if ((fd = scratch_new(why, sizeof(why))) < 0) {
 		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		gpu_reset();
 		goto out;
 	}
-	r = writer_write(path, &res, why, sizeof(why));
+	r = writer_write(fd, &res, why, sizeof(why));
 	rec_arena_free(); /* written: its memory goes back before the upload's */
 	gpu_reset();
 	if (r < 0) {
-		unlink(path);
 		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		goto out;
 	}
 	status(A.win.trace_id, MSG_TS_UPLOADING, note[0] ? note : NULL,
 	       (int64_t)res.events, (int64_t)res.dropped, (int64_t)res.bytes);
-	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_TRACE, &sent) == 0) {
-		unlink(path);
+	if (out.upload(out.ctx, A.win.trace_id, fd, MSG_FMT_TRACE, &sent) == 0)
 		agent_log("trace %s delivered: %llu events, %llu bytes, %llu dropped", A.win.trace_id,
 		          (unsigned long long)res.events, (unsigned long long)sent,
 		          (unsigned long long)res.dropped);
-	} else {
-		agent_log("trace %s kept at %s: the daemon is unreachable", A.win.trace_id, path);
-	}
+	else
+		keep(fd, "trace", ".pt.trace.json.gz");
 out:
+	if (fd >= 0)
+		close(fd);
 	/* whatever was not written (a cancel, a failure) goes with the arena,
 	 * so the next burst starts with nothing charged */
 	{

@@ -17,13 +17,14 @@
 
 /* What a burst reports through: its capture_status as it moves (events,
  * dropped and bytes are 0 until the file is written), and the finished
- * file, a trace or a memory snapshot (format: MSG_FMT_*; 0 once the daemon
- * has it; the file is then deleted). ctx is passed back as it was given. */
+ * file, a trace or a memory snapshot, read from its descriptor fd from
+ * offset 0 (format: MSG_FMT_*; 0 once the daemon has it; the file, which
+ * has no name (scratch.c), goes when capture.c closes fd). ctx is passed
+ * back as it was given. */
 struct capture_out {
 	void (*status)(void *ctx, const char *trace_id, int state, const char *reason,
 	               int64_t events, int64_t dropped, int64_t bytes);
-	int (*upload)(void *ctx, const char *trace_id, const char *path, int format,
-	              int64_t *bytes);
+	int (*upload)(void *ctx, const char *trace_id, int fd, int format, int64_t *bytes);
 	void *ctx;
 };
 

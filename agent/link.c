@@ -338,13 +338,11 @@ static void heartbeat(struct link *l)
 	send_msg(l, &m);
 }
 
-/* capture_out.upload: the trace file (or memory snapshot: format) in chunk
- * frames; 0 once the daemon has it. */
-static int link_upload(void *ctx, const char *trace_id, const char *path, int format,
-                       int64_t *bytes)
+/* capture_out.upload: the trace file (or memory snapshot: format), read
+ * from fd from its start, in chunk frames; 0 once the daemon has it. */
+static int link_upload(void *ctx, const char *trace_id, int fd, int format, int64_t *bytes)
 {
 	struct link *l = ctx;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	static uint8_t buf[1u << 20];
 	uint8_t prefix[FRAME_CHUNK_PREFIX];
 	uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
@@ -353,12 +351,8 @@ static int link_upload(void *ctx, const char *trace_id, const char *path, int fo
 	int r = 0;
 
 	*bytes = 0;
-	if (fd < 0)
-		return -errno;
-	if (l->fd < 0) {
-		r = -ENOTCONN;
-		goto out;
-	}
+	if (l->fd < 0)
+		return -ENOTCONN;
 	/* the step count now, ahead of the upload whose end frees this
 	 * process for its next trace: a trace held for several ranks (daemon
 	 * trace.h) picks their common step from it, and a count up to a
@@ -372,7 +366,7 @@ static int link_upload(void *ctx, const char *trace_id, const char *path, int fo
 	if ((r = send_msg(l, &m)) < 0)
 		goto out;
 	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
+		ssize_t n = pread(fd, buf, sizeof(buf), (off_t)off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -398,7 +392,6 @@ static int link_upload(void *ctx, const char *trace_id, const char *path, int fo
 		agent_log("upload of %s refused: %s", trace_id, l->err);
 	*bytes = (int64_t)off;
 out:
-	close(fd);
 	return r;
 }
 

@@ -25,8 +25,10 @@
  * The path and max_entries are written before the state leaves IDLE and
  * read only after it did (release/acquire); Python's reason for a failure
  * is written before it stores FAILED. Python writes into the file the agent
- * created (O_EXCL, mode 0600, in the same private directory as traces), so
- * the path is never one a symlink could redirect.
+ * created, a file with no name (scratch.c: O_TMPFILE, mode 0600), through
+ * the path /proc/self/fd/<fd>: no other user can predict, take or redirect
+ * it, and it goes with the process however that ends; the agent uploads it
+ * from the same descriptor.
  *
  * The agent thread waits for the snapshot at most MEMSNAP_WAIT_S after the
  * window's end (a step, then pickling a large history, take time); past
@@ -45,6 +47,7 @@
 #include "memsnap.h"
 #include "ops.h"
 #include "rec.h"
+#include "scratch.h"
 #include "state.h"
 
 /* How long after the window's end the snapshot may take to arrive. */
@@ -58,7 +61,9 @@ enum { MS_IDLE, MS_ARMED, MS_RECORDING, MS_DUMPING, MS_WRITTEN, MS_FAILED, MS_ST
 
 static atomic_int state;
 static atomic_int seen;            /* Python has polled at least once */
-static char path[512];             /* IDLE -> ARMED publishes it */
+static char path[64];              /* IDLE -> ARMED publishes it: /proc/self/fd/<fd> */
+static int file_fd = -1;           /* the snapshot's file (agent thread) */
+static atomic_int held_fd = -1;    /* /dev/null at a given-up path (memsnap_finish) */
 static int64_t max_entries;
 static char why_py[300];           /* Python's reason, before FAILED */
 static uint64_t wait_until_ns;     /* agent thread: the snapshot's deadline */
@@ -83,21 +88,17 @@ static int64_t entries_wanted(void)
 
 int memsnap_begin(const char *trace_id, char *why, size_t n)
 {
-	const char *dir = getenv("GPROF_AGENT_TRACE_DIR");
 	int fd;
 
-	if (dir == NULL || !*dir)
-		dir = getenv("TMPDIR");
-	if (dir == NULL || !*dir)
-		dir = "/tmp";
-	snprintf(path, sizeof(path), "%s/gprof-%d-%s.memory.pickle", dir, A.pid, trace_id);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		snprintf(why, n, "cannot create the memory snapshot file %s: %s", path,
-		         strerror(errno));
-		return -errno;
-	}
-	close(fd);
+	(void)trace_id;
+	if (file_fd >= 0)
+		close(file_fd); /* a burst that never finished */
+	file_fd = -1;
+	fd = scratch_new(why, n);
+	if (fd < 0)
+		return fd;
+	file_fd = fd;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	max_entries = entries_wanted();
 	wait_until_ns = 0;
 	atomic_store_explicit(&state, MS_ARMED, memory_order_release);
@@ -121,22 +122,27 @@ bool memsnap_pending(uint64_t now, int *timeout_ms)
 	return true;
 }
 
-int memsnap_finish(char *out, size_t n, char *why, size_t wn)
+int memsnap_finish(char *why, size_t wn)
 {
 	int s = atomic_load(&state);
-	int r = -EIO;
+	bool dumping = false;
+	int r = -EIO, nul;
 
 	/* a poll past here sees IDLE or STOP, never this burst's path */
 	if (s == MS_RECORDING && atomic_compare_exchange_strong(&state, &s, MS_STOP))
 		s = MS_STOP;
+	/* Python may still be writing (it has the path): given up, unless it
+	 * said done meanwhile (then s is what it said) */
+	if (s == MS_DUMPING && atomic_compare_exchange_strong(&state, &s, MS_IDLE))
+		dumping = true;
 	if (s == MS_WRITTEN) {
 		struct stat st;
 
-		if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-			snprintf(out, n, "%s", path);
-			r = 0;
-		} else
-			snprintf(why, wn, "the memory snapshot file %s is empty or gone", path);
+		if (file_fd >= 0 && fstat(file_fd, &st) == 0 && st.st_size > 0)
+			r = file_fd;
+		else
+			snprintf(why, wn, "the memory snapshot file is empty (the job's Python said "
+			         "it wrote it)");
 	} else if (s == MS_FAILED) {
 		snprintf(why, wn, "PyTorch could not take the memory snapshot: %s", why_py);
 	} else if (!atomic_load(&seen)) {
@@ -152,8 +158,19 @@ int memsnap_finish(char *out, size_t n, char *why, size_t wn)
 		         "end (the job stopped stepping, or pickling the history took longer)",
 		         MEMSNAP_WAIT_S);
 	}
-	if (r < 0)
-		unlink(path);
+	if (r < 0 && file_fd >= 0 && dumping &&
+	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0) {
+		/* Python opens /proc/self/fd/<fd> when it gets there: that
+		 * number must not be handed to another file of the job meanwhile
+		 * (truncated as the snapshot's). /dev/null holds it, and the file
+		 * goes; gprof_memory_done closes the holder. */
+		dup3(nul, file_fd, O_CLOEXEC);
+		close(nul);
+		atomic_store(&held_fd, file_fd);
+	} else if (r < 0 && file_fd >= 0) {
+		close(file_fd); /* the file goes with it */
+	}
+	file_fd = -1; /* the caller's now, when r is it */
 	/* STOP stays until Python hears it; everything else is over */
 	s = atomic_load(&state);
 	if (s != MS_STOP)
@@ -165,7 +182,10 @@ void memsnap_discard(void)
 {
 	char why[8];
 
-	(void)memsnap_finish(why, sizeof(why), why, sizeof(why));
+	int fd = memsnap_finish(why, sizeof(why));
+
+	if (fd >= 0)
+		close(fd);
 }
 
 int gprof_memory_poll(void)
@@ -232,8 +252,13 @@ int gprof_memory_done(int ok, const char *why)
 
 	if (!ok)
 		snprintf(why_py, sizeof(why_py), "%s", why && *why ? why : "no reason given");
-	if (!atomic_compare_exchange_strong(&state, &s, ok ? MS_WRITTEN : MS_FAILED))
+	if (!atomic_compare_exchange_strong(&state, &s, ok ? MS_WRITTEN : MS_FAILED)) {
+		int fd = atomic_exchange(&held_fd, -1);
+
+		if (fd >= 0)
+			close(fd); /* the /dev/null memsnap_finish left at the path */
 		return 0; /* the burst was given up meanwhile: nobody takes the file */
+	}
 	agent_wake();
 	return 1;
 }

@@ -342,7 +342,7 @@ static void write_header(struct tw *w, uint64_t dropped, uint64_t cpu_dropped, b
 	tw_lit(w, ",\n  \"traceEvents\": [\n");
 }
 
-int writer_write(const char *path, struct trace_result *res, char *why, size_t n)
+int writer_write(int out, struct trace_result *res, char *why, size_t n)
 {
 	struct tw *w = calloc(1, sizeof(*w));
 	uint64_t t0 = atomic_load(&A.t_start), t1 = atomic_load(&A.t_end);
@@ -360,10 +360,10 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 		t0 = t1;
 	w->first = true;
 	w->base = t0 / BASE_QUANTUM_NS * BASE_QUANTUM_NS;
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = fcntl(out, F_DUPFD_CLOEXEC, 0); /* gzclose closes it; out stays the caller's */
 	if (fd < 0 || (w->gz = gzdopen(fd, "wb1")) == NULL) {
 		r = -errno;
-		snprintf(why, n, "cannot write the trace file %s: %s", path, strerror(errno));
+		snprintf(why, n, "cannot write the trace file: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		free(w);
@@ -392,15 +392,15 @@ int writer_write(const char *path, struct trace_result *res, char *why, size_t n
 	tw_lit(w, "\n}\n");
 	if (tw_close(w) < 0) {
 		r = w->err;
-		snprintf(why, n, "writing the trace file %s failed: %s (the agent writes its traces "
+		snprintf(why, n, "writing the trace file failed: %s (the agent writes its traces "
 		         "to $GPROF_AGENT_TRACE_DIR, else $TMPDIR or /tmp: free space there, or point "
-		         "it elsewhere)", path, strerror(-r));
+		         "it elsewhere)", strerror(-r));
 	}
 	res->events = w->events;
 	{
 		struct stat st;
 
-		if (stat(path, &st) == 0)
+		if (fstat(out, &st) == 0)
 			res->bytes = (uint64_t)st.st_size;
 	}
 	rec_free(tk, ntk);

@@ -15,8 +15,10 @@
 
 struct trace_result { uint64_t events, dropped, bytes; bool cut; };
 
-/* Writes the trace of the burst that just ended to path (created 0600):
- * 0, or a negative errno with why saying what failed and what to do. */
-AGENT_HIDDEN int writer_write(const char *path, struct trace_result *res, char *why, size_t n);
+/* Writes the trace of the burst that just ended into fd (an empty file the
+ * caller made and keeps: scratch_new; written through a duplicate, fd's
+ * offset is left at the end): 0, or a negative errno with why saying what
+ * failed and what to do. */
+AGENT_HIDDEN int writer_write(int fd, struct trace_result *res, char *why, size_t n);
 
 #endif

@@ -13,6 +13,8 @@
  * (tests/integration/agent-writer.sh) runs it small and validates OUT.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
 {
 	uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 250000;
 	const char *out = argc > 2 ? argv[2] : "/tmp/gprof-bench-writer.pt.trace.json.gz";
-	int reps = argc > 3 ? atoi(argv[3]) : 5, r;
+	int reps = argc > 3 ? atoi(argv[3]) : 5, r, fd;
 	uint64_t (*emit)(uint64_t, uint64_t, uint64_t, int);
 	double rate[64], cpu[64];
 	char why[300];
@@ -83,10 +85,12 @@ int main(int argc, char **argv)
 		gpu_stop();
 		c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
 		w0 = now_s(CLOCK_MONOTONIC);
-		if (writer_write(out, &res, why, sizeof(why)) < 0) {
-			fprintf(stderr, "bench-writer: %s\n", why);
+		fd = open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || writer_write(fd, &res, why, sizeof(why)) < 0) {
+			fprintf(stderr, "bench-writer: %s\n", fd < 0 ? strerror(errno) : why);
 			return 1;
 		}
+		close(fd);
 		c1 = now_s(CLOCK_THREAD_CPUTIME_ID);
 		w1 = now_s(CLOCK_MONOTONIC);
 		gpu_reset();

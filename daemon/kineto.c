@@ -528,6 +528,8 @@ static void ingest_done(uv_work_t *req, int status)
 	 * client's directory gone. */
 	remove_dir(w->dir);
 	watch_close(w);
+	if (w->d->stopping && w->d->kineto_base_private)
+		rmdir(w->d->kineto_base); /* kineto_stop left it for this one */
 	/* a part that ended meanwhile stores nothing: no byte on disk goes
 	 * uncounted */
 	if (in->result == 0 && (tp == NULL || t->finished || trace_tproc_ended(tp))) {
@@ -872,10 +874,16 @@ void kineto_stop(struct daemon *d)
 {
 	struct kwatch *w;
 
-	while ((w = d->kwatches) != NULL)
+	/* the traces still running end with the daemon: what Kineto wrote for
+	 * them goes, and their directories (one being ingested goes when that
+	 * ends: ingest_done) */
+	while ((w = d->kwatches) != NULL) {
+		if (!w->ingesting)
+			remove_dir(w->dir);
 		watch_close(w);
+	}
 	/* the private base goes when empty (a per-trace directory a person
-	 * should look at keeps it) */
+	 * should look at keeps it): nothing of a stopped daemon stays in /tmp */
 	if (d->kineto_base_private)
 		rmdir(d->kineto_base);
 	if (!d->kineto_open)

@@ -71,6 +71,7 @@ static int bind_unix(struct daemon *d, struct perr *err)
 {
 	const char *path = d->cfg.socket_path;
 	char dir[sizeof(d->cfg.socket_path)], *slash;
+	struct stat st;
 	mode_t old;
 	int r;
 
@@ -80,6 +81,16 @@ static int bind_unix(struct daemon *d, struct perr *err)
 		*slash = 0;
 		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
 			return perr_set(err, -errno, "cannot create %s: %s", dir, strerror(errno));
+		/* whoever may write into the directory may put a socket of their
+		 * own in gprofd's place (a sticky one like /tmp: only remove
+		 * their own names) */
+		if (stat(dir, &st) == 0 && ((st.st_uid != geteuid() && st.st_uid != 0) ||
+		                            ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))))
+			return perr_set(err, -EPERM, "the socket directory %s (uid %u, mode %04o) is "
+			                "writable by users other than gprofd's: any of them could put a "
+			                "socket of their own in its place; give --socket in a directory "
+			                "only gprofd's uid (or root) may write", dir,
+			                (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 	}
 	if (access(path, F_OK) == 0) {
 		if (socket_alive(path))

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,12 +15,11 @@
 #include <cjson/cJSON.h>
 
 #include "clock.h"
-#include "fsutil.h"
 #include "log.h"
+#include "owndir.h"
 #include "store.h"
 
 #define MANIFEST "manifest.json"
-#define LOCKFILE "gprofd.lock"
 
 static void traces_dir(struct daemon *d, char *out, size_t size)
 {
@@ -327,44 +325,23 @@ static bool drop_missing(const char *dir, struct stored *s)
 }
 
 /*
- * One gprofd per state directory: an exclusive flock on <state_dir>/
- * gprofd.lock, taken before anything in the store is read or changed and
- * held (through d->store_lock_fd) until exit; the kernel drops it when the
- * process ends, however it ends. The file holds the holder's pid, for the
- * message a second daemon prints.
+ * One gprofd per state directory: the state directory is the daemon's own
+ * (0700, its uid), and an exclusive flock on <state_dir>/gprofd.lock, a
+ * file only the daemon's uid can open (owndir.c), is taken before anything
+ * in the store is read or changed and held (through d->store_lock_fd)
+ * until exit; the kernel drops it when the process ends, however it ends.
  */
 static int lock_state(struct daemon *d, struct perr *err)
 {
-	char path[PATH_MAX], pid[32] = "";
-	ssize_t n;
-	int fd, r;
+	int dfd, fd;
 
-	r = fsutil_mkdir_p(d->cfg.state_dir, 0755);
-	if (r < 0)
-		return perr_set(err, r, "cannot create %s: %s (set state_dir to a writable "
-		                "directory)", d->cfg.state_dir, strerror(-r));
-	snprintf(path, sizeof(path), "%s/" LOCKFILE, d->cfg.state_dir);
-	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	dfd = owndir_open(d->cfg.state_dir, 0700, "state directory", err);
+	if (dfd < 0)
+		return dfd;
+	fd = owndir_lock(d->cfg.state_dir, dfd, err);
+	close(dfd);
 	if (fd < 0)
-		return perr_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		r = -errno;
-		if (r == -EWOULDBLOCK) {
-			n = pread(fd, pid, sizeof(pid) - 1, 0);
-			pid[n > 0 ? n : 0] = 0;
-			pid[strcspn(pid, "\n")] = 0;
-			close(fd);
-			return perr_set(err, -EBUSY, "another gprofd (pid %s) is using the state "
-			                "directory %s (it holds %s): stop it first, or give this one "
-			                "another --state-dir; nothing was changed", pid[0] ? pid :
-			                "unknown", d->cfg.state_dir, path);
-		}
-		close(fd);
-		return perr_set(err, r, "cannot lock %s: %s", path, strerror(-r));
-	}
-	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-	if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		log_warn("cannot write the pid into %s: %s", path, strerror(errno));
+		return fd;
 	d->store_lock_fd = fd;
 	return 0;
 }
@@ -383,10 +360,10 @@ int store_init(struct daemon *d, struct perr *err)
 	if (r < 0)
 		return r;
 	traces_dir(d, dir, sizeof(dir));
-	r = fsutil_mkdir_p(dir, 0700);
+	r = owndir_open(dir, 0700, "trace store", err);
 	if (r < 0)
-		return perr_set(err, r, "cannot create %s: %s (set state_dir to a writable "
-		                "directory)", dir, strerror(-r));
+		return r;
+	close(r);
 	dh = opendir(dir);
 	if (dh == NULL)
 		return perr_set(err, -errno, "cannot read %s: %s", dir, strerror(errno));

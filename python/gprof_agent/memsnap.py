@@ -149,8 +149,11 @@ class Poller:
             snap = t.cuda.memory._snapshot()
             if isinstance(snap, dict):
                 snap["gprof_steps"] = steps or []
-            # the agent made the file (mode 0600); never follow a link
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+            # the agent made the file (mode 0600): a file with no name,
+            # reached through its descriptor (/proc/self/fd/N, a link to
+            # follow); any other path (an older agent's) is never followed
+            nofollow = 0 if path.startswith("/proc/self/fd/") else getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | nofollow)
             with os.fdopen(fd, "wb") as f:
                 pickle.dump(snap, f, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as e:
@@ -164,7 +167,7 @@ class Poller:
             _stop(t)
         except Exception:
             pass
-        if not self._done(1, None):
+        if not self._done(1, None) and not path.startswith("/proc/self/fd/"):
             try:  # the capture was given up meanwhile: nobody takes it
                 os.unlink(path)
             except OSError:

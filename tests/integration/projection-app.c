@@ -39,6 +39,8 @@
  *               launches, and lost them.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +111,7 @@ static int emit(const struct launch *l, const int *order, int n, uint64_t gpu0, 
 static int scenario(const char *dir, const char *name)
 {
 	struct launch l[24];
-	int order[24], n = 0, i;
+	int order[24], n = 0, i, fd;
 	char why[300], path[512];
 	struct trace_result res = { 0 };
 	uint64_t t1;
@@ -203,10 +205,14 @@ static int scenario(const char *dir, const char *name)
 	}
 	gpu_stop();
 	snprintf(path, sizeof(path), "%s/%s.pt.trace.json.gz", dir, name);
-	if (writer_write(path, &res, why, sizeof(why)) < 0) {
-		fprintf(stderr, "projection-app: %s\n", why);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || writer_write(fd, &res, why, sizeof(why)) < 0) {
+		fprintf(stderr, "projection-app: %s\n", fd < 0 ? strerror(errno) : why);
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
+	close(fd);
 	gpu_reset();
 	rec_arena_free();
 	for (i = 0; i < n; i++)

@@ -812,6 +812,50 @@ static void test_squatted_trace_dir(void **state)
 	kc_close(&k);
 }
 
+/* The private directory beside a squatted kineto.trace_dir goes with the
+ * daemon, even when it stops while a Kineto client holds a trace in it
+ * (issue 43, case 7). Before: the client's directory stayed, and the
+ * private directory with it, one more at every start. */
+static void test_fallback_dir_removed_at_stop(void **state)
+{
+	char cfg[4096], yaml[700], squat[400], base[600];
+	struct passwd *pw = getpwnam("nobody");
+	const char *p;
+	struct stat st;
+	struct kc k;
+	struct tc c;
+	struct msg m, r;
+
+	(void)state;
+	if (geteuid() != 0 || pw == NULL)
+		skip(); /* needs a second user; CI runs as root */
+	assert_int_equal(td_start(&D, "kineto:\n  enabled: false\n", NULL), 0);
+	td_stop(&D);
+	snprintf(squat, sizeof(squat), "%s/squat", D.dir);
+	assert_int_equal(mkdir(squat, 0777), 0);
+	assert_int_equal(chown(squat, pw->pw_uid, pw->pw_gid), 0);
+	snprintf(yaml, sizeof(yaml), "kineto:\n  socket_dir: %s\n  trace_dir: %s\n", D.dir, squat);
+	assert_int_equal(td_restart(&D, yaml, NULL), 0);
+	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
+	assert_int_equal(kc_poll(&k, 3, 98, cfg, sizeof(cfg), 2000), 0);
+	tc_ctl(&c, D.sock);
+	m = tc_trace_req("98", 0);
+	m.u.trace_start.win.duration_ms = 60000;
+	tc_call(&c, &m, &r);
+	msg_deinit(&r);
+	assert_true(kc_poll(&k, 3, 98, cfg, sizeof(cfg), 2000) > 0);
+	/* ACTIVITIES_LOG_FILE=<squat>.XXXXXX/<trace>-<pid>/kineto... */
+	p = strstr(cfg, "/squat.");
+	assert_non_null(p);
+	snprintf(base, sizeof(base), "%s%.*s", D.dir, (int)(strchr(p + 1, '/') - p), p);
+	assert_int_equal(lstat(base, &st), 0);
+	tc_close(&c);
+	assert_int_equal(td_stop(&D), 0); /* the trace still runs */
+	assert_int_equal(lstat(base, &st), -1);
+	assert_int_equal(errno, ENOENT);
+	kc_close(&k);
+}
+
 /* ---- a client-controlled count: entries in its directory (issue 23) ---- */
 
 #define STUFFED 20000
@@ -873,6 +917,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_fifo_does_not_wedge, setup_abstract_private,
 		                                teardown_stopped),
 		cmocka_unit_test_teardown(test_squatted_trace_dir, teardown),
+		cmocka_unit_test_teardown(test_fallback_dir_removed_at_stop, teardown_stopped),
 		cmocka_unit_test_setup_teardown(test_stuffed_dir_costs_nothing, setup_dir, teardown),
 	};
 	signal(SIGPIPE, SIG_IGN);
