@@ -24,6 +24,7 @@ struct counters {
 	uint64_t conns_memory_closed; /* limits.connection_memory{,_per_uid}, while open */
 	uint64_t conns_memory_refused;/* the same, at accept */
 	uint64_t conns_backlogged;    /* not read while 256 KiB of their replies wait (conn.c) */
+	uint64_t proc_bytes;          /* held by the registry's processes (registry.c) */
 	uint64_t heap_trims;          /* freed connection memory given back (bus.c) */
 	uint64_t processes_refused;   /* limits.processes */
 	uint64_t traces_refused;      /* limits.pending_traces */

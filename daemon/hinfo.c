@@ -71,9 +71,10 @@ void hinfo_daemon_status(struct session *s, const struct msg *m)
 		"traces_cancelled",
 		/* connection memory (conn.h): bytes held now, their peak, the
 		 * conns closed and refused by its budgets, the times a conn was
-		 * not read for its unread replies, and heap trims */
+		 * not read for its unread replies, heap trims; and what the
+		 * registry's processes hold */
 		"conn_bytes", "conn_bytes_peak", "conns_memory_closed", "conns_memory_refused",
-		"conns_backlogged", "heap_trims",
+		"conns_backlogged", "heap_trims", "proc_bytes",
 	};
 	double values[] = {
 		(double)k->conns_accepted, (double)k->conns_refused, (double)k->conns_timed_out,
@@ -88,6 +89,7 @@ void hinfo_daemon_status(struct session *s, const struct msg *m)
 		(double)k->traces_ended[MSG_TRACE_CANCELLED],
 		(double)k->conn_bytes, (double)k->conn_bytes_peak, (double)k->conns_memory_closed,
 		(double)k->conns_memory_refused, (double)k->conns_backlogged, (double)k->heap_trims,
+		(double)k->proc_bytes,
 	};
 	struct component_view cv;
 	struct msg r;
