@@ -260,9 +260,10 @@ def test_memory_bound(d):
     reserves for the writer) stays within its byte budget, the trace
     arrives cut, saying how many CPU events it dropped, and no application
     thread waits on the agent. Before the fix the process grew to several
-    times its budget (6 GB under the default 2 GB limit in the issue); the
-    resident side is measured by bench/footprint.py --agent-flood. The
-    budget here comes with the request (limits.trace_bytes)."""
+    times its budget (6 GB under the default 2 GB limit in the issue); its
+    resident growth is printed, not asserted (it depends on the allocator
+    and the machine: docs/RELIABILITY.md has the figures). The budget here
+    comes with the request (limits.trace_bytes)."""
     flood(d, "limits:\n  trace_bytes: %dM\n" % FLOOD_BUDGET_MB, {}, "60000")
 
 
