@@ -403,6 +403,7 @@ def main():
     a = ap.parse_args()
     if a.unread:
         tmp = tempfile.mkdtemp(prefix="gprof-footprint-")
+        os.chmod(tmp, 0o755)  # the user of the connections reaches the sockets
         print("| daemon | idle RSS | idle Pss_Anon | held RSS | held Pss_Anon | closed RSS | "
               "closed Pss_Anon | conn_bytes held | its peak | closed / refused by budget | "
               "conn_bytes closed |")
