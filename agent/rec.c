@@ -137,14 +137,17 @@ struct tbuf *rec_tbuf(void)
 }
 
 /* Charges n bytes to the burst's CPU budget; past it the window ends,
- * cut. Charged when memory is taken (a whole chunk) or promised to the
- * writer (REC_RANGE_RESERVE, REC_STEP_RESERVE), never after. */
+ * cut, and the refused bytes are taken back, so A.bytes is what the burst
+ * holds (the trace reports it: gprof_cpu_bytes). Charged when memory is
+ * taken (a whole chunk) or promised to the writer (REC_RANGE_RESERVE,
+ * REC_STEP_RESERVE), never after. */
 static bool charge(uint64_t n)
 {
 	uint64_t used = atomic_fetch_add_explicit(&A.bytes, n, memory_order_relaxed) + n;
 
 	if (used <= A.win.cpu_bytes)
 		return true;
+	atomic_fetch_sub_explicit(&A.bytes, n, memory_order_relaxed);
 	rec_end(END_CUT);
 	return false;
 }

@@ -337,6 +337,13 @@ static void write_header(struct tw *w, uint64_t dropped, uint64_t cpu_dropped, b
 		tw_lit(w, "true");
 	else
 		tw_lit(w, "false");
+	/* what the burst's CPU side held (rec.c charges its chunks and the
+	 * writer's reservations, and takes back a charge it refuses), and its
+	 * budget: the agent's own count, which tests bound */
+	tw_lit(w, ",\n  \"gprof_cpu_bytes\": ");
+	tw_int(w, (int64_t)atomic_load(&A.bytes));
+	tw_lit(w, ",\n  \"gprof_cpu_budget_bytes\": ");
+	tw_int(w, (int64_t)A.win.cpu_bytes);
 	tw_lit(w, ",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ");
 	tw_int(w, (int64_t)w->base);
 	tw_lit(w, ",\n  \"traceEvents\": [\n");

@@ -4,7 +4,7 @@ daemons side by side (issue 25): gprofd against Dynolog, or against another
 build of gprofd.
 
 usage: bench/footprint.py GPROFD (--dynolog PATH | --other GPROFD2)
-                          [--rounds 5] [--idle-s 30] [--requests 400]
+                          [--unread N [--user NAME]] [--rounds 5] [--idle-s 30] [--requests 400]
                           [--clients 8] [--fill-s 31] [--fill-rounds N]
                           [--label-a A --label-b B] [--nice N]
                           [--daemon-cpus 0-1 --client-cpus 2-15]
@@ -30,6 +30,14 @@ and measures, one after the other:
   series, B/sample  the same daemon's series per sample (its /metrics) and
                what the history holds per sample (gprofd_metrics_history_
                bytes over _samples; builds that export them)
+With --unread N (issue 43, item 2), instead: each daemon afresh, N Unix
+connections of one user (--user, a local account: nobody by default when run
+as root; the caller's own otherwise) each say hello and send 64 KiB of
+pipelined status requests whose replies they never read; the daemon's RSS
+and Pss_Anon (kB) idle, with them held, and 3 s after they closed, with its
+own count of what connections hold (conn_bytes, and the budget's closes
+and refusals) where the build has it. Each reading waits 3 s for the daemon
+to settle (a benchmark: no test relies on it).
 With --control, each round also times the 8 clients against a do-nothing
 serial server (Python, standard library: accept, read, reply, close): the
 tail the machine and the clients give by themselves, without a daemon.
@@ -280,6 +288,89 @@ def row(name, r):
         (fmt % r[k]) if k in r else "-" for k, _, fmt in COLS))
 
 
+def frame(o):
+    b = json.dumps(o).encode()
+    return struct.pack("<I", len(b)) + b
+
+
+def status_counters(sock):
+    """The daemon's counters (its status reply), {} if it has none."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+
+    def read():
+        n = struct.unpack("<I", s.recv(4, socket.MSG_WAITALL))[0]
+        return json.loads(s.recv(n, socket.MSG_WAITALL))
+    s.sendall(frame({"type": "hello", "id": 1, "proto_min": 1, "proto_max": 1, "role": "ctl",
+                     "software": "footprint"}))
+    read()
+    s.sendall(frame({"type": "daemon_status", "id": 2}))
+    r = read()
+    s.close()
+    return r.get("counters", {}) if isinstance(r.get("counters"), dict) else {}
+
+
+def unread_child(sock, n, user, ready, done):
+    """As user: n connections, each flooding 64 KiB of status requests and
+    never reading; holds them until done is set."""
+    if user is not None:
+        import pwd
+        pw = pwd.getpwnam(user)
+        os.setgroups([])
+        os.setgid(pw.pw_gid)
+        os.setuid(pw.pw_uid)
+    req = frame({"type": "daemon_status", "id": 2})
+    batch = req * (65536 // len(req))
+    conns = []
+    for _ in range(n):
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(sock)
+        try:
+            c.sendall(frame({"type": "hello", "id": 1, "proto_min": 1, "proto_max": 1,
+                             "role": "ctl", "software": "footprint"}))
+            c.setblocking(False)
+            c.send(batch)
+        except OSError:
+            pass  # refused, closed, or a full buffer: what the daemon decided
+        conns.append(c)
+    ready.set()
+    done.wait()
+    for c in conns:
+        c.close()
+
+
+def unread(label, path, tmp, a):
+    d = Daemon("gprofd", path, tmp)
+    sock = os.path.join(tmp, "s.sock")
+    os.chmod(tmp, 0o755)
+    user = a.user if a.user else ("nobody" if os.geteuid() == 0 else None)
+    try:
+        time.sleep(3)
+        idle = memory_kb(d.p.pid)
+        ready, done = multiprocessing.Event(), multiprocessing.Event()
+        ch = multiprocessing.Process(target=unread_child, args=(sock, a.unread, user, ready,
+                                                                done))
+        ch.start()
+        ready.wait(300)
+        time.sleep(3)
+        held = memory_kb(d.p.pid)
+        k_held = status_counters(sock)
+        done.set()
+        ch.join(60)
+        time.sleep(3)
+        after = memory_kb(d.p.pid)
+        k_after = status_counters(sock)
+    finally:
+        d.stop()
+    print("| %s | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |" % (
+        label, idle[1], idle[0], held[1], held[0], after[1], after[0],
+        "%.1f MB" % (k_held["conn_bytes"] / 1e6) if "conn_bytes" in k_held else "-",
+        "%.1f MB" % (k_held["conn_bytes_peak"] / 1e6) if "conn_bytes_peak" in k_held else "-",
+        "%d / %d" % (k_held["conns_memory_closed"], k_held["conns_memory_refused"])
+        if "conns_memory_closed" in k_held else "-",
+        "%d B" % k_after["conn_bytes"] if "conn_bytes" in k_after else "-"), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("gprofd")
@@ -306,7 +397,27 @@ def main():
                     help="also time the concurrent clients as threads of this C program "
                     "(build/bench/bench-getstatus)")
     ap.add_argument("--json", help="also write every round here")
+    ap.add_argument("--unread", type=int, metavar="N",
+                    help="measure N connections of one user with unread replies instead")
+    ap.add_argument("--user", help="--unread: the user they connect as")
     a = ap.parse_args()
+    if a.unread:
+        tmp = tempfile.mkdtemp(prefix="gprof-footprint-")
+        os.chmod(tmp, 0o755)  # the user of the connections reaches the sockets
+        print("| daemon | idle RSS | idle Pss_Anon | held RSS | held Pss_Anon | closed RSS | "
+              "closed Pss_Anon | conn_bytes held | its peak | closed / refused by budget | "
+              "conn_bytes closed |")
+        print("|---" * 11 + "|")
+        try:
+            for i in range(a.rounds):
+                for j, (label, path) in enumerate(((a.label_a, a.gprofd),
+                                                   (a.label_b or "other gprofd", a.other))):
+                    if path:
+                        unread("%d: %s" % (i + 1, label), path,
+                               os.path.join(tmp, "%d-%d" % (i, j)), a)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     if a.client_cpus:
         # the clients inherit it; the daemons get the CPUs we had, if not told
         a.daemon_cpus = a.daemon_cpus or os.sched_getaffinity(0)

@@ -2,8 +2,20 @@
  * bus: see bus.h. The session's side of the conn callbacks is here, in
  * the order a session lives them: accept (admission), frame (routing),
  * writable, gone (detach), closed (free); then the deadlines.
+ *
+ * Memory: each session's conn is charged to its owner's share (struct
+ * conn_share, one per uid with a connection, freed with its last), so the
+ * connections of one user together stay within
+ * limits.connection_memory_per_uid and all within limits.connection_memory
+ * (conn.c closes the one that grows past them; a new one is refused here).
+ * Once a second, when what they hold fell by BUS_TRIM_BYTES from its
+ * highest since the last time, the freed heap is given back (malloc_trim):
+ * glibc returns only the top of its heap by itself, and the replies of a
+ * few hundred connections that never read them, freed when they close,
+ * stayed resident until the daemon restarted (issue 43, item 2).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -80,10 +92,55 @@ static void on_gone(struct conn *c, const char *why)
 	d->nconns--;
 }
 
+/* Connection memory freed since its highest past which the heap is
+ * trimmed (bus_deadlines). */
+#define BUS_TRIM_BYTES (1u << 20)
+
+/* c no longer counts in its share (c->held is 0): the last of an owner's
+ * conns frees the share. */
+static void share_release(struct daemon *d, struct conn *c)
+{
+	struct conn_share **pp, *sh = c->share;
+
+	c->share = NULL;
+	if (sh == NULL || --sh->conns > 0)
+		return;
+	for (pp = &d->shares; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == sh) {
+			*pp = sh->next;
+			break;
+		}
+	free(sh);
+}
+
+/* The share of peer's owner (made if it has none): a known uid's own, or
+ * the one every peer with no known uid has together; root's is bounded
+ * only by the daemon's total. NULL when out of memory. */
+static struct conn_share *share_of(struct daemon *d, const struct peer *peer)
+{
+	struct conn_share *sh;
+
+	for (sh = d->shares; sh != NULL; sh = sh->next)
+		if (sh->known == peer->known && (!peer->known || sh->uid == peer->uid))
+			return sh;
+	sh = calloc(1, sizeof(*sh));
+	if (sh == NULL)
+		return NULL;
+	sh->known = peer->known;
+	sh->uid = peer->known ? peer->uid : (uid_t)-1;
+	sh->unbounded = peer->known && peer->uid == 0;
+	sh->next = d->shares;
+	d->shares = sh;
+	return sh;
+}
+
 /* libuv has let go of s's conn: s is freed here and only here. */
 static void on_closed(struct conn *c)
 {
-	free(session_of(c));
+	struct session *s = session_of(c);
+
+	share_release(s->d, c);
+	free(s);
 }
 
 static const struct conn_ops session_ops = {
@@ -114,8 +171,10 @@ static void refuse(struct session *s, enum msg_errcode code, const char *why, co
 int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
 {
 	char text[256];
+	struct conn_share *share;
 	struct session *o;
-	size_t mine = 0, share;
+	const char *over;
+	size_t mine = 0, most;
 	struct session *s = calloc(1, sizeof(*s));
 	struct peer *peer;
 	int r;
@@ -124,7 +183,7 @@ int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
 		return UV_ENOMEM;
 	s->d = d;
 	s->role = SESSION_ROLE_NONE;
-	r = conn_init(&s->conn, d->loop, tcp, &d->cfg, &d->cnt, &session_ops, s);
+	r = conn_init(&s->conn, d->loop, tcp, &d->cfg, &d->cnt, &session_ops, s, sizeof(*s));
 	if (r < 0) {
 		free(s);
 		return r;
@@ -138,6 +197,12 @@ int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
 	if (r < 0)
 		return r; /* closing: on_gone unlinks s, on_closed frees it */
 	peer = conn_peer(&s->conn);
+	share = share_of(d, peer);
+	if (share == NULL) {
+		conn_close(&s->conn, "out of memory");
+		return UV_ENOMEM;
+	}
+	conn_charge(&s->conn, share);
 	if (tcp) {
 		/* A token holder may come from anywhere; without a token, a
 		 * loopback peer whose socket has no live owner is refused:
@@ -163,18 +228,29 @@ int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
 	for (o = d->sessions; o != NULL && !(peer->known && peer->uid == 0); o = o->next)
 		if (o != s && same_owner(o, s))
 			mine++;
-	share = d->cfg.max_connections_per_uid ? d->cfg.max_connections_per_uid :
-	        d->cfg.max_connections / 8 ? d->cfg.max_connections / 8 : 1;
-	if (mine >= share) {
+	most = d->cfg.max_connections_per_uid ? d->cfg.max_connections_per_uid :
+	       d->cfg.max_connections / 8 ? d->cfg.max_connections / 8 : 1;
+	if (mine >= most) {
 		if (peer->known)
 			snprintf(text, sizeof(text), "uid %u has %zu connections open, and may have "
 			         "%zu (limits.connections_per_uid); close some (a gprofctl left "
 			         "running?) or ask the administrator to raise it", (unsigned)peer->uid,
-			         mine, share);
+			         mine, most);
 		else
 			snprintf(text, sizeof(text), "%zu unauthenticated connections are open, and "
-			         "%zu may be (limits.connections_per_uid); try again later", mine, share);
+			         "%zu may be (limits.connections_per_uid); try again later", mine, most);
 		refuse(s, MSG_E_LIMIT, "per-user connection limit", text);
+		return 0;
+	}
+	/* what this user's connections hold (replies they have not read) may
+	 * not grow by another one, nor may every connection's */
+	if ((over = conn_over_budget(share, &d->cfg, &d->cnt, 0)) != NULL) {
+		d->cnt.conns_memory_refused++;
+		snprintf(text, sizeof(text), "%s connections hold %llu bytes (%s; the daemon's "
+		         "hold %llu); read the replies of those open, or close some, and try again",
+		         peer->known ? "this user's" : "unidentified", (unsigned long long)share->bytes,
+		         over, (unsigned long long)d->cnt.conn_bytes);
+		refuse(s, MSG_E_LIMIT, "connection memory", text);
 		return 0;
 	}
 	if (tls && d->tls != NULL) {
@@ -214,12 +290,28 @@ static bool session_waits(struct session *s)
 	return false;
 }
 
+/* Gives the heap's free pages back once the connections' memory fell by
+ * BUS_TRIM_BYTES from its highest since the last time (their own count,
+ * not the resident size: a trim walks the heap under its lock, so it runs
+ * after a burst was freed, not every second). */
+static void trim_heap(struct daemon *d)
+{
+	struct counters *k = &d->cnt;
+
+	if (k->conn_bytes_high - k->conn_bytes < BUS_TRIM_BYTES)
+		return;
+	malloc_trim(0);
+	k->heap_trims++;
+	k->conn_bytes_high = k->conn_bytes;
+}
+
 void bus_deadlines(struct daemon *d)
 {
 	uint64_t now = uv_now(d->loop);
 	struct session *s, *next;
 	struct conn *c;
 
+	trim_heap(d);
 	for (s = d->sessions; s != NULL; s = next) {
 		next = s->next;
 		c = &s->conn;

@@ -21,11 +21,15 @@
 
 #include "daemon.h"
 
-/* Accepts one connection from a listener into a new session; on the TLS
- * listener (tls) its bytes go through a TLS session made from d->tls.
- * 0 or a negative code. */
+/* Accepts one connection from a listener into a new session, charging
+ * what it holds to its user's share (conn.h: refused when that share or
+ * the daemon's total is already at its budget); on the TLS listener (tls)
+ * its bytes go through a TLS session made from d->tls. 0 or a negative
+ * code. */
 int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls);
-/* Closes the sessions past a deadline: no hello within
+/* Gives freed connection memory back to the system after a burst
+ * (malloc_trim, counted in heap_trims), then closes the sessions past a
+ * deadline: no hello within
  * limits.hello_timeout; a client (not an agent) that has neither sent a
  * frame nor had a reply written for limits.idle_timeout and follows no
  * trace, downloads nothing; then each conn's own (conn_deadline). main.c

@@ -180,6 +180,11 @@ void component_scan(struct daemon *d)
 	k->outcomes[COMP_OUTCOME_REFUSED] = d->cnt.traces_refused;
 	k->store_traces = d->nstored;
 	k->store_bytes = d->stored_bytes;
+	k->conn_bytes = d->cnt.conn_bytes;
+	k->conn_bytes_peak = d->cnt.conn_bytes_peak;
+	k->conns_memory_closed = d->cnt.conns_memory_closed;
+	k->conns_memory_refused = d->cnt.conns_memory_refused;
+	k->conns_backlogged = d->cnt.conns_backlogged;
 	if (k->c[COMP_STORE].state == COMP_OFF) { /* store_init succeeded; statfs not back yet */
 		k->c[COMP_STORE].state = COMP_UP;
 		snprintf(k->c[COMP_STORE].detail, sizeof(k->c[COMP_STORE].detail), "%s/traces",
@@ -248,6 +253,11 @@ void component_sample(struct daemon *d, struct mset *s)
 	mset_add(s, MF_STORE_BYTES, (double)k->store_bytes, NULL);
 	if (k->store_free >= 0)
 		mset_add(s, MF_STORE_FREE_BYTES, (double)k->store_free, NULL);
+	mset_add(s, MF_CONN_BYTES, (double)k->conn_bytes, NULL);
+	mset_add(s, MF_CONN_BYTES_PEAK, (double)k->conn_bytes_peak, NULL);
+	mset_add(s, MF_CONN_MEMORY_LIMITED, (double)k->conns_memory_closed, "action=\"closed\"");
+	mset_add(s, MF_CONN_MEMORY_LIMITED, (double)k->conns_memory_refused, "action=\"refused\"");
+	mset_add(s, MF_CONN_MEMORY_LIMITED, (double)k->conns_backlogged, "action=\"paused\"");
 	pthread_mutex_unlock(&k->lock);
 }
 

@@ -64,6 +64,8 @@ struct components {
 	bool gpu_required;         /* sampling.gpu_required: absent NVML is down */
 	uint64_t outcomes[COMP_OUTCOMES];
 	uint64_t store_traces, store_bytes;
+	uint64_t conn_bytes, conn_bytes_peak, conns_memory_closed, conns_memory_refused,
+	         conns_backlogged;
 	int64_t store_free;        /* -1: not known yet */
 	/* the loop's only */
 	uv_fs_t statfs_req;

@@ -70,6 +70,12 @@ static const struct opt opts[] = {
 	  "largest trace chunk accepted" },
 	{ "limits.write_queue_bytes", OPT_SIZE, U(max_write_queue_bytes), 64 * KiB, 4 * GiB,
 	  "bytes queued to one slow client before it is dropped" },
+	{ "limits.connection_memory", OPT_SIZE, U(max_conn_memory), 1 * MiB, 64 * GiB,
+	  "memory every client connection holds together (replies unread, partial frames, "
+	  "TLS); past it the connection that grows is closed, a new one refused" },
+	{ "limits.connection_memory_per_uid", OPT_SIZE, U(max_conn_memory_per_uid), 0, 64 * GiB,
+	  "the same for the connections of one user (root not counted); "
+	  "0: an eighth of limits.connection_memory" },
 	{ "limits.hello_timeout", OPT_SECONDS, U(hello_timeout_s), 1, 3600,
 	  "a connection that has not said hello by then is closed" },
 	{ "limits.frame_timeout", OPT_SECONDS, U(frame_timeout_s), 1, 3600,
@@ -176,6 +182,8 @@ void config_defaults(struct config *c)
 	c->max_frame_bytes = 1 * MiB;
 	c->max_chunk_bytes = 4 * MiB;
 	c->max_write_queue_bytes = 64 * MiB;
+	c->max_conn_memory = 512 * MiB;
+	c->max_conn_memory_per_uid = 0;
 	c->hello_timeout_s = 10;
 	c->frame_timeout_s = 60;
 	c->max_pending_traces = 64;

@@ -48,6 +48,9 @@ struct config {
 	uint64_t max_frame_bytes;
 	uint64_t max_chunk_bytes;
 	uint64_t max_write_queue_bytes;
+	uint64_t max_conn_memory;         /* what every connection holds together */
+	uint64_t max_conn_memory_per_uid; /* what one user's hold; root is not counted;
+	                                     0: max_conn_memory / 8 */
 	uint64_t hello_timeout_s;       /* a connection must say hello by then */
 	uint64_t frame_timeout_s;       /* a frame begun must be complete by then */
 	uint64_t max_pending_traces;

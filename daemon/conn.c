@@ -8,10 +8,16 @@
  * c->queued, and reading stops while more than CONN_BACKLOG_BYTES of
  * replies wait unread, so a client that pipelines requests and never reads
  * the answers stalls itself instead of growing the daemon (issue 23,
- * case 9). One read (64 KiB) can still produce replies past the mark; the
- * hard cap, limits.write_queue_bytes, closes the connection and counts a
- * drop.
+ * case 9). The frames that remain of the read that crossed the mark are
+ * not handled then but kept as they came (c->stash, at most one read) and
+ * handled, in order, once the replies are read: before, one 64 KiB read of
+ * 1,500 small requests queued 3.8 MB of replies, 300 such connections of
+ * one user 1 GB (issue 43, item 2). What every conn holds (c->held) is
+ * charged to its owner's share and the daemon's total, whose budgets
+ * (limits.connection_memory{,_per_uid}) close the conn that would pass
+ * them; the hard cap per conn, limits.write_queue_bytes, counts a drop.
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,15 +37,68 @@ struct wreq {
 
 /* Replies waiting to be read past which the connection is not read. */
 #define CONN_BACKLOG_BYTES (256u * 1024)
+/* A reply this small to a conn with nothing queued goes even past the
+ * budgets: the one error that says why a conn is refused or closed (at
+ * most this much per conn, and counted). */
+#define CONN_GRACE_BYTES 4096u
+
+const char *conn_over_budget(const struct conn_share *share, const struct config *cfg,
+                             const struct counters *cnt, uint64_t n)
+{
+	uint64_t per = cfg->max_conn_memory_per_uid ? cfg->max_conn_memory_per_uid :
+	               cfg->max_conn_memory / 8;
+
+	if (cnt->conn_bytes + n > cfg->max_conn_memory)
+		return "limits.connection_memory";
+	if (share != NULL && !share->unbounded && share->bytes + n > per)
+		return "limits.connection_memory_per_uid";
+	return NULL;
+}
+
+/* Brings what c is charged for to what it holds now. */
+static void account(struct conn *c)
+{
+	size_t now = c->fixed + c->queued + c->dec.buf_cap + c->stash.cap +
+	             (c->tls != NULL ? CONN_TLS_BYTES : 0);
+
+	if (c->share == NULL || now == c->held)
+		return;
+	c->cnt->conn_bytes = c->cnt->conn_bytes - c->held + now;
+	c->share->bytes = c->share->bytes - c->held + now;
+	c->held = now;
+	if (c->cnt->conn_bytes > c->cnt->conn_bytes_high)
+		c->cnt->conn_bytes_high = c->cnt->conn_bytes;
+	if (c->cnt->conn_bytes > c->cnt->conn_bytes_peak)
+		c->cnt->conn_bytes_peak = c->cnt->conn_bytes;
+}
+
+void conn_charge(struct conn *c, struct conn_share *share)
+{
+	c->share = share;
+	share->conns++;
+	account(c);
+}
+
+/* c passed a budget growing (why); closed, said and counted. */
+static void over_budget(struct conn *c, const char *why)
+{
+	c->cnt->conns_memory_closed++;
+	log_warn("%s: its connections hold %llu bytes, the daemon's %llu (%s); closing this one",
+	         c->peer.desc, (unsigned long long)c->share->bytes,
+	         (unsigned long long)c->cnt->conn_bytes, why);
+	conn_close(c, why);
+}
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* Reads from c exactly when nothing holds it: upload backpressure (paused),
- * its own unread replies (backlogged), or its end (finishing, closing). */
+ * its own unread replies (backlogged) or frames read before them, or its
+ * end (finishing, closing). */
 static void reading_update(struct conn *c)
 {
-	bool want = !c->paused && !c->backlogged && !c->finishing && !c->closing;
+	bool want = !c->paused && !c->backlogged && !c->finishing && !c->closing &&
+	            c->stash_at == c->stash.len;
 
 	if (want == c->reading)
 		return;
@@ -70,6 +129,9 @@ static void on_closed(uv_handle_t *h)
 	frame_decoder_deinit(&c->dec);
 	tlsio_free(c->tls);
 	c->tls = NULL;
+	pbuf_deinit(&c->stash);
+	c->fixed = 0;
+	account(c); /* nothing left: c->held is 0 */
 	c->ops->closed(c);
 }
 
@@ -84,6 +146,7 @@ void conn_close(struct conn *c, const char *why)
 }
 
 static int send_raw(struct conn *c, struct pbuf *b);
+static void stash_deliver(struct conn *c);
 
 void conn_finish(struct conn *c, const char *why)
 {
@@ -125,8 +188,12 @@ static void on_written(uv_write_t *req, int status)
 	}
 	if (c->backlogged && c->queued <= CONN_BACKLOG_BYTES / 2) {
 		c->backlogged = false;
+		stash_deliver(c);
+		if (c->closing)
+			return;
 		reading_update(c);
 	}
+	account(c);
 	if (!c->closing)
 		c->ops->writable(c);
 }
@@ -152,6 +219,15 @@ static int send_raw(struct conn *c, struct pbuf *b)
 		conn_close(c, "write queue full");
 		return -ENOBUFS;
 	}
+	if (c->share != NULL && !(c->queued == 0 && cost <= CONN_GRACE_BYTES)) {
+		const char *why = conn_over_budget(c->share, c->cfg, c->cnt, cost);
+
+		if (why != NULL) {
+			pbuf_deinit(b);
+			over_budget(c, why);
+			return -ENOBUFS;
+		}
+	}
 	w = malloc(sizeof(*w));
 	if (w == NULL) {
 		pbuf_deinit(b);
@@ -165,9 +241,11 @@ static int send_raw(struct conn *c, struct pbuf *b)
 	b->data = NULL; /* transferred */
 	b->len = b->cap = 0;
 	c->queued += cost;
+	account(c);
 	r = uv_write(&w->req, &c->u.s, &w->buf, 1, on_written);
 	if (r < 0) {
 		c->queued -= cost;
+		account(c);
 		free(w->buf.base);
 		free(w);
 		conn_close(c, uv_strerror(r));
@@ -180,6 +258,7 @@ static int send_raw(struct conn *c, struct pbuf *b)
 			         "it reads them", c->peer.desc, c->queued);
 		c->told_backlog = c->told_backlog || uv_stream_get_write_queue_size(&c->u.s) > 0;
 		c->backlogged = true;
+		c->cnt->conns_backlogged++;
 		reading_update(c);
 	}
 	return 0;
@@ -243,12 +322,99 @@ void conn_send_error(struct conn *c, uint64_t id, enum msg_errcode code, const c
 		pbuf_deinit(&b);
 }
 
+/* Writes v little-endian at p. */
+static void put_word(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+/* Keeps f, as it came on the wire (a JSON frame's header and text; a
+ * chunk's header, its transfer and offset, and its data), to be handled
+ * once c's replies are read: so the stash holds no more than the read it
+ * came in. 0 or -ENOMEM (c is then closing). */
+static int stash_frame(struct conn *c, const struct frame *f)
+{
+	uint8_t h[FRAME_CHUNK_PREFIX] = { 0 };
+	uint32_t word = (uint32_t)f->len;
+	uint64_t off = htole64(f->offset);
+	size_t n = FRAME_HDR_SIZE;
+
+	if (c->stash_at == c->stash.len) { /* empty: start afresh */
+		c->stash.len = 0;
+		c->stash_at = 0;
+	}
+	if (f->kind == FRAME_CHUNK) {
+		word = FRAME_CHUNK_BIT | (uint32_t)(FRAME_CHUNK_HDR_SIZE + f->len);
+		put_word(h + 4, f->transfer);
+		memcpy(h + 12, &off, 8);
+		n = FRAME_CHUNK_PREFIX;
+	}
+	put_word(h, word);
+	if (pbuf_append(&c->stash, h, n) < 0 || pbuf_append(&c->stash, f->data, f->len) < 0) {
+		conn_close(c, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The next frame kept in c's stash, into f (pointing into the stash). */
+static void stash_next(struct conn *c, struct frame *f)
+{
+	const uint8_t *p = c->stash.data + c->stash_at;
+	uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	             (uint32_t)p[3] << 24;
+
+	memset(f, 0, sizeof(*f));
+	if (h & FRAME_CHUNK_BIT) {
+		f->kind = FRAME_CHUNK;
+		f->transfer = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+		              (uint32_t)p[7] << 24;
+		memcpy(&f->offset, p + 12, 8);
+		f->offset = le64toh(f->offset);
+		f->len = (h & ~FRAME_CHUNK_BIT) - FRAME_CHUNK_HDR_SIZE;
+		f->data = p + FRAME_CHUNK_PREFIX;
+		c->stash_at += FRAME_CHUNK_PREFIX + f->len;
+	} else {
+		f->kind = FRAME_JSON;
+		f->len = h;
+		f->data = p + FRAME_HDR_SIZE;
+		c->stash_at += FRAME_HDR_SIZE + f->len;
+	}
+}
+
+/* Hands the owner the frames kept while c's replies waited, in the order
+ * they came, until c is backlogged again or ends; an emptied stash is
+ * freed. A frame the owner refuses ends c as a refused one read would. */
+static void stash_deliver(struct conn *c)
+{
+	struct frame f;
+	int r;
+
+	while (c->stash_at < c->stash.len && !c->backlogged && !c->closing && !c->finishing) {
+		stash_next(c, &f);
+		r = c->ops->frame(c, &f);
+		if (r < 0 && !c->closing && !c->finishing)
+			conn_finish(c, "a frame was refused");
+	}
+	if (c->stash_at == c->stash.len && c->stash.cap > 0) {
+		pbuf_deinit(&c->stash);
+		c->stash_at = 0;
+	}
+	account(c);
+}
+
 static int on_frame(void *ud, const struct frame *f)
 {
 	struct conn *c = ud;
 
 	c->cnt->frames_in++;
 	c->active_ms = uv_now(c->u.h.loop);
+	/* past the backlog mark, and after any frame kept then: kept */
+	if (c->backlogged || c->stash_at < c->stash.len)
+		return stash_frame(c, f);
 	return c->ops->frame(c, f);
 }
 
@@ -259,11 +425,24 @@ static int on_plain(void *ud, const char *data, size_t n)
 	struct perr err;
 	int r;
 
+	size_t before = c->held;
+
 	r = frame_decoder_feed(&c->dec, data, n, on_frame, c, &err);
 	if (!frame_decoder_partial(&c->dec))
 		c->frame_ms = 0;
 	else if (c->frame_ms == 0)
 		c->frame_ms = uv_now(c->u.h.loop);
+	if (!c->closing) {
+		const char *why;
+
+		/* a partial frame's buffer, frames kept: charged as they grow */
+		account(c);
+		if (c->held > before && c->share != NULL &&
+		    (why = conn_over_budget(c->share, c->cfg, c->cnt, 0)) != NULL) {
+			over_budget(c, why);
+			return -EPIPE;
+		}
+	}
 	if (r < 0 && !c->closing && !c->finishing) {
 		c->cnt->bad_frames++;
 		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
@@ -299,6 +478,7 @@ static void on_cipher(struct conn *c, const char *data, size_t n)
 		log_info("%s: %s; closing the connection", c->peer.desc, err.msg);
 		tlsio_free(c->tls); /* nothing more goes out encrypted */
 		c->tls = NULL;
+		account(c);
 		if (r == -EPROTONOSUPPORT) /* now in the peer's own, plain framing */
 			conn_send_error(c, 0, MSG_E_BAD_REQUEST, "this port speaks TLS (tls.listen): "
 			                "use gprofctl --tls, or the daemon's plain tcp port");
@@ -409,7 +589,7 @@ void conn_deadline(struct conn *c, uint64_t now)
 }
 
 int conn_init(struct conn *c, uv_loop_t *loop, bool tcp, const struct config *cfg,
-              struct counters *cnt, const struct conn_ops *ops, void *data)
+              struct counters *cnt, const struct conn_ops *ops, void *data, size_t fixed)
 {
 	int r;
 
@@ -419,6 +599,7 @@ int conn_init(struct conn *c, uv_loop_t *loop, bool tcp, const struct config *cf
 	c->cnt = cnt;
 	c->ops = ops;
 	c->data = data;
+	c->fixed = fixed;
 	c->since_ms = c->active_ms = uv_now(loop);
 	if (tcp)
 		r = uv_tcp_init(loop, &c->u.tcp);
@@ -428,6 +609,7 @@ int conn_init(struct conn *c, uv_loop_t *loop, bool tcp, const struct config *cf
 		return r;
 	c->u.h.data = c;
 	frame_decoder_init(&c->dec, cfg->max_frame_bytes, cfg->max_chunk_bytes);
+	pbuf_init(&c->stash, SIZE_MAX); /* bounded by a read, and counted */
 	return 0;
 }
 
@@ -460,6 +642,7 @@ int conn_accept(struct conn *c, uv_stream_t *listener, bool tls_served)
 int conn_start_tls(struct conn *c, struct tls_ctx *ctx, struct perr *err)
 {
 	c->tls = tlsio_new(ctx, NULL, NULL, err);
+	account(c);
 	return c->tls != NULL ? 0 : -ENOMEM;
 }
 

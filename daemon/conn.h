@@ -11,8 +11,20 @@
  * of one or more frames (conn_send_msg and conn_send_error encode them
  * with proto/), encrypts them on a TLS connection, and queues them on
  * libuv, counting what they hold (c->queued): a peer with more than
- * 256 KiB of replies unread is not read until it reads them, and one past
+ * 256 KiB of replies unread is not read until it reads them (the rest of
+ * the read that crossed the mark waits in c->stash, unparsed), and one past
  * limits.write_queue_bytes is disconnected.
+ *
+ * Memory: every byte a conn holds is counted once, in c->held (its
+ * owner's struct, its replies queued, its decoder's buffer, its stash, its
+ * TLS session), and charged to the daemon's total (counters.h conn_bytes)
+ * and to its owner's share (struct conn_share: every conn of one uid
+ * together). A reply or a frame that would take the share past
+ * limits.connection_memory_per_uid, or the total past
+ * limits.connection_memory, closes the conn that grows, with a log line
+ * and a count (conns_memory_closed); bus.c refuses a new conn at accept on
+ * the same budgets (conns_memory_refused). A closed conn's count is 0
+ * before ops->closed.
  *
  * Life cycle and ownership, libuv's handle model: the owner embeds the
  * conn (or allocates it) and the conn never frees itself. conn_init makes
@@ -47,6 +59,24 @@
 struct conn;
 struct tls_ctx;
 
+/* What the conns of one owner hold together: bus.c keeps one per uid with
+ * a conn open (and one for every peer with no known uid), and hands it to
+ * each of that owner's conns (conn_charge); conn.c adds and takes away
+ * each conn's bytes. */
+struct conn_share {
+	struct conn_share *next;  /* bus.c's list */
+	bool known;
+	uid_t uid;
+	size_t conns;             /* conns charged to it, open or closing */
+	uint64_t bytes;           /* what they hold (the sum of their c->held) */
+	bool unbounded;           /* root's: only the daemon's total bounds it */
+};
+
+/* What a TLS session holds, counted per TLS conn: OpenSSL's state, its
+ * buffers released between records (docs/BENCHMARKS.md: 17.4 kB measured
+ * per open connection). */
+#define CONN_TLS_BYTES (18u * 1024)
+
 /* What a conn tells its owner; each on the loop, never from conn_send. */
 struct conn_ops {
 	/* A whole frame arrived (valid during the call only). 0 to go on; a
@@ -79,6 +109,11 @@ struct conn {
 	bool tls_served;     /* the daemon has a tls.listen port (for a hint) */
 	struct peer peer;
 	size_t queued;       /* bytes handed to libuv, not yet written */
+	size_t fixed;        /* the owner's struct that embeds the conn (conn_init) */
+	size_t held;         /* what c holds, as charged to share and the total */
+	struct conn_share *share; /* its owner's (conn_charge); NULL before */
+	struct pbuf stash;   /* frames read past the backlog mark, as they came */
+	size_t stash_at;     /* the next of them to deliver */
 	bool closing;
 	bool finishing;      /* stop reading; close once the queue is written */
 	bool paused;         /* reading stopped by the owner (upload backpressure) */
@@ -95,10 +130,19 @@ struct conn {
 };
 
 /* Makes c's handle on loop (a TCP or a Unix stream) and its frame decoder
- * (cfg's limits). 0, or a negative uv error: then nothing was made and
- * the owner frees c at once; after 0 it is freed only in ops->closed. */
+ * (cfg's limits); fixed is the size of the owner's struct that holds c,
+ * counted as c's from conn_charge on. 0, or a negative uv error: then
+ * nothing was made and the owner frees c at once; after 0 it is freed only
+ * in ops->closed. */
 int conn_init(struct conn *c, uv_loop_t *loop, bool tcp, const struct config *cfg,
-              struct counters *cnt, const struct conn_ops *ops, void *data);
+              struct counters *cnt, const struct conn_ops *ops, void *data, size_t fixed);
+/* Charges what c holds to share (its owner's, which must outlive c's
+ * closed callback) and the daemon's total from now on. */
+void conn_charge(struct conn *c, struct conn_share *share);
+/* Would n more bytes take share past its budget, or the daemon's total
+ * past limits.connection_memory? The reason, for a log line, or NULL. */
+const char *conn_over_budget(const struct conn_share *share, const struct config *cfg,
+                             const struct counters *cnt, uint64_t n);
 /* Accepts one connection from listener into c and identifies its peer,
  * before a byte is read: SO_PEERCRED on Unix, the owner of the client's
  * socket on loopback TCP (peer_resolve; c->peer.known says whether it

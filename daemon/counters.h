@@ -18,6 +18,14 @@ struct counters {
 	uint64_t bad_frames;          /* framing errors, oversized frames */
 	uint64_t bad_messages;        /* failed validation */
 	uint64_t write_queue_drops;   /* limits.write_queue_bytes */
+	uint64_t conn_bytes;          /* held by the connections now (conn.h: c->held) */
+	uint64_t conn_bytes_peak;     /* the most they held at once */
+	uint64_t conn_bytes_high;     /* the most since the last heap trim (bus.c) */
+	uint64_t conns_memory_closed; /* limits.connection_memory{,_per_uid}, while open */
+	uint64_t conns_memory_refused;/* the same, at accept */
+	uint64_t conns_backlogged;    /* not read while 256 KiB of their replies wait (conn.c) */
+	uint64_t proc_bytes;          /* held by the registry's processes (registry.c) */
+	uint64_t heap_trims;          /* freed connection memory given back (bus.c) */
 	uint64_t processes_refused;   /* limits.processes */
 	uint64_t traces_refused;      /* limits.pending_traces */
 	uint64_t traces_started;

@@ -28,6 +28,7 @@
 #include "counters.h"
 
 struct session;
+struct conn_share;
 struct proc;
 struct trace;
 struct tproc;
@@ -62,6 +63,7 @@ struct daemon {
 	/* bus.c */
 	struct session *sessions;  /* every client connection's session */
 	size_t nconns;             /* how many */
+	struct conn_share *shares; /* what each owner's connections hold (conn.h) */
 
 	/* registry.c */
 	struct proc *procs;

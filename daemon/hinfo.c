@@ -69,6 +69,12 @@ void hinfo_daemon_status(struct session *s, const struct msg *m)
 		"retention_deleted", "kineto_datagrams", "kineto_malformed", "kineto_configs",
 		"tls_failures", "traces_done", "traces_partial", "traces_failed",
 		"traces_cancelled",
+		/* connection memory (conn.h): bytes held now, their peak, the
+		 * conns closed and refused by its budgets, the times a conn was
+		 * not read for its unread replies, heap trims; and what the
+		 * registry's processes hold */
+		"conn_bytes", "conn_bytes_peak", "conns_memory_closed", "conns_memory_refused",
+		"conns_backlogged", "heap_trims", "proc_bytes",
 	};
 	double values[] = {
 		(double)k->conns_accepted, (double)k->conns_refused, (double)k->conns_timed_out,
@@ -81,6 +87,9 @@ void hinfo_daemon_status(struct session *s, const struct msg *m)
 		(double)k->tls_failures, (double)k->traces_ended[MSG_TRACE_DONE],
 		(double)k->traces_ended[MSG_TRACE_PARTIAL], (double)k->traces_ended[MSG_TRACE_FAILED],
 		(double)k->traces_ended[MSG_TRACE_CANCELLED],
+		(double)k->conn_bytes, (double)k->conn_bytes_peak, (double)k->conns_memory_closed,
+		(double)k->conns_memory_refused, (double)k->conns_backlogged, (double)k->heap_trims,
+		(double)k->proc_bytes,
 	};
 	struct component_view cv;
 	struct msg r;

@@ -107,6 +107,11 @@ struct metrics {
 	uint64_t http_seq;
 	struct mset http_set;
 	_Atomic uint64_t http_evicted; /* read by the sampler for its counter */
+	/* what the endpoint holds, for its gauges (the HTTP thread writes, the
+	 * sampler reads): renders of the exposition, the bytes of those still
+	 * held (the newest, and older ones scrapes are still sending), and its
+	 * connections (each with at most HTTP_REQUEST_BYTES of request) */
+	_Atomic uint64_t http_renders, http_body_bytes, http_conns;
 	/* the sampler thread's: the JSON lines file, and copies of settings
 	 * (a reload swaps d->cfg on the loop) */
 	FILE *jsonl;
@@ -272,6 +277,10 @@ static void add_self(struct metrics *m, struct mset *s)
 	mset_add(s, MF_SAMPLE_CPU_SECONDS, m->cpu_s, NULL);
 	mset_add(s, MF_SAMPLE_SKIPPED, (double)m->skipped, NULL);
 	mset_add(s, MF_HTTP_EVICTED, (double)atomic_load(&m->http_evicted), NULL);
+	mset_add(s, MF_HTTP_RENDERS, (double)atomic_load(&m->http_renders), NULL);
+	mset_add(s, MF_SAMPLES_TOTAL, (double)(m->latest_seq + 1), NULL); /* with this one */
+	mset_add(s, MF_HTTP_BODY_BYTES, (double)atomic_load(&m->http_body_bytes), NULL);
+	mset_add(s, MF_HTTP_CONNS, (double)atomic_load(&m->http_conns), NULL);
 	/* as of the previous cycle: this sample is not in it yet */
 	pthread_mutex_lock(&m->lock);
 	mset_add(s, MF_HISTORY_SAMPLES, (double)mhist_len(m->hist), NULL);
@@ -452,6 +461,24 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
 	return ret;
 }
 
+/* A rendered exposition, counted in http_body_bytes while libmicrohttpd
+ * holds it. */
+struct hbody {
+	struct metrics *m;
+	size_t len;
+	void *data;
+};
+
+/* libmicrohttpd let go of a rendered exposition (no scrape sends it). */
+static void hbody_free(void *cls)
+{
+	struct hbody *h = cls;
+
+	atomic_fetch_sub(&h->m->http_body_bytes, h->len);
+	free(h->data);
+	free(h);
+}
+
 static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **state)
@@ -460,6 +487,7 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 		"gprofd metrics: GET /metrics (Prometheus text format 0.0.4)\n";
 	struct metrics *m = cls;
 	struct MHD_Response *resp;
+	struct hbody *hb;
 	uint64_t seq = 0;
 	void *p;
 	bool fresh;
@@ -512,12 +540,21 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *c, const char *
 			return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
 			             "out of memory\n", 14);
 		}
-		resp = MHD_create_response_from_buffer(b.len, b.data, MHD_RESPMEM_MUST_FREE);
+		atomic_fetch_add(&m->http_renders, 1);
+		hb = malloc(sizeof(*hb));
+		resp = hb == NULL ? NULL :
+		       MHD_create_response_from_buffer_with_free_callback_cls(b.len, b.data,
+		                                                              hbody_free, hb);
 		if (resp == NULL) {
+			free(hb);
 			pbuf_deinit(&b);
 			return MHD_NO;
 		}
-		b.data = NULL; /* transferred: libmicrohttpd frees it */
+		hb->m = m;
+		hb->len = b.len;
+		hb->data = b.data;
+		atomic_fetch_add(&m->http_body_bytes, b.len);
+		b.data = NULL; /* transferred: hbody_free frees it */
 		MHD_add_response_header(resp, "Content-Type",
 		                        "text/plain; version=0.0.4; charset=utf-8");
 		if (m->http_resp != NULL)
@@ -587,6 +624,7 @@ static void hc_evict(struct metrics *m, struct hconn *h, const char *why)
 
 	hc_unlink(m, h);
 	m->hc_live--;
+	atomic_store(&m->http_conns, m->hc_live);
 	h->evicted = true;
 	shutdown(h->fd, SHUT_RDWR);
 	n = atomic_fetch_add(&m->http_evicted, 1) + 1;
@@ -607,6 +645,7 @@ static void on_http_conn(void *cls, struct MHD_Connection *c, void **socket_cont
 		if (h != NULL && !h->evicted) {
 			hc_unlink(m, h);
 			m->hc_live--;
+			atomic_store(&m->http_conns, m->hc_live);
 		}
 		free(h);
 		*socket_context = NULL;
@@ -624,6 +663,7 @@ static void on_http_conn(void *cls, struct MHD_Connection *c, void **socket_cont
 	h->since_ms = now;
 	hc_append(m, h);
 	m->hc_live++;
+	atomic_store(&m->http_conns, m->hc_live);
 	*socket_context = h;
 }
 

@@ -34,8 +34,14 @@ static void proc_free(struct proc *p)
 	free(p);
 }
 
+/* Links p into the registry, counting what it holds (counters.h
+ * proc_bytes: the struct and its names; a Kineto client's pending
+ * configs, which come and go, are not counted). */
 static void link_proc(struct daemon *d, struct proc *p)
 {
+	p->bytes = sizeof(*p) + strlen(p->job_id) + strlen(p->host) + strlen(p->version) +
+	           strlen(p->name) + 4;
+	d->cnt.proc_bytes += p->bytes;
 	p->next = d->procs;
 	if (d->procs)
 		d->procs->prev = p;
@@ -178,6 +184,7 @@ void registry_remove(struct daemon *d, struct proc *p)
 	if (p->next)
 		p->next->prev = p->prev;
 	d->nprocs--;
+	d->cnt.proc_bytes -= p->bytes;
 	proc_free(p);
 }
 

@@ -59,6 +59,7 @@ struct proc {
 	                            * cleared when the registry removes it */
 	struct trace *busy;        /* the trace capturing it now, if any */
 	size_t mslot;              /* metrics.c's slot for its step values, + 1 */
+	size_t bytes;              /* what it holds, as counted in proc_bytes */
 	/* Kineto clients (kineto.c) */
 	int64_t last_seen_us;      /* its last poll */
 	char *pending;             /* on-demand config for its next free poll (owned) */
