@@ -274,16 +274,19 @@ class Background:
         env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._cmd = [sys.executable, "-m", "gprof_agent.build_ops", "--quiet"]
         self._env = env
-        t = threading.Thread(target=self._run, name="gprof-build-ops", daemon=True)
-        t.start()
+        self.thread = threading.Thread(target=self._run, name="gprof-build-ops", daemon=True)
+        self.thread.start()
 
     def _run(self):
         try:
             p = subprocess.run(self._cmd, env=self._env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
             if p.returncode != 0:
-                tail = p.stdout.decode(errors="replace").strip().splitlines()[-3:]
-                self.error = "build failed (exit %d): %s" % (p.returncode, " | ".join(tail)[-300:])
+                lines = p.stdout.decode(errors="replace").strip().splitlines()
+                # our own refusal (check()) whole, else the compiler's last lines
+                said = [ln for ln in lines if ln.startswith("gprof_agent.build_ops: ")]
+                why = said[-1][:800] if said else " | ".join(lines[-3:])[-300:]
+                self.error = "build failed (exit %d): %s" % (p.returncode, why)
         except Exception as e:
             self.error = "build failed: %s: %s" % (type(e).__name__, str(e)[:200])
         self.done = True

@@ -16,7 +16,9 @@ What must hold (each is a case below):
     Alice's is written in it; her load refuses too; never imported;
   unsafe-parent: the cache folder is Mallory's (writable by all, not
     sticky): Alice's build refuses before making anything in it (Mallory
-    could move Alice's folder away and put hers in its place);
+    could move Alice's folder away and put hers in its place), by hand and
+    as a window's background build (whose error, the window's note, is
+    the refusal);
   left-over: Alice's own folder holding a built library with its stamp,
     and one file of Mallory's among the outputs: Alice's load refuses and
     imports nothing; without Mallory's file the same library is imported
@@ -213,6 +215,14 @@ def main():
             assert ("cannot build: %s is owned by uid %d (%s), gid %d, mode 777: a folder "
                     "above the build folder, owned by another user" %
                     (shared, mallory.uid, mallory.name, mallory.gid)) in r.stderr, r.stderr
+            assert os.listdir(shared) == [], os.listdir(shared)
+            # the build a window starts in the background: its error (the
+            # window's note) is the refusal, whole
+            r = alice.run([py, "-c", "import gprof_agent.build_ops as b\n"
+                           "g = b.Background()\ng.thread.join()\nprint(g.error)"], env)
+            assert r.stdout.startswith(
+                "build failed (exit 1): gprof_agent.build_ops: cannot build: %s is owned by "
+                "uid %d (%s)" % (shared, mallory.uid, mallory.name)), (r.stdout, r.stderr)
             assert os.listdir(shared) == [], os.listdir(shared)
             assert imported() == "", imported()
 
