@@ -12,6 +12,11 @@ version by python3 -m gprof_agent.build_ops; a window that did not ask for
 them records them only from a built observer; GPROF_TORCH_OPS=off turns
 that off). Without the agent it does nothing.
 
+A PyTorch before 2.0 has no global optimizer step hooks: the job calls
+gprof_agent.step() after each optimizer.step() (the same step in every
+respect: it loads the agent, and takes a window's operators), and the
+helper says so once on stderr in a process that names the agent.
+
 The same without touching the code: put this folder's parent on PYTHONPATH
 and set GPROF_TORCH_STEPS=1 (python/sitecustomize.py calls install()).
 
@@ -37,6 +42,7 @@ _mem = None   # memsnap.Poller, when the agent takes memory snapshots
 _tried = False
 _lock = threading.Lock()
 _HOOKED = "torch.optim.optimizer"
+_AGENT_VARS = ("GPROF_AGENT", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")
 
 
 _HELPER_UNASKED = 1  # GPROF_HELPER_UNASKED in agent/gprof_agent.h
@@ -82,7 +88,7 @@ def _load():
     with _lock:
         if _tried:
             return _lib
-        for var in ("GPROF_AGENT", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
+        for var in _AGENT_VARS:
             path = os.environ.get(var)
             if path and os.path.exists(path):
                 try:
@@ -108,7 +114,10 @@ def loaded():
 
 
 def step():
-    """Ends one iteration (what the optimizer hook calls)."""
+    """Ends one iteration: what the optimizer hook calls after each step,
+    and what a job calls by hand where there is no hook (a torch before
+    2.0, a loop without torch.optim). Either way the same follows: memory
+    snapshots at their steps, and a window's PyTorch operators (ops.py)."""
     lib = _lib if _tried else _load()
     if lib is None:
         return 0
@@ -124,6 +133,7 @@ def step():
             _mem.handle(what)
         except Exception:  # never break the job over profiling
             pass
+    _operators(r)
     return r
 
 
@@ -149,12 +159,11 @@ _poll_tried = False
 _STEP_OPS = 0x100  # GPROF_STEP_OPS in agent/gprof_agent.h
 
 
-def _hook(optimizer, args, kwargs):
-    """After each optimizer step: the boundary and the poll (one call), then
-    what a window that takes PyTorch operators wants (ops.py): only while
-    one is open or the operators' profiler runs."""
+def _operators(r):
+    """After a step: what a window that takes PyTorch operators wants
+    (ops.py), only while one is open or the operators' profiler runs; r is
+    the step's answer (GPROF_STEP_OPS)."""
     global _poll, _poll_tried
-    r = step()
     try:
         if _poll is not None:
             if (r & _STEP_OPS) or _poll.active():
@@ -169,18 +178,44 @@ def _hook(optimizer, args, kwargs):
         pass
 
 
+def _hook(optimizer, args, kwargs):
+    """The optimizer's global post-step hook: one iteration."""
+    step()
+
+
 _registered = False
+_warned = False
+
+
+def _unsupported(why):
+    """Says once, on stderr, that optimizer steps cannot be hooked here,
+    what still works and how to mark steps by hand."""
+    global _warned
+    if _warned or not any(os.environ.get(v) for v in _AGENT_VARS):
+        return  # said already, or no agent to trace with: nothing to say
+    _warned = True
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "__version__", None) or "(version unknown)"
+    sys.stderr.write(
+        "gprof_agent: torch %s has no global optimizer step hooks (%s; PyTorch 2.0 added "
+        "them), so optimizer steps are not iterations by themselves and a process without "
+        "a GPU registers with gprofd only when it marks a step. Mark each training step: "
+        "call gprof_agent.step() right after optimizer.step(); then gprofctl trace "
+        "--iterations N (with --operators) works as with a newer "
+        "torch, and --duration-ms once the job is registered.\n" % (version, why))
+    sys.stderr.flush()
 
 
 def _register(module):
     global _registered
     if _registered:
         return
-    try:
-        module.register_optimizer_step_post_hook(_hook)
-        _registered = True
-    except AttributeError:
-        pass  # a PyTorch without global optimizer hooks: step() by hand
+    hook = getattr(module, "register_optimizer_step_post_hook", None)
+    if hook is None:  # a PyTorch before 2.0: step() by hand
+        _unsupported("torch.optim.optimizer.register_optimizer_step_post_hook is missing")
+        return
+    hook(_hook)
+    _registered = True
 
 
 class _Finder(importlib.abc.MetaPathFinder):

@@ -17,11 +17,23 @@ torch.profiler instead.
 
 Ownership: the build folder is torch's cache (cpp_extension's own lock
 file serialises concurrent builds, e.g. the ranks of one job); this module
-writes only the stamp.
+writes only the stamp. The library is imported into the job (a window
+loads it unasked), so another user must never be able to choose it: in a
+shared TORCH_EXTENSIONS_DIR she could plant the folder, or a library and
+stamp in it, or swap ours. Before building and before loading, check()
+requires the build folder and everything in it to be this user's alone
+(not writable by group or others, but for the user's private group), and
+every folder above it to be this user's or root's and, when others may
+write to it, sticky (as /tmp is: no one renames what is not theirs); the
+folders this module makes are made 0700. A folder that fails is refused
+with what to do, never built into, never loaded from. Between the check
+and the import only this user can write there, so the import at the end
+of cpp_extension.load() in the builder is safe too.
 """
 import hashlib
 import os
 import re
+import stat
 import shutil
 import subprocess
 import sys
@@ -52,25 +64,124 @@ def _stamp(torch):
     return h.hexdigest()
 
 
-def _mine(path):
-    """Raises PermissionError unless path is this user's and writable by
-    no one else: the library is loaded into the job (a window loads it
-    without being asked), so a cache another user can write to (a shared
-    TORCH_EXTENSIONS_DIR) must not hand it one."""
+def _user(uid):
+    try:
+        import pwd
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return "?"
+
+
+def _private_group(gid):
+    """Is gid this user's own group (its effective group, named as the
+    user, no other member: a user private group, as Debian's adduser and
+    Ubuntu's logins make, where umask 002 is usual)?"""
+    if gid != os.getegid():
+        return False
+    try:
+        import grp
+        g = grp.getgrgid(gid)
+    except (ImportError, KeyError):
+        return False
+    me = _user(os.geteuid())
+    return g.gr_name == me and set(g.gr_mem) <= {me}
+
+
+def _others_write(st):
+    """Can a user other than this one write to what st describes?"""
+    return bool(st.st_mode & 0o002) or \
+        bool(st.st_mode & 0o020 and not _private_group(st.st_gid))
+
+
+def _describe(path, st):
+    return "%s is owned by uid %d (%s), gid %d, mode %o" % (
+        path, st.st_uid, _user(st.st_uid), st.st_gid, st.st_mode & 0o7777)
+
+
+def _refuse(path, st, why):
+    raise PermissionError(
+        "%s: %s; another user could hand this job a library of hers, so it is neither "
+        "built into nor loaded from (use a folder of your own: unset TORCH_EXTENSIONS_DIR "
+        "for ~/.cache/torch_extensions, or point it at a folder only you can write to)" %
+        (_describe(path, st), why))
+
+
+def _mine(path, st=None):
+    """Raises PermissionError unless path (not followed) is this user's and
+    writable by no one else."""
+    st = st or os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        _refuse(path, st, "a symbolic link, not this user's alone")
+    if st.st_uid != os.geteuid() or _others_write(st):
+        _refuse(path, st, "not this user's alone")
+
+
+def _above(path):
+    """Raises PermissionError unless the folder path, above a build folder,
+    can be changed by no user but this one and root, except a sticky folder
+    (as /tmp), where no one renames or removes what is not theirs."""
     st = os.stat(path)
-    # group-writable only for the user's own group (umask 002 with a
-    # private group per user, as Ubuntu's logins have)
-    if st.st_uid != os.geteuid() or st.st_mode & 0o002 or \
-            (st.st_mode & 0o020 and st.st_gid != os.getegid()):
-        raise PermissionError("%s is owned by uid %d, gid %d, mode %o: not this user's alone, "
-                              "not loaded (rebuild it in a cache of your own)" %
-                              (path, st.st_uid, st.st_gid, st.st_mode & 0o7777))
+    if st.st_uid not in (os.geteuid(), 0):
+        _refuse(path, st, "a folder above the build folder, owned by another user, "
+                          "who could move the build folder and put another in its place")
+    if _others_write(st) and not st.st_mode & stat.S_ISVTX:
+        _refuse(path, st, "a folder above the build folder that other users may write to "
+                          "(and not sticky), so they could move the build folder and put "
+                          "another in its place")
+
+
+def _above_all(path):
+    """_above() for the folder path and every folder above it."""
+    while True:
+        _above(path)
+        if path == "/":
+            return
+        path = os.path.dirname(path)
+
+
+def check(d):
+    """Raises PermissionError unless the build folder d, every file and
+    folder in it, and every folder above it are safe (the top comment),
+    FileNotFoundError when d is missing."""
+    real = os.path.realpath(d)
+    # each symbolic link on the way as named is this user's or root's
+    p = "/"
+    for part in os.path.abspath(d).split(os.sep)[1:]:
+        p = os.path.join(p, part)
+        st = os.lstat(p)
+        if stat.S_ISLNK(st.st_mode) and st.st_uid not in (os.geteuid(), 0):
+            _refuse(p, st, "a symbolic link of another user on the way to the build folder")
+    _above_all(os.path.dirname(real))
+    _mine(real)
+    for root, dirs, files in os.walk(real):
+        for n in dirs + files:
+            _mine(os.path.join(root, n))
+
+
+def make(d):
+    """Makes the build folder d and the missing folders above it, 0700
+    (whatever the umask), once the folders that exist above them are
+    found safe; then check()s it."""
+    missing = []
+    p = os.path.abspath(d)
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    if missing:  # nothing made where another user could move it
+        _above_all(os.path.realpath(p))
+    for p in reversed(missing):
+        try:
+            os.mkdir(p, 0o700)
+            os.chmod(p, 0o700)  # the umask took bits: ours, none for others
+        except FileExistsError:
+            pass  # made meanwhile (another rank): check() says whose
+    check(d)
 
 
 def library(torch):
     """The built library's path when it is built from this source for this
-    torch, else None. Raises PermissionError when the library, its stamp or
-    its folder is not this user's alone."""
+    torch, else None. Raises PermissionError when its folder, anything in
+    it or a folder above it is not safe (check())."""
     if not getattr(torch, "__version__", None):
         return None  # not a torch an extension could be built for
     d = build_dir(torch)
@@ -82,8 +193,7 @@ def library(torch):
         return None
     if not ok or not os.path.isfile(so):
         return None
-    for path in (d, os.path.join(d, STAMP), so):
-        _mine(path)
+    check(d)
     return so
 
 
@@ -132,7 +242,7 @@ def build(torch, verbose=False):
     failure."""
     from torch.utils import cpp_extension
     d = build_dir(torch)
-    os.makedirs(d, exist_ok=True)
+    make(d)  # checked: only this user can write there from now on
     # NDEBUG as torch had it: RecordFunction's layout depends on it
     flags = ["-O2", "-fvisibility=hidden"] + ([] if torch.version.debug else ["-DNDEBUG"])
     mod = cpp_extension.load(name=name(torch), sources=[SOURCE], build_directory=d,
@@ -142,6 +252,7 @@ def build(torch, verbose=False):
         # cpp_extension skips the build of a module this process loaded
         # already (from another folder): a fresh process builds
         raise RuntimeError("%s not built in %s (build it in a fresh process)" % (name(torch), d))
+    check(d)  # the outputs too, before they are vouched for
     tmp = os.path.join(d, STAMP + ".%d" % os.getpid())
     with open(tmp, "w") as f:
         f.write(_stamp(torch) + "\n")
@@ -163,16 +274,19 @@ class Background:
         env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._cmd = [sys.executable, "-m", "gprof_agent.build_ops", "--quiet"]
         self._env = env
-        t = threading.Thread(target=self._run, name="gprof-build-ops", daemon=True)
-        t.start()
+        self.thread = threading.Thread(target=self._run, name="gprof-build-ops", daemon=True)
+        self.thread.start()
 
     def _run(self):
         try:
             p = subprocess.run(self._cmd, env=self._env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
             if p.returncode != 0:
-                tail = p.stdout.decode(errors="replace").strip().splitlines()[-3:]
-                self.error = "build failed (exit %d): %s" % (p.returncode, " | ".join(tail)[-300:])
+                lines = p.stdout.decode(errors="replace").strip().splitlines()
+                # our own refusal (check()) whole, else the compiler's last lines
+                said = [ln for ln in lines if ln.startswith("gprof_agent.build_ops: ")]
+                why = said[-1][:800] if said else " | ".join(lines[-3:])[-300:]
+                self.error = "build failed (exit %d): %s" % (p.returncode, why)
         except Exception as e:
             self.error = "build failed: %s: %s" % (type(e).__name__, str(e)[:200])
         self.done = True
@@ -187,7 +301,11 @@ def main(argv):
         print("gprof_agent.build_ops: cannot build: %s" % why, file=sys.stderr)
         return 1
     t0 = time.monotonic()
-    build(torch, verbose="--verbose" in argv)
+    try:
+        build(torch, verbose="--verbose" in argv)
+    except PermissionError as e:
+        print("gprof_agent.build_ops: cannot build: %s" % e, file=sys.stderr)
+        return 1
     if not quiet:
         print("gprof_agent.build_ops: built %s for torch %s in %.1f s: %s" % (
             name(torch), torch.__version__, time.monotonic() - t0, library(torch)))

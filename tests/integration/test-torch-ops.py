@@ -32,6 +32,13 @@ What must hold:
     the observer only, which the stand-in cannot have: none, no profiler
     started, the note says how; --operators alone asks for them;
   off: GPROF_TORCH_OPS=off records no operators and says nothing;
+  old-torch: a torch before 2.0 (no global optimizer step hooks; the
+    stand-in with FAKE_TORCH_OLD=1): the helper says so once on stderr
+    (what is missing, what works, gprof_agent.step()); a job that marks its
+    steps with gprof_agent.step() registers and is traced by iterations,
+    operators (--record-shapes) recorded as with a newer torch (kineto-cpu here, the note
+    naming why not the observer); one with no GPU that does not mark them
+    is told the same, once;
   old-helper: a helper that does not declare it knows default windows is
     offered none (a plain request: no operators, no note), asked ones as
     before;
@@ -86,15 +93,25 @@ print("steps", n, flush=True)
 """
 
 
+# a torch before 2.0: the steps marked by hand, as the helper's message says
+PROGRAM_BY_HAND = PROGRAM.replace("opt.step(); n += 1", "opt.step(); gprof_agent.step(); n += 1") \
+    .replace("import torch, torch.nn as nn", "import torch, torch.nn as nn, gprof_agent")
+# ... and a job with no GPU (nothing loads the agent) that does not mark them
+PROGRAM_CPU = PROGRAM.replace(
+    'ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()  # as cuInit does\n',
+    "")
+assert PROGRAM != PROGRAM_BY_HAND and PROGRAM != PROGRAM_CPU
+
+
 class Job:
-    def __init__(self, d, sock, **env):
+    def __init__(self, d, sock, program=PROGRAM, **env):
         e = dict(os.environ, GPROF_SOCKET=sock, GPROF_JOB_ID="opsjob",
                  GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d,
                  CUDA_INJECTION64_PATH=AGENT, GPROF_CUPTI_PATH=FAKE, FAKE_CUPTI_PATH=FAKE,
                  GPROF_TORCH_STEPS="1", PYTHONPATH=PYDIR + ":" + TORCHDIR)
         e.update(runner.sanitizer_env(AGENT))
         e.update(env)
-        self.p = subprocess.Popen([sys.executable, "-c", PROGRAM], env=e, text=True,
+        self.p = subprocess.Popen([sys.executable, "-c", program], env=e, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
         assert self.p.stdout.readline() == "ready\n", self.p.stderr.read()
@@ -450,6 +467,64 @@ def test_old_helper(d):
     assert len([e for e in ev if e.get("cat") == "cpu_op"]) == 3 * OPS_PER_STEP, notes
 
 
+OLD_TORCH_SAYS = ("gprof_agent: torch 1.13.1 has no global optimizer step hooks "
+                  "(torch.optim.optimizer.register_optimizer_step_post_hook is missing; "
+                  "PyTorch 2.0 added them)")
+
+
+def test_old_torch(d):
+    """A torch before 2.0 has no global optimizer step hooks: the helper
+    says so once, and steps marked with gprof_agent.step() are iterations
+    with everything a hooked step has (operators here)."""
+    dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
+    job = None
+    try:
+        job = Job(d, dm.sock, program=PROGRAM_BY_HAND, FAKE_TORCH_OLD="1")
+        assert dm.wait("registered pid %d" % job.p.pid), dm.log()
+        out = os.path.join(d, "out")
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "--json", "trace", "--job", "opsjob",
+                            "--iterations", "3", "--record-shapes", "--output-dir", out,
+                            "--timeout", str(TIMEOUT)], capture_output=True, text=True,
+                           timeout=TIMEOUT + 10)
+        assert r.returncode == 0, (r.stdout, r.stderr, open(os.path.join(d, "agent.log")).read())
+        rc, so, se = job.finish()
+        job = None
+    finally:
+        if job is not None:
+            job.p.kill()
+            job.p.wait()
+        dm.stop()
+    assert rc == 0, (rc, se)
+    path = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))[0]
+    summary, errs = validate(path, steps=3)
+    assert not errs, errs
+    ev = json.load(gzip.open(path, "rt"))["traceEvents"]
+    notes = [e["args"]["note"] for e in ev if e.get("ph") == "M" and e["name"] == "gprof_note"]
+    check_ops(ev)
+    assert [n for n in notes if "operator observer not available (this torch has no "
+            "torch.utils.cpp_extension): recorded with kineto-cpu" in n], notes
+    lines = se.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(OLD_TORCH_SAYS), se
+    assert "call gprof_agent.step() right after optimizer.step()" in lines[0], se
+    # a job with no GPU that does not mark its steps: told once (nothing
+    # loads the agent, so it would never register)
+    sub = os.path.join(d, "unmarked")
+    os.mkdir(sub)
+    dm = daemonlog.Daemon(GPROFD, sub, TIMEOUT)
+    try:
+        job = Job(sub, dm.sock, program=PROGRAM_CPU, FAKE_TORCH_OLD="1")
+        rc, so, se = job.finish()
+        job = None
+        assert rc == 0, (rc, so, se)
+        lines = se.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(OLD_TORCH_SAYS), se
+    finally:
+        if job is not None:
+            job.p.kill()
+            job.p.wait()
+        dm.stop()
+
+
 def test_exit_mid_window(d):
     """A job that exits inside a plain duration window leaves no operator
     directory: without the helper none is ever made (the default's window
@@ -491,7 +566,7 @@ def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
              test_hostile, test_not_asked, test_off, test_memory, test_memory_max_entries,
              test_memory_job_history,
-             test_memory_not_asked, test_old_helper, test_exit_mid_window]
+             test_memory_not_asked, test_old_helper, test_old_torch, test_exit_mid_window]
     only = os.environ.get("TEST_ONLY")
     if only:
         tests = [t for t in tests if t.__name__ == only]
