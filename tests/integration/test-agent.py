@@ -541,8 +541,8 @@ def test_cancel_then_trace(d):
 
 def test_interrupt_cancels(d):
     """Ctrl-C on gprofctl trace cancels the trace on the host (the agent
-    stops and discards it, the trace ends cancelled, exit 1), and the
-    process is traced normally afterwards."""
+    stops and discards it, the trace ends cancelled, exit 5: cancelled, not
+    failed), and the process is traced normally afterwards."""
     dm = Daemon(d)
     app = App(d, dm.sock)
     try:
@@ -555,8 +555,9 @@ def test_interrupt_cancels(d):
         assert dm.wait("trace int1 started", mark), dm.log()
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=TIMEOUT)
-        assert p.returncode == 1, (p.returncode, out, err)
-        assert "cancelling trace int1" in err and "cancelled" in out, (out, err)
+        assert p.returncode == 5, (p.returncode, out, err)
+        assert "cancelling trace int1" in err and "CANCELLED" in out, (out, err)
+        assert "FAILED" not in out, out
         assert dm.wait("trace int1 cancelled", mark), dm.log()
         path, _ = trace(d, dm.sock, "--iterations", "2")
         check(path, steps=2)
