@@ -32,6 +32,7 @@
  * daemon then says done), failed with a reason, or cancelled.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@
 #include "capture.h"
 #include "gpu.h"
 #include "memsnap.h"
+#include "msg.h"
 #include "ops.h"
 #include "rec.h"
 #include "state.h"
@@ -50,7 +52,12 @@
 enum phase { P_IDLE, P_WAIT_TIME, P_ARMED, P_OPEN };
 static enum phase phase;
 static bool gpu_on;
-static char note[480]; /* said with the writing status: CPU-only, cut, ... */
+/* Said with the writing and uploading statuses, so the daemon's record of
+ * the process and gprofctl's summary carry it: every option or activity
+ * asked for and not honoured, by name and why (memset beside memcpy, CPU
+ * only, a CUPTI kind refused, PyTorch operators and their options: ops.c's
+ * notes), and a cut. */
+static char note[1400];
 static struct capture_out out; /* capture_init */
 
 /* A start as queued: its strings copied out of the decoded message.
@@ -80,6 +87,24 @@ static void status(const char *trace_id, int state, const char *reason, int64_t 
 bool capture_busy(void)
 {
 	return phase != P_IDLE || cmdq_len > 0;
+}
+
+/* Appends to the note, "; "-separated. */
+static void add_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void add_note(const char *fmt, ...)
+{
+	size_t n = strlen(note);
+	va_list ap;
+
+	if (n + 3 >= sizeof(note))
+		return;
+	if (n > 0) {
+		memcpy(note + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(note + n, sizeof(note) - n, fmt, ap);
+	va_end(ap);
 }
 
 static void open_now(uint64_t now)
@@ -168,6 +193,13 @@ static void begin(const struct cmd *c)
 		}
 		want_gpu = 0;
 		note[0] = '\0';
+		if (w->options != 0) {
+			char names[160];
+
+			ops_option_names(w->options, names, sizeof(names));
+			add_note("%s asked for, not recorded: a memory snapshot records the "
+			         "allocator's history, not operators", names);
+		}
 	}
 	if (want_gpu) {
 		if (gpu_usable(why, sizeof(why))) {
@@ -182,10 +214,16 @@ static void begin(const struct cmd *c)
 			gpu_on = true;
 			A.win.cpu_bytes = A.win.max_bytes - A.win.max_bytes / 2;
 			A.win.index = true;
+			/* an activity CUPTI would not turn on is named */
+			gpu_left_out(why, sizeof(why));
+			if (why[0])
+				add_note("%s", why);
 		} else {
-			snprintf(note + strlen(note), sizeof(note) - strlen(note),
-			         "%sCPU only (%s): NVTX ranges and iterations", note[0] ? "; " : "",
-			         why);
+			char acts[160];
+
+			msg_activities_format(want_gpu, acts, sizeof(acts));
+			add_note("CPU only (%s): NVTX ranges and iterations; %s not recorded", why,
+			         acts);
 		}
 	}
 	/* the CPU side's address space, before anything can record */
@@ -331,8 +369,15 @@ static void finish_memory(void)
 		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		return;
 	}
-	status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
-	       stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
+	if (note[0]) {
+		char said[sizeof(note) + 32];
+
+		snprintf(said, sizeof(said), "memory snapshot; %s", note);
+		status(A.win.trace_id, MSG_TS_UPLOADING, said, 0, 0,
+		       stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
+	} else
+		status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
+		       stat(path, &st) == 0 ? (int64_t)st.st_size : 0);
 	if (out.upload(out.ctx, A.win.trace_id, path, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0) {
 		unlink(path);
 		agent_log("trace %s: memory snapshot delivered, %lld bytes", A.win.trace_id,
@@ -368,8 +413,11 @@ static void finish(void)
 		finish_memory();
 		goto out;
 	}
-	/* the job's own operators, from its profiler's file (ops.c) */
+	/* the job's own operators, from its profiler's file (ops.c), and what
+	 * of them was asked for and not recorded: said in the status too */
 	ops_collect(atomic_load(&A.t_start), atomic_load(&A.t_end));
+	if (ops_note()[0])
+		add_note("%s", ops_note());
 	if (why_end == END_CUT || (gpu_on && gpu_cut()))
 		snprintf(note + strlen(note), sizeof(note) - strlen(note),
 		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",

@@ -29,6 +29,13 @@ AGENT_HIDDEN void ops_begin(int64_t options);
  * [memory] events, when the window asked for memory) and keeps their
  * events in [t0, t1], the notes on what is left out. */
 AGENT_HIDDEN void ops_collect(uint64_t t0, uint64_t t1);
+/* The notes of the last burst on what it left out and why (an option
+ * asked for and not honoured, named; the helper's own words); "" if none.
+ * Valid until the next ops_begin. capture.c says them in the status. */
+AGENT_HIDDEN const char *ops_note(void);
+/* The request options in options by gprofctl's flag names ("--operators,
+ * --with-stack") into buf; returns the length. */
+AGENT_HIDDEN size_t ops_option_names(int64_t options, char *buf, size_t n);
 /* Whether one of thread tid's operators spans a step boundary (b: sorted
  * boundaries, nb of them). */
 AGENT_HIDDEN bool ops_crosses(int tid, const uint64_t *b, size_t nb);
