@@ -96,8 +96,9 @@ int tlist_message(struct host *h, struct tlist *l, const struct msg *m)
 		}
 	}
 	/* the next page, until the last (a trace stored or deleted between
-	 * pages may be missed or listed twice: a list is a view) */
-	if (r->next_offset > 0 && r->traces.n > 0) {
+	 * pages may be missed or listed twice: a list is a view); a daemon
+	 * that answered running with its stored traces is not asked for more */
+	if (r->next_offset > 0 && r->traces.n > 0 && !l->old_daemon) {
 		tlist_ask(h, l, r->next_offset);
 		return 0;
 	}
