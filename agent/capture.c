@@ -59,6 +59,8 @@ static bool gpu_on;
  * notes), and a cut. */
 static char note[1400];
 static struct capture_out out; /* capture_init */
+static int64_t asked; /* the burst's request options (MSG_OPT_*), named if not honoured */
+static bool ops_off;  /* GPROF_TORCH_OPS=off refused the burst's operators (said at begin) */
 
 /* A start as queued: its strings copied out of the decoded message.
  * Cancels are not queued: capture_queue_cancel applies them at once. */
@@ -87,6 +89,21 @@ static void status(const char *trace_id, int state, const char *reason, int64_t 
 bool capture_busy(void)
 {
 	return phase != P_IDLE || cmdq_len > 0;
+}
+
+/* What asked for PyTorch operators in this burst, for a note: the request's
+ * options by gprofctl's flags, and the job's own GPROF_TORCH_OPS and
+ * GPROF_TORCH_OPTS; "" when nothing did (the default's need no note). */
+static void asked_names(char *buf, size_t n)
+{
+	const char *ops = getenv("GPROF_TORCH_OPS"), *opts = getenv("GPROF_TORCH_OPTS");
+	size_t len = msg_options_flags(asked, buf, n);
+
+	if (ops != NULL && *ops && strcmp(ops, "off") != 0 && len < n)
+		len += (size_t)snprintf(buf + len, n - len, "%sGPROF_TORCH_OPS=%.40s",
+		                        len ? ", " : "", ops);
+	if (opts != NULL && *opts && len < n)
+		snprintf(buf + len, n - len, "%sGPROF_TORCH_OPTS=%.60s", len ? ", " : "", opts);
 }
 
 /* Appends to the note, "; "-separated. */
@@ -196,7 +213,7 @@ static void begin(const struct cmd *c)
 		if (w->options != 0) {
 			char names[160];
 
-			ops_option_names(w->options, names, sizeof(names));
+			msg_options_flags(w->options, names, sizeof(names));
 			add_note("%s asked for, not recorded: a memory snapshot records the "
 			         "allocator's history, not operators", names);
 		}
@@ -233,10 +250,20 @@ static void begin(const struct cmd *c)
 		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sno CPU events (no "
 		         "memory for them)", note[0] ? "; " : "");
 	}
-	/* PyTorch operators: the Python helper polls these at each step */
+	/* PyTorch operators: the Python helper polls these at each step; the
+	 * job's owner may have turned them off, and what was asked is named */
+	asked = w->options;
+	ops_off = false;
 	if (!A.win.memory) {
+		char names[160], text[300];
+
 		A.win.torch_opts = ops_opts(w->options);
-		ops_begin(w->options);
+		ops_off = !ops_begin(w->options);
+		if (ops_off && msg_options_flags(w->options, names, sizeof(names)) > 0) {
+			snprintf(text, sizeof(text), "%.160s asked for, not recorded: GPROF_TORCH_OPS=off "
+			         "in the job's environment", names);
+			ops_add_note(text); /* the trace's note, and so the status's */
+		}
 	}
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
@@ -413,15 +440,24 @@ static void finish(void)
 		finish_memory();
 		goto out;
 	}
-	/* the job's own operators, from its profiler's file (ops.c), and what
-	 * of them was asked for and not recorded: said in the status too */
-	ops_collect(atomic_load(&A.t_start), atomic_load(&A.t_end));
+	/* the job's own operators, from its profiler's file (ops.c); asked
+	 * for and no helper took the window: named in the trace's note
+	 * (ops.c's gprof_note) and, with all of that note, in the status,
+	 * which gprofctl's summary shows */
+	if (!ops_collect(atomic_load(&A.t_start), atomic_load(&A.t_end)) && !ops_off) {
+		char names[200], text[400];
+
+		asked_names(names, sizeof(names));
+		snprintf(text, sizeof(text), "%s asked for, not recorded: no PyTorch helper took this "
+		         "window (python/gprof_agent, GPROF_TORCH_STEPS=1: it starts at an optimizer "
+		         "step; gprofctl launch sets it)", names);
+		if (names[0])
+			ops_add_note(text);
+	}
 	if (ops_note()[0])
 		add_note("%s", ops_note());
 	if (why_end == END_CUT || (gpu_on && gpu_cut()))
-		snprintf(note + strlen(note), sizeof(note) - strlen(note),
-		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",
-		         (unsigned long long)(A.win.max_bytes >> 20));
+		add_note("trace cut at the %llu MB limit", (unsigned long long)(A.win.max_bytes >> 20));
 	status(A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
 	if ((r = trace_path(path, sizeof(path))) < 0) {
 		snprintf(why, sizeof(why), "cannot create the trace file %s: %s", path, strerror(-r));

@@ -96,8 +96,7 @@ static char py_note[400];
 /* agent thread */
 static struct op *ev;
 static size_t nev, capev;
-static char note[600];
-static int64_t asked; /* the window's request options (MSG_OPT_*), named in notes */
+static char note[1000]; /* the trace's gprof_note: ours, then capture.c's (ops_add_note) */
 
 static void cond_init(void)
 {
@@ -125,38 +124,6 @@ static void add_note(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(note + n, sizeof(note) - n, fmt, ap);
 	va_end(ap);
-}
-
-size_t ops_option_names(int64_t options, char *buf, size_t n)
-{
-	static const struct { int64_t bit; const char *flag; } t[] = {
-		{ MSG_OPT_OPERATORS, "--operators" }, { MSG_OPT_RECORD_SHAPES, "--record-shapes" },
-		{ MSG_OPT_PROFILE_MEMORY, "--profile-memory" }, { MSG_OPT_WITH_STACK, "--with-stack" },
-		{ MSG_OPT_WITH_FLOPS, "--with-flops" }, { MSG_OPT_WITH_MODULES, "--with-modules" },
-	};
-	size_t i, len = 0;
-
-	if (n == 0)
-		return 0;
-	buf[0] = '\0';
-	for (i = 0; i < sizeof(t) / sizeof(t[0]) && len < n; i++)
-		if (options & t[i].bit)
-			len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", t[i].flag);
-	return len < n ? len : n - 1;
-}
-
-/* What asked for operators in this window, for a note: the request's
- * options by name, and the job's own GPROF_TORCH_OPS / GPROF_TORCH_OPTS. */
-static void asked_names(char *buf, size_t n)
-{
-	const char *ops = getenv("GPROF_TORCH_OPS"), *opts = getenv("GPROF_TORCH_OPTS");
-	size_t len = ops_option_names(asked, buf, n);
-
-	if (ops != NULL && *ops && strcmp(ops, "off") != 0 && len < n)
-		len += (size_t)snprintf(buf + len, n - len, "%sGPROF_TORCH_OPS=%.40s",
-		                        len ? ", " : "", ops);
-	if (opts != NULL && *opts && len < n)
-		snprintf(buf + len, n - len, "%sGPROF_TORCH_OPTS=%.60s", len ? ", " : "", opts);
 }
 
 /* Which operators a window takes: none, asked, or by default.
@@ -299,7 +266,7 @@ void gprof_ops_done(uint64_t gen, const char *why)
 	pthread_mutex_unlock(&lock);
 }
 
-void ops_begin(int64_t options)
+bool ops_begin(int64_t options)
 {
 	const char *base = getenv("GPROF_AGENT_TRACE_DIR");
 	char path[sizeof(dir)];
@@ -307,17 +274,8 @@ void ops_begin(int64_t options)
 
 	pthread_once(&cond_once, cond_init);
 	note[0] = '\0';
-	asked = options;
-	if ((want = ops_wanted(options)) == OPS_NONE) {
-		char names[160];
-
-		/* the job's owner turned them off: an option asked for is
-		 * named, not dropped in silence */
-		if (ops_option_names(options, names, sizeof(names)) > 0)
-			add_note("%s asked for, not recorded: GPROF_TORCH_OPS=off in the job's "
-			         "environment turns PyTorch operators off", names);
-		return;
-	}
+	if ((want = ops_wanted(options)) == OPS_NONE)
+		return false;
 	if (base == NULL || !*base)
 		base = getenv("TMPDIR");
 	if (base == NULL || !*base)
@@ -327,7 +285,7 @@ void ops_begin(int64_t options)
 	    sizeof(path)) {
 		agent_log("trace %s: no directory for PyTorch operators: %s is too long",
 		          A.win.trace_id, base);
-		return;
+		return true;
 	}
 	pthread_mutex_lock(&lock);
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -337,6 +295,7 @@ void ops_begin(int64_t options)
 	taken_gen = done_gen = 0;
 	py_note[0] = '\0';
 	pthread_mutex_unlock(&lock);
+	return true;
 }
 
 static uint64_t wait_ms(void)
@@ -876,7 +835,7 @@ static size_t collect_file(const char *path, const char *what, const char *whose
 	return len;
 }
 
-void ops_collect(uint64_t t0, uint64_t t1)
+bool ops_collect(uint64_t t0, uint64_t t1)
 {
 	uint64_t gen = atomic_load(&A.gen), taken, done;
 	char path[sizeof(dir) + 16];
@@ -889,7 +848,7 @@ void ops_collect(uint64_t t0, uint64_t t1)
 	pthread_mutex_lock(&lock);
 	if (dir_gen != gen) {
 		pthread_mutex_unlock(&lock);
-		return;
+		return false;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &due);
 	due.tv_sec += (time_t)(wait_ms() / 1000);
@@ -911,19 +870,8 @@ void ops_collect(uint64_t t0, uint64_t t1)
 		add_note("%s", py_note);
 	taken_gen = 0; /* a late gprof_ops_done is ignored */
 	pthread_mutex_unlock(&lock);
-	if (taken != gen) { /* no Python helper ran a profiler in this window */
-		char names[200];
-
-		/* every option asked for is named (--operators and --with-stack
-		 * too, which set no torch option bit the old test looked at); the
-		 * default's operators, asked by nobody, need no note */
-		asked_names(names, sizeof(names));
-		if (names[0])
-			add_note("%s asked for, not recorded: no PyTorch helper took this window "
-			         "(python/gprof_agent, GPROF_TORCH_STEPS=1: it starts at an optimizer "
-			         "step; gprofctl launch sets it)", names);
+	if (taken != gen) /* no Python helper ran a profiler: capture.c names what was asked */
 		goto out;
-	}
 	if (done != gen) {
 		add_note("no PyTorch operators: the job did not reach a step boundary within %llu ms "
 		         "of the window's end (GPROF_TORCH_OPS_WAIT_MS)",
@@ -941,11 +889,17 @@ out:
 	if (note[0])
 		agent_log("trace %s: %s", A.win.trace_id, note);
 	remove_dir();
+	return taken == gen;
 }
 
 const char *ops_note(void)
 {
 	return note;
+}
+
+void ops_add_note(const char *text)
+{
+	add_note("%s", text);
 }
 
 bool ops_crosses(int tid, const uint64_t *b, size_t nb)

@@ -585,8 +585,12 @@ def test_options_not_honoured(d):
         procs = [p for h in summary["hosts"] for p in h["processes"]]
         assert len(procs) == 1 and procs[0]["state"] == "delivered", summary
         note = procs[0].get("note", "")
-        assert "--operators, --with-flops asked for, not recorded: no PyTorch helper" in note, note
+        assert "--with-flops, --operators asked for, not recorded: no PyTorch helper" in note, note
         assert "CPU only (" in note and "kernel,sync not recorded" in note, note
+        # and the trace says it too, in its gprof_note
+        _, _, ev = steps_in(path)
+        notes = [e["args"]["note"] for e in ev if e.get("ph") == "M" and e["name"] == "gprof_note"]
+        assert [n for n in notes if "--with-flops, --operators asked for" in n], notes
         # the text summary says it too
         r = subprocess.run([GPROFCTL, "--socket", dm.sock, "trace", "--job", "agentjob",
                             "--output-dir", os.path.join(d, "out3"), "--timeout", str(TIMEOUT),

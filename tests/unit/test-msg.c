@@ -193,6 +193,19 @@ static void test_running_extensions(void **state)
 	msg_deinit(&back);
 	msg_deinit(&m);
 	pbuf_deinit(&b);
+	/* the options as gprofctl's flags name them, for the agent's notes;
+	 * a short buffer is cut, never overrun */
+	{
+		char buf[64], small[8];
+
+		assert_int_equal(msg_options_flags(MSG_OPT_WITH_STACK | MSG_OPT_OPERATORS, buf,
+		                                   sizeof(buf)), strlen("--with-stack, --operators"));
+		assert_string_equal(buf, "--with-stack, --operators");
+		assert_int_equal(msg_options_flags(0, buf, sizeof(buf)), 0);
+		assert_string_equal(buf, "");
+		assert_true(msg_options_flags(MSG_OPT_ALL, small, sizeof(small)) < sizeof(small));
+		assert_int_equal(strlen(small), sizeof(small) - 1);
+	}
 	/* a stored trace from an older daemon: no procs */
 	assert_int_equal(decode(&m, msg_samples[23], NULL), 0);
 	assert_int_equal(m.u.trace_list_reply.traces.v[0].procs.n, 0);
