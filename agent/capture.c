@@ -34,6 +34,7 @@
  * daemon then says done), failed with a reason, or cancelled.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@
 #include "capture.h"
 #include "gpu.h"
 #include "memsnap.h"
+#include "msg.h"
 #include "ops.h"
 #include "rec.h"
 #include "scratch.h"
@@ -53,8 +55,15 @@
 enum phase { P_IDLE, P_WAIT_TIME, P_ARMED, P_OPEN };
 static enum phase phase;
 static bool gpu_on;
-static char note[480]; /* said with the writing status: CPU-only, cut, ... */
+/* Said with the writing and uploading statuses, so the daemon's record of
+ * the process and gprofctl's summary carry it: every option or activity
+ * asked for and not honoured, by name and why (memset beside memcpy, CPU
+ * only, a CUPTI kind refused, PyTorch operators and their options: ops.c's
+ * notes), and a cut. */
+static char note[1400];
 static struct capture_out out; /* capture_init */
+static int64_t asked; /* the burst's request options (MSG_OPT_*), named if not honoured */
+static bool ops_off;  /* GPROF_TORCH_OPS=off refused the burst's operators (said at begin) */
 
 /* A start as queued: its strings copied out of the decoded message.
  * Cancels are not queued: capture_queue_cancel applies them at once. */
@@ -83,6 +92,39 @@ static void status(const char *trace_id, int state, const char *reason, int64_t 
 bool capture_busy(void)
 {
 	return phase != P_IDLE || cmdq_len > 0;
+}
+
+/* What asked for PyTorch operators in this burst, for a note: the request's
+ * options by gprofctl's flags, and the job's own GPROF_TORCH_OPS and
+ * GPROF_TORCH_OPTS; "" when nothing did (the default's need no note). */
+static void asked_names(char *buf, size_t n)
+{
+	const char *ops = getenv("GPROF_TORCH_OPS"), *opts = getenv("GPROF_TORCH_OPTS");
+	size_t len = msg_options_flags(asked, buf, n);
+
+	if (ops != NULL && *ops && strcmp(ops, "off") != 0 && len < n)
+		len += (size_t)snprintf(buf + len, n - len, "%sGPROF_TORCH_OPS=%.40s",
+		                        len ? ", " : "", ops);
+	if (opts != NULL && *opts && len < n)
+		snprintf(buf + len, n - len, "%sGPROF_TORCH_OPTS=%.60s", len ? ", " : "", opts);
+}
+
+/* Appends to the note, "; "-separated. */
+static void add_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void add_note(const char *fmt, ...)
+{
+	size_t n = strlen(note);
+	va_list ap;
+
+	if (n + 3 >= sizeof(note))
+		return;
+	if (n > 0) {
+		memcpy(note + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(note + n, sizeof(note) - n, fmt, ap);
+	va_end(ap);
 }
 
 static void open_now(uint64_t now)
@@ -171,6 +213,13 @@ static void begin(const struct cmd *c)
 		}
 		want_gpu = 0;
 		note[0] = '\0';
+		if (w->options != 0) {
+			char names[160];
+
+			msg_options_flags(w->options, names, sizeof(names));
+			add_note("%s asked for, not recorded: a memory snapshot records the "
+			         "allocator's history, not operators", names);
+		}
 	}
 	if (want_gpu) {
 		if (gpu_usable(why, sizeof(why))) {
@@ -185,10 +234,16 @@ static void begin(const struct cmd *c)
 			gpu_on = true;
 			A.win.cpu_bytes = A.win.max_bytes - A.win.max_bytes / 2;
 			A.win.index = true;
+			/* an activity CUPTI would not turn on is named */
+			gpu_left_out(why, sizeof(why));
+			if (why[0])
+				add_note("%s", why);
 		} else {
-			snprintf(note + strlen(note), sizeof(note) - strlen(note),
-			         "%sCPU only (%s): NVTX ranges and iterations", note[0] ? "; " : "",
-			         why);
+			char acts[160];
+
+			msg_activities_format(want_gpu, acts, sizeof(acts));
+			add_note("CPU only (%s): NVTX ranges and iterations; %s not recorded", why,
+			         acts);
 		}
 	}
 	/* the CPU side's address space, before anything can record */
@@ -198,10 +253,20 @@ static void begin(const struct cmd *c)
 		snprintf(note + strlen(note), sizeof(note) - strlen(note), "%sno CPU events (no "
 		         "memory for them)", note[0] ? "; " : "");
 	}
-	/* PyTorch operators: the Python helper polls these at each step */
+	/* PyTorch operators: the Python helper polls these at each step; the
+	 * job's owner may have turned them off, and what was asked is named */
+	asked = w->options;
+	ops_off = false;
 	if (!A.win.memory) {
+		char names[160], text[300];
+
 		A.win.torch_opts = ops_opts(w->options);
-		ops_begin(w->options);
+		ops_off = !ops_begin(w->options);
+		if (ops_off && msg_options_flags(w->options, names, sizeof(names)) > 0) {
+			snprintf(text, sizeof(text), "%.160s asked for, not recorded: GPROF_TORCH_OPS=off "
+			         "in the job's environment", names);
+			ops_add_note(text); /* the trace's note, and so the status's */
+		}
 	}
 	/* The range name is published last: rec.c reads it once armed. */
 	snprintf(A.win.iter_range, sizeof(A.win.iter_range), "%s", c->range);
@@ -332,8 +397,15 @@ static void finish_memory(void)
 		status(A.win.trace_id, MSG_TS_FAILED, why, 0, 0, 0);
 		return;
 	}
-	status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
-	       fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0);
+	if (note[0]) {
+		char said[sizeof(note) + 32];
+
+		snprintf(said, sizeof(said), "memory snapshot; %s", note);
+		status(A.win.trace_id, MSG_TS_UPLOADING, said, 0, 0,
+		       fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0);
+	} else
+		status(A.win.trace_id, MSG_TS_UPLOADING, "memory snapshot", 0, 0,
+		       fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0);
 	if (out.upload(out.ctx, A.win.trace_id, fd, MSG_FMT_MEMORY_SNAPSHOT, &sent) == 0)
 		agent_log("trace %s: memory snapshot delivered, %lld bytes", A.win.trace_id,
 		          (long long)sent);
@@ -367,12 +439,24 @@ static void finish(void)
 		finish_memory();
 		goto out;
 	}
-	/* the job's own operators, from its profiler's file (ops.c) */
-	ops_collect(atomic_load(&A.t_start), atomic_load(&A.t_end));
+	/* the job's own operators, from its profiler's file (ops.c); asked
+	 * for and no helper took the window: named in the trace's note
+	 * (ops.c's gprof_note) and, with all of that note, in the status,
+	 * which gprofctl's summary shows */
+	if (!ops_collect(atomic_load(&A.t_start), atomic_load(&A.t_end)) && !ops_off) {
+		char names[200], text[400];
+
+		asked_names(names, sizeof(names));
+		snprintf(text, sizeof(text), "%s asked for, not recorded: no PyTorch helper took this "
+		         "window (python/gprof_agent, GPROF_TORCH_STEPS=1: it starts at an optimizer "
+		         "step; gprofctl launch sets it)", names);
+		if (names[0])
+			ops_add_note(text);
+	}
+	if (ops_note()[0])
+		add_note("%s", ops_note());
 	if (why_end == END_CUT || (gpu_on && gpu_cut()))
-		snprintf(note + strlen(note), sizeof(note) - strlen(note),
-		         "%strace cut at the %llu MB limit", note[0] ? "; " : "",
-		         (unsigned long long)(A.win.max_bytes >> 20));
+		add_note("trace cut at the %llu MB limit", (unsigned long long)(A.win.max_bytes >> 20));
 	status(A.win.trace_id, MSG_TS_WRITING, note[0] ? note : NULL, 0, 0, 0);
 	/* a file with no name: nobody can take it first, and it goes with
 	 * the process, whenever that ends (scratch.c) */

@@ -85,6 +85,7 @@ static bool forked;
 static void *cupti_lib;
 static CUpti_SubscriberHandle sub;
 static int64_t enabled_kinds[16];
+static char left_out[256]; /* gpu_left_out: the kinds CUPTI refused this burst */
 static size_t n_enabled;
 static atomic_uint_fast64_t finalizes, reclaims; /* for the log and the tests */
 static atomic_uint_fast64_t graph_keeps; /* releases that kept CUPTI for CUDA graphs */
@@ -362,6 +363,38 @@ static const CUpti_ActivityKind *kinds_for(int64_t act, size_t *n)
 	return k;
 }
 
+/* The request's activity a CUPTI kind records (as PROTOCOL.md names it). */
+static const char *activity_of(CUpti_ActivityKind k)
+{
+	switch (k) {
+	case CUPTI_ACTIVITY_KIND_RUNTIME: return "cuda_runtime";
+	case CUPTI_ACTIVITY_KIND_DRIVER: return "cuda_driver";
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return "kernel";
+	case CUPTI_ACTIVITY_KIND_MEMCPY: return "memcpy";
+	case CUPTI_ACTIVITY_KIND_MEMCPY2: return "memcpy (peer to peer)";
+	case CUPTI_ACTIVITY_KIND_MEMSET: return "memset";
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "sync";
+	case CUPTI_ACTIVITY_KIND_OVERHEAD: return "overhead";
+	case CUPTI_ACTIVITY_KIND_MEMORY2: return "memory";
+	default: return "an activity";
+	}
+}
+
+/* Names a kind CUPTI would not turn on in left_out (gpu_left_out). */
+static void note_refused(CUpti_ActivityKind k, CUptiResult r)
+{
+	size_t len = strlen(left_out);
+
+	if (len + 3 < sizeof(left_out))
+		snprintf(left_out + len, sizeof(left_out) - len, "%s%s left out: CUPTI refused it (%s)",
+		         len ? "; " : "", activity_of(k), cupti_err(r));
+}
+
+void gpu_left_out(char *buf, size_t n)
+{
+	snprintf(buf, n, "%s", left_out);
+}
+
 /*
  * Runtime calls not recorded: cheap queries a framework makes hundreds of
  * times a step (PyTorch: ~240 cudaGetDevice per MLP step, against 24
@@ -625,12 +658,15 @@ int gpu_start(int64_t activities, uint64_t limit, char *why, size_t n)
 	k = kinds_for(activities, &nk);
 	driver_kind_asked = (activities & MSG_ACT_DRIVER) != 0;
 	n_enabled = 0;
+	left_out[0] = '\0';
 	for (i = 0; i < nk; i++) {
 		r = k[i] == CUPTI_ACTIVITY_KIND_RUNTIME ? runtime_on() : p_cuptiActivityEnable(k[i]);
-		if (r == CUPTI_SUCCESS)
+		if (r == CUPTI_SUCCESS) {
 			enabled_kinds[n_enabled++] = k[i];
-		else
-			agent_log("cuptiActivityEnable(%d): %s", (int)k[i], cupti_err(r));
+			continue;
+		}
+		agent_log("cuptiActivityEnable(%d): %s", (int)k[i], cupti_err(r));
+		note_refused(k[i], r);
 	}
 	if (n_enabled == 0) {
 		unsubscribe();

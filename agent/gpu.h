@@ -21,6 +21,10 @@ AGENT_HIDDEN bool gpu_usable(char *why, size_t n);
 /* Takes CUPTI (settling an earlier burst's release) and enables the kinds;
  * 0, or a negative code with why filled in. */
 AGENT_HIDDEN int gpu_start(int64_t activities, uint64_t max_bytes, char *why, size_t n);
+/* The activities the last gpu_start asked for that CUPTI would not turn
+ * on, named with CUPTI's reason ("sync left out: CUPTI refused it
+ * (CUPTI_ERROR_NOT_SUPPORTED)"), into buf; "" when it took them all. */
+AGENT_HIDDEN void gpu_left_out(char *buf, size_t n);
 /* Disables, flushes, copies out what the writer needs, and gives CUPTI
  * back; from here to the next gpu_start the agent makes no CUPTI call. */
 AGENT_HIDDEN void gpu_stop(void);

@@ -96,7 +96,7 @@ static char py_note[400];
 /* agent thread */
 static struct op *ev;
 static size_t nev, capev;
-static char note[600];
+static char note[1000]; /* the trace's gprof_note: ours, then capture.c's (ops_add_note) */
 
 static void cond_init(void)
 {
@@ -266,7 +266,7 @@ void gprof_ops_done(uint64_t gen, const char *why)
 	pthread_mutex_unlock(&lock);
 }
 
-void ops_begin(int64_t options)
+bool ops_begin(int64_t options)
 {
 	const char *base = getenv("GPROF_AGENT_TRACE_DIR");
 	char path[sizeof(dir)];
@@ -275,7 +275,7 @@ void ops_begin(int64_t options)
 	pthread_once(&cond_once, cond_init);
 	note[0] = '\0';
 	if ((want = ops_wanted(options)) == OPS_NONE)
-		return;
+		return false;
 	if (base == NULL || !*base)
 		base = getenv("TMPDIR");
 	if (base == NULL || !*base)
@@ -285,7 +285,7 @@ void ops_begin(int64_t options)
 	    sizeof(path)) {
 		agent_log("trace %s: no directory for PyTorch operators: %s is too long",
 		          A.win.trace_id, base);
-		return;
+		return true;
 	}
 	pthread_mutex_lock(&lock);
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -295,6 +295,7 @@ void ops_begin(int64_t options)
 	taken_gen = done_gen = 0;
 	py_note[0] = '\0';
 	pthread_mutex_unlock(&lock);
+	return true;
 }
 
 static uint64_t wait_ms(void)
@@ -834,7 +835,7 @@ static size_t collect_file(const char *path, const char *what, const char *whose
 	return len;
 }
 
-void ops_collect(uint64_t t0, uint64_t t1)
+bool ops_collect(uint64_t t0, uint64_t t1)
 {
 	uint64_t gen = atomic_load(&A.gen), taken, done;
 	char path[sizeof(dir) + 16];
@@ -847,7 +848,7 @@ void ops_collect(uint64_t t0, uint64_t t1)
 	pthread_mutex_lock(&lock);
 	if (dir_gen != gen) {
 		pthread_mutex_unlock(&lock);
-		return;
+		return false;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &due);
 	due.tv_sec += (time_t)(wait_ms() / 1000);
@@ -869,13 +870,8 @@ void ops_collect(uint64_t t0, uint64_t t1)
 		add_note("%s", py_note);
 	taken_gen = 0; /* a late gprof_ops_done is ignored */
 	pthread_mutex_unlock(&lock);
-	if (taken != gen) { /* no Python helper ran a profiler in this window */
-		if (A.win.torch_opts)
-			add_note("PyTorch operator options asked for, but no PyTorch helper ran in this "
-			         "window (python/gprof_agent, GPROF_TORCH_STEPS=1: it starts at an "
-			         "optimizer step)");
+	if (taken != gen) /* no Python helper ran a profiler: capture.c names what was asked */
 		goto out;
-	}
 	if (done != gen) {
 		add_note("no PyTorch operators: the job did not reach a step boundary within %llu ms "
 		         "of the window's end (GPROF_TORCH_OPS_WAIT_MS)",
@@ -893,6 +889,17 @@ out:
 	if (note[0])
 		agent_log("trace %s: %s", A.win.trace_id, note);
 	remove_dir();
+	return taken == gen;
+}
+
+const char *ops_note(void)
+{
+	return note;
+}
+
+void ops_add_note(const char *text)
+{
+	add_note("%s", text);
 }
 
 bool ops_crosses(int tid, const uint64_t *b, size_t nb)

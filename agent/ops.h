@@ -23,12 +23,22 @@ AGENT_HIDDEN uint32_t ops_opts(int64_t msg_options);
 AGENT_HIDDEN int ops_poll(void);
 /* At a burst's start: the window's private directory, when the window
  * takes operators (the request's MSG_OPT_* options or the job's
- * GPROF_TORCH_OPS/GPROF_TORCH_OPTS ask for them: ops.c, ops_wanted). */
-AGENT_HIDDEN void ops_begin(int64_t options);
+ * GPROF_TORCH_OPS/GPROF_TORCH_OPTS ask for them: ops.c, ops_wanted).
+ * False when GPROF_TORCH_OPS=off refuses them (capture.c names what the
+ * request asked). */
+AGENT_HIDDEN bool ops_begin(int64_t options);
 /* After its end: waits for the Python helper's file (and its file of
  * [memory] events, when the window asked for memory) and keeps their
- * events in [t0, t1], the notes on what is left out. */
-AGENT_HIDDEN void ops_collect(uint64_t t0, uint64_t t1);
+ * events in [t0, t1], the notes on what is left out. True when a helper
+ * took the window (false: none ran; capture.c names what was asked). */
+AGENT_HIDDEN bool ops_collect(uint64_t t0, uint64_t t1);
+/* The notes of the last burst on what it left out and why (the helper's
+ * own words, a file refused); "" if none. Valid until the next ops_begin.
+ * capture.c says them in the status. */
+AGENT_HIDDEN const char *ops_note(void);
+/* Adds capture.c's words on operators (options asked for that no helper
+ * recorded) to the trace's gprof_note, after ops.c's own. */
+AGENT_HIDDEN void ops_add_note(const char *text);
 /* Whether one of thread tid's operators spans a step boundary (b: sorted
  * boundaries, nb of them). */
 AGENT_HIDDEN bool ops_crosses(int tid, const uint64_t *b, size_t nb);

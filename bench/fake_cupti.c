@@ -330,7 +330,18 @@ CUptiResult cuptiGetTimestamp(uint64_t *t)
 
 CUptiResult cuptiActivityEnable(CUpti_ActivityKind k)
 {
+	/* FAKE_CUPTI_REFUSE_KINDS: a comma list of kind numbers this CUPTI
+	 * does not support (a device or driver without them) */
+	const char *refuse = getenv("FAKE_CUPTI_REFUSE_KINDS");
+	char *end;
+
 	enter("cuptiActivityEnable", false);
+	for (; refuse != NULL && *refuse; refuse = *end ? end + 1 : end) {
+		if (strtol(refuse, &end, 10) == (long)k)
+			return CUPTI_ERROR_NOT_SUPPORTED;
+		if (end == refuse)
+			break;
+	}
 	pthread_mutex_lock(&lock);
 	if ((unsigned)k < 64)
 		kind_on[k] = true;

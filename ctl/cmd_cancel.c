@@ -2,7 +2,11 @@
  * gprofctl cancel TRACE_ID: ends a running trace on every host that has
  * it. Each agent still capturing or waiting stops, discards what it
  * recorded, and its process ends "cancelled"; processes that had already
- * delivered keep their files.
+ * delivered keep their files; the trace ends "cancelled" (and the
+ * gprofctl trace waiting on it exits 5). Exit: 0 cancelled on some host
+ * and every host answered; 1 a host could not be asked (it may still run
+ * there); 2 nothing to cancel (no host has a running trace of that id you
+ * may see: unknown there, or it had ended, which each line says).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -14,8 +18,11 @@
 #include "ctl.h"
 
 struct chost {
-	bool answered;
+	bool answered;     /* the daemon had the trace */
+	bool unknown;      /* it had none that the caller may see */
 	int64_t cancelled;
+	int state;         /* the trace's state after the cancel (running: not said) */
+	char why[512];     /* unknown: the daemon's words */
 };
 
 static const char *cancel_id;
@@ -33,6 +40,13 @@ static void message(struct host *h, const struct msg *m)
 {
 	struct chost *c = h->ud;
 
+	if (m->type == MSG_ERROR && m->u.error.code == MSG_E_NOT_FOUND) {
+		/* not a failure: this host has no such trace (others may) */
+		c->unknown = true;
+		snprintf(c->why, sizeof(c->why), "%s", m->u.error.message);
+		host_done(h);
+		return;
+	}
 	if (m->type == MSG_ERROR) {
 		host_fail(h, "%s", m->u.error.message);
 		return;
@@ -41,6 +55,7 @@ static void message(struct host *h, const struct msg *m)
 		return;
 	c->answered = true;
 	c->cancelled = m->u.trace_cancel_reply.cancelled;
+	c->state = m->u.trace_cancel_reply.state;
 	host_done(h);
 }
 
@@ -57,18 +72,21 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct client_ops ops = { ready, message, NULL, failed, NULL };
-	size_t i, known = 0;
+	size_t i, known = 0, failures = 0;
 	int64_t total = 0;
 	struct client cl;
 	struct chost *hs;
-	int c;
+	int c, code;
 
 	while ((c = getopt_long(argc, argv, "h", copts, NULL)) != -1) {
 		if (c == 'h') {
 			printf("usage: gprofctl [GLOBAL OPTIONS] cancel TRACE_ID\n"
 			       "Ends a running trace on every host: processes still waiting or\n"
-			       "capturing stop and end cancelled; delivered files stay.\n"
-			       "Exit 0 when some host knew the trace, 2 when none did.\n");
+			       "capturing stop and end cancelled; delivered files stay; the trace\n"
+			       "ends cancelled (gprofctl trace exits 5). gprofctl traces and\n"
+			       "gprofctl status list the running traces and their ids.\n"
+			       "Exit 0 when it was cancelled on some host and every host answered,\n"
+			       "1 when a host could not be asked, 2 when no host had it running.\n");
 			return EXIT_OK;
 		}
 		return EXIT_USAGE;
@@ -92,15 +110,23 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 		cl.hosts[i].ud = &hs[i];
 	client_run(&cl);
 	for (i = 0; i < cl.n; i++) {
-		if (hs[i].answered) {
+		if (hs[i].cancelled > 0) {
 			known++;
 			total += hs[i].cancelled;
 		}
-		if (o->json)
-			continue;
-		if (hs[i].answered)
+		failures += !hs[i].answered && !hs[i].unknown;
+	}
+	code = failures ? EXIT_FAILED : known ? EXIT_OK : EXIT_NOMATCH;
+	for (i = 0; i < cl.n && !o->json; i++) {
+		if (hs[i].answered && hs[i].cancelled > 0)
 			printf("  %-20s %lld process%s cancelled\n", cl.hosts[i].label,
 			       (long long)hs[i].cancelled, hs[i].cancelled == 1 ? "" : "es");
+		else if (hs[i].answered)
+			printf("  %-20s nothing to cancel: the trace had already ended%s%s\n",
+			       cl.hosts[i].label, hs[i].state != MSG_TRACE_RUNNING ? " " : "",
+			       hs[i].state != MSG_TRACE_RUNNING ? msg_trace_state_name(hs[i].state) : "");
+		else if (hs[i].unknown)
+			printf("  %-20s %s\n", cl.hosts[i].label, hs[i].why);
 		else
 			printf("  %-20s %s\n", cl.hosts[i].label, cl.hosts[i].error);
 	}
@@ -114,15 +140,20 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 			cJSON *h = cJSON_CreateObject();
 
 			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
-			if (hs[i].answered)
+			if (hs[i].answered) {
 				cJSON_AddNumberToObject(h, "cancelled", (double)hs[i].cancelled);
-			else
+				if (hs[i].state != MSG_TRACE_RUNNING)
+					cJSON_AddStringToObject(h, "state",
+					                        msg_trace_state_name(hs[i].state));
+			} else if (hs[i].unknown) {
+				cJSON_AddStringToObject(h, "unknown", hs[i].why);
+			} else
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(hosts, h);
 		}
 		cJSON_AddNumberToObject(root, "known", (double)known);
 		cJSON_AddNumberToObject(root, "cancelled", (double)total);
-		cJSON_AddNumberToObject(root, "exit", known > 0 ? EXIT_OK : EXIT_NOMATCH);
+		cJSON_AddNumberToObject(root, "exit", code);
 		if ((text = cJSON_Print(root)) != NULL)
 			printf("%s\n", text);
 		cJSON_free(text);
@@ -130,5 +161,5 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 	}
 	free(hs);
 	client_deinit(&cl);
-	return known > 0 ? EXIT_OK : EXIT_NOMATCH;
+	return code;
 }

@@ -6,6 +6,9 @@
  * 4 (EXIT_DEGRADED) once every host answered: a daemon that runs on
  * without Kineto or /metrics is not a healthy one (issue 26). A daemon too
  * old to report its parts reports none, and is not counted as degraded.
+ * Last, the traces running there that the caller may see (a trace_list
+ * of running ones, asked once the status came): id, processes, states,
+ * so a trace can be found and cancelled while it runs (issue 37).
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -14,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "ctl.h"
+#include "tlist.h"
 
 #define PARTS_MAX 16
 
@@ -31,6 +34,7 @@ struct row {
 	struct part parts[PARTS_MAX];
 	size_t nparts;
 	bool degraded;
+	struct tlist run;      /* the traces running there, asked after the status */
 };
 
 static void ready(struct host *h)
@@ -46,6 +50,12 @@ static void message(struct host *h, const struct msg *m)
 	struct row *r = h->ud;
 	size_t i;
 
+	if (r->ok) {
+		/* the running traces' list, page by page */
+		if (tlist_message(h, &r->run, m) == 1 && h->error[0] == 0)
+			host_done(h);
+		return;
+	}
 	if (m->type == MSG_ERROR) {
 		host_fail(h, "%s", m->u.error.message);
 		return;
@@ -72,7 +82,28 @@ static void message(struct host *h, const struct msg *m)
 		p->degraded = c->degraded;
 		r->degraded |= c->degraded;
 	}
-	host_done(h);
+	r->run.running = true;
+	tlist_ask(h, &r->run, 0);
+}
+
+/* The running traces, one line each: id, jobs, processes and their states. */
+static void print_running(const struct row *r)
+{
+	char jobs[128], states[160], ranks[64];
+	size_t k;
+
+	if (r->run.old_daemon)
+		printf("  %-8s %-7s %s\n", "traces", "-", "this gprofd is too old to list its "
+		       "running traces");
+	for (k = 0; k < r->run.n; k++) {
+		const struct tsum *s = &r->run.v[k];
+
+		tlist_jobs(s, jobs, sizeof(jobs));
+		tlist_ranks(s, ranks, sizeof(ranks));
+		tlist_states(s, states, sizeof(states));
+		printf("  %-8s %-7s %s: job %s, %zu process%s (ranks %s): %s\n", "trace",
+		       "running", s->id, jobs, s->nprocs, s->nprocs == 1 ? "" : "es", ranks, states);
+	}
 }
 
 static void failed(struct host *h, const char *why)
@@ -96,6 +127,22 @@ static void add_parts(cJSON *h, const struct row *r)
 		cJSON_AddStringToObject(p, "detail", r->parts[i].detail);
 		cJSON_AddItemToArray(arr, p);
 	}
+}
+
+/* --json: the running traces (tlist_json's objects; null from a daemon
+ * too old to list them) */
+static void add_running(cJSON *h, const char *label, const struct row *r)
+{
+	cJSON *arr;
+	size_t k;
+
+	if (r->run.old_daemon) {
+		cJSON_AddNullToObject(h, "running_traces");
+		return;
+	}
+	arr = cJSON_AddArrayToObject(h, "running_traces");
+	for (k = 0; k < r->run.n; k++)
+		cJSON_AddItemToArray(arr, tlist_json(label, &r->run.v[k]));
 }
 
 static void uptime(int64_t started_us, char *out, size_t size)
@@ -170,7 +217,9 @@ int cmd_status(struct opts *o, int argc, char **argv)
 			       "Prints, per host: daemon version, uptime, registered processes,\n"
 			       "traces in progress, stored traces and their size (gprofctl traces\n"
 			       "lists them); then each part of the daemon (unix, tcp, tls, metrics,\n"
-			       "kineto, nvml, store): up, off, absent or DOWN, and why.\n"
+			       "kineto, nvml, store): up, off, absent or DOWN, and why; then the\n"
+			       "traces running there that you may see: id, job, processes and\n"
+			       "their states (gprofctl cancel TRACE_ID ends one).\n"
 			       "Exits 4 when a part of a daemon that answered is down.\n"
 			       "With --json, one JSON object with a \"hosts\" array.\n");
 			return EXIT_OK;
@@ -214,6 +263,7 @@ int cmd_status(struct opts *o, int argc, char **argv)
 					                        (double)rows[i].free_bytes);
 				cJSON_AddBoolToObject(h, "degraded", rows[i].degraded);
 				add_parts(h, &rows[i]);
+				add_running(h, cl.hosts[i].label, &rows[i]);
 			} else
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(arr, h);
@@ -237,11 +287,14 @@ int cmd_status(struct opts *o, int argc, char **argv)
 			       rows[i].version, up, (long long)rows[i].processes,
 			       (long long)rows[i].pending, (long long)rows[i].stored, sz);
 			print_parts(&rows[i]);
+			print_running(&rows[i]);
 		}
 		for (i = 0; i < cl.n; i++)
 			if (rows[i].ok && rows[i].degraded)
 				say_degraded(&cl.hosts[i], &rows[i]);
 	}
+	for (i = 0; i < cl.n; i++)
+		tlist_free(&rows[i].run);
 	free(rows);
 	client_deinit(&cl);
 	return code;

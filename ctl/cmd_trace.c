@@ -26,7 +26,7 @@
 struct vproc {
 	int64_t pid, rank, bytes;
 	int state;
-	char reason[300];
+	char reason[1024]; /* why it failed, or the note on what it delivered */
 	char file[MSG_NAME_MAX + 1];
 	bool queued;
 };
@@ -34,7 +34,7 @@ struct vproc {
 struct thost {
 	bool sent, replied, ended;
 	bool listing, to_start; /* a multi-host iteration trace's first phase */
-	char hint[1024];
+	char hint[MSG_TEXT_MAX + 1];
 	size_t n;
 	struct vproc *procs;
 	struct dlq q;
@@ -50,6 +50,7 @@ static struct {
 	bool progress_on;
 	uv_signal_t sigint, sigterm;
 	bool cancelling;
+	bool announced; /* the trace id was printed: a daemon has the trace */
 	struct client *cl;
 	/* Iteration traces over several hosts begin on one step everywhere:
 	 * first every host's process_list (its processes' step_now), then
@@ -103,10 +104,13 @@ static void usage(FILE *f)
 	        "                         the snapshot (<host>_<pid>_rank<R>.<ns>.memory.pickle, for\n"
 	        "                         gprofctl report and python -m torch.cuda._memory_viz)\n"
 	        "A process already capturing takes this trace when that one ends. Interrupting\n"
-	        "gprofctl trace cancels the trace on every host.\n"
+	        "gprofctl trace cancels the trace on every host. As soon as a daemon has the\n"
+	        "trace, its id is printed on stderr (\"gprofctl trace: trace ID started ...\"),\n"
+	        "terminal or not, so another command can end it: gprofctl cancel ID.\n"
 	        "exit status: 0 every matched process delivered; 1 some did not (the summary says\n"
-	        "which and why); 2 nothing matched (each host's registered jobs are shown);\n"
-	        "3 usage error or no host reachable.\n");
+	        "which and why); 2 nothing matched (each host's registered processes are shown);\n"
+	        "3 usage error or no host reachable; 5 cancelled (gprofctl cancel, or an\n"
+	        "interrupt) before every process delivered, none failing otherwise.\n");
 }
 
 static char rb[24]; /* rank_text's buffer: one rank per printed line */
@@ -351,6 +355,22 @@ static void update(struct host *h, const struct msg_trace_info *info)
 	maybe_done(h);
 }
 
+/* The trace id, on stderr, once: as soon as the first daemon has the
+ * trace (it can be cancelled from then on), whether stderr is a terminal
+ * or not, so a script can end it with gprofctl cancel. */
+static void announce(struct host *h)
+{
+	struct thost *t = h->ud;
+
+	if (T.announced)
+		return;
+	T.announced = true;
+	fprintf(stderr, "%sgprofctl trace: trace %s started (%zu process%s on %s%s); "
+	        "gprofctl cancel %s ends it\n", T.tty ? "\r\033[K" : "", T.trace_id, t->n,
+	        t->n == 1 ? "" : "es", h->label, T.cl->n > 1 ? ", other hosts to follow" : "",
+	        T.trace_id);
+}
+
 static void message(struct host *h, const struct msg *m)
 {
 	struct thost *t = h->ud;
@@ -405,7 +425,8 @@ static void message(struct host *h, const struct msg *m)
 			snprintf(t->hint, sizeof(t->hint), "%s", m->u.trace_start_reply.hint ?
 			         m->u.trace_start_reply.hint : "nothing matched");
 			host_done(h);
-		}
+		} else
+			announce(h);
 		break;
 	case MSG_TRACE_PROGRESS:
 		update(h, &m->u.trace_info);
@@ -473,7 +494,7 @@ static int parse_start(const char *s, int64_t *us)
 /* Prints the summary; returns the exit status. */
 static int summarize(struct client *cl)
 {
-	size_t i, k, matched = 0, delivered = 0, reached = 0, skipped = 0;
+	size_t i, k, matched = 0, delivered = 0, reached = 0, skipped = 0, cancelled = 0;
 	bool failures = false;
 	cJSON *root = NULL, *hosts = NULL;
 	char b[32];
@@ -546,6 +567,8 @@ static int summarize(struct client *cl)
 					it = &t->q.items[j];
 			if (it && it->done)
 				delivered++;
+			else if (p->state == MSG_TS_CANCELLED)
+				cancelled++; /* asked for: not a failure (exit 5) */
 			else
 				failures = true;
 			if (T.json) {
@@ -573,7 +596,11 @@ static int summarize(struct client *cl)
 				       rank_text(p->rank, rb, sizeof(rb)), it->path, b);
 				if (p->reason[0])
 					printf("  %-20s   note: %s\n", "", p->reason);
-			} else
+			} else if (p->state == MSG_TS_CANCELLED)
+				printf("  %-20s pid %-8lld rank %-4s CANCELLED: %s\n", h->label,
+				       (long long)p->pid, rank_text(p->rank, rb, sizeof(rb)),
+				       p->reason[0] ? p->reason : "cancelled");
+			else
 				printf("  %-20s pid %-8lld rank %-4s FAILED (%s): %s\n", h->label,
 				       (long long)p->pid, rank_text(p->rank, rb, sizeof(rb)), state_word(p->state),
 				       it && it->failed ? it->error : p->reason[0] ? p->reason :
@@ -582,7 +609,7 @@ static int summarize(struct client *cl)
 	}
 	{
 		int code = reached == 0 ? EXIT_USAGE : failures ? EXIT_FAILED :
-		           matched == 0 ? EXIT_NOMATCH : EXIT_OK;
+		           cancelled ? EXIT_CANCELLED : matched == 0 ? EXIT_NOMATCH : EXIT_OK;
 
 		if (T.json) {
 			char *text;
@@ -590,18 +617,20 @@ static int summarize(struct client *cl)
 			cJSON_AddNumberToObject(root, "matched", (double)matched);
 			cJSON_AddNumberToObject(root, "delivered", (double)delivered);
 			cJSON_AddNumberToObject(root, "skipped", (double)skipped);
+			cJSON_AddNumberToObject(root, "cancelled", (double)cancelled);
 			cJSON_AddNumberToObject(root, "exit", code);
 			text = cJSON_Print(root);
 			printf("%s\n", text);
 			cJSON_free(text);
 			cJSON_Delete(root);
 		} else
-			printf("trace %s: %zu of %zu matched process%s delivered to %s/%s/%s%s\n",
+			printf("trace %s: %zu of %zu matched process%s delivered to %s/%s/%s%s%s\n",
 			       T.trace_id, delivered, matched, matched == 1 ? "" : "es", T.outdir,
 			       T.trace_id, reached == 0 ? " (no host was reachable: see above)" :
 			       matched == 0 ? (reached < cl->n ? " (nothing matched on the hosts "
 			       "reached)" : " (nothing matched on any host)") : "",
-			       skipped ? " (launchers left out: see above)" : "");
+			       skipped ? " (launchers left out: see above)" : "",
+			       cancelled ? "; CANCELLED (see above)" : "");
 		return code;
 	}
 }

@@ -1,9 +1,11 @@
 /*
  * gprofctl traces [--job ID] [--since AGE] [--older-than AGE] [TRACE_ID]:
- * the stored traces of every host, newest first: id, jobs, when, how many
- * processes, which ranks, size, state. Each daemon shows a user only its
- * own traces (root and its admin group: all), so this is also where a
- * lost trace id is found again.
+ * the traces of every host, newest first: first those still running (id,
+ * jobs, processes and their states: what gprofctl cancel needs), then the
+ * stored ones: id, jobs, when, how many processes, which ranks, size,
+ * state. Each daemon shows a user only its own traces (root and its admin
+ * group: all), so this is also where a lost trace id is found again.
+ * Per host the running list is asked first, then the stored one.
  */
 #include <getopt.h>
 #include <stdlib.h>
@@ -16,15 +18,49 @@
 
 static struct tlist proto_list; /* the filters every host's list copies */
 
+static void when(int64_t us, char *out, size_t size);
+
+/* A host's two lists: its traces in progress, then its stored ones. */
+struct hlists {
+	struct tlist run, stored;
+};
+
 static void ready(struct host *h)
 {
-	tlist_ask(h, h->ud, 0);
+	struct hlists *l = h->ud;
+
+	tlist_ask(h, &l->run, 0);
 }
 
 static void message(struct host *h, const struct msg *m)
 {
-	if (tlist_message(h, h->ud, m) == 1 && h->error[0] == 0)
+	struct hlists *l = h->ud;
+
+	if (!l->run.complete) {
+		if (tlist_message(h, &l->run, m) == 1 && h->error[0] == 0)
+			tlist_ask(h, &l->stored, 0);
+		return;
+	}
+	if (tlist_message(h, &l->stored, m) == 1 && h->error[0] == 0)
 		host_done(h);
+}
+
+/* One row of the table. */
+static void row(const char *host, const struct tsum *s)
+{
+	char jobs[128], ranks[64], t[32], sz[32], states[160];
+
+	tlist_jobs(s, jobs, sizeof(jobs));
+	tlist_ranks(s, ranks, sizeof(ranks));
+	when(s->created_us, t, sizeof(t));
+	fmt_bytes(s->bytes, sz, sizeof(sz));
+	printf("%-20s %-32s %-14s %-19s %5zu %-10s %9s %s", host, s->id, jobs, t,
+	       s->nprocs ? s->nprocs : s->nfiles, ranks, sz, msg_trace_state_name(s->state));
+	if (s->state == MSG_TRACE_RUNNING) {
+		tlist_states(s, states, sizeof(states));
+		printf(" (%s)", states);
+	}
+	printf("\n");
 }
 
 static void failed(struct host *h, const char *why)
@@ -55,9 +91,9 @@ int cmd_traces(struct opts *o, int argc, char **argv)
 	};
 	static const struct client_ops ops = { ready, message, NULL, failed, NULL };
 	int64_t since_us = -1, older_us = -1;
-	size_t i, k, ok = 0, shown = 0;
+	size_t i, k, ok = 0, shown = 0, old = 0;
 	struct client cl;
-	struct tlist *ls;
+	struct hlists *ls;
 	int c, code;
 
 	memset(&proto_list, 0, sizeof(proto_list));
@@ -77,8 +113,10 @@ int cmd_traces(struct opts *o, int argc, char **argv)
 		} else if (c == 'h') {
 			printf("usage: gprofctl [GLOBAL OPTIONS] traces [--job ID] [--since AGE]\n"
 			       "                [--older-than AGE] [TRACE_ID]\n"
-			       "Lists the stored traces of every host, newest first: trace id, jobs,\n"
-			       "when it was taken, processes, ranks, size and state. AGE is seconds or\n"
+			       "Lists the traces of every host, newest first: first those running\n"
+			       "(state running, with their processes' states; gprofctl cancel\n"
+			       "TRACE_ID ends one), then the stored ones: trace id, jobs, when it was\n"
+			       "taken, processes, ranks, size and state. AGE is seconds or\n"
 			       "a number with s, m, h or d: --since 2h shows the last two hours,\n"
 			       "--older-than 7d what is older than a week. You see your own traces;\n"
 			       "root and the daemon's admin group see all. Get one back with\n"
@@ -103,13 +141,16 @@ int cmd_traces(struct opts *o, int argc, char **argv)
 		return EXIT_FAILED;
 	}
 	for (i = 0; i < cl.n; i++) {
-		ls[i] = proto_list;
+		ls[i].run = ls[i].stored = proto_list;
+		ls[i].run.running = true;
 		cl.hosts[i].ud = &ls[i];
 	}
 	client_run(&cl);
 	for (i = 0; i < cl.n; i++) {
-		ok += ls[i].complete && !cl.hosts[i].error[0];
-		shown += tlist_filter(&ls[i], NULL, 0, since_us, older_us);
+		ok += ls[i].stored.complete && !cl.hosts[i].error[0];
+		shown += tlist_filter(&ls[i].run, NULL, 0, since_us, older_us);
+		shown += tlist_filter(&ls[i].stored, NULL, 0, since_us, older_us);
+		old += ls[i].run.old_daemon;
 	}
 	code = ok == cl.n ? EXIT_OK : ok == 0 ? EXIT_USAGE : EXIT_FAILED;
 	if (o->json) {
@@ -123,10 +164,17 @@ int cmd_traces(struct opts *o, int argc, char **argv)
 			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
 			if (cl.hosts[i].error[0])
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
+			/* false: a daemon too old to list its running traces */
+			cJSON_AddBoolToObject(h, "running_listed", !ls[i].run.old_daemon);
 			cJSON_AddItemToArray(hosts, h);
-			for (k = 0; k < ls[i].n; k++)
-				if (!ls[i].v[k].drop)
-					cJSON_AddItemToArray(arr, tlist_json(cl.hosts[i].label, &ls[i].v[k]));
+			for (k = 0; k < ls[i].run.n; k++)
+				if (!ls[i].run.v[k].drop)
+					cJSON_AddItemToArray(arr, tlist_json(cl.hosts[i].label,
+					                                     &ls[i].run.v[k]));
+			for (k = 0; k < ls[i].stored.n; k++)
+				if (!ls[i].stored.v[k].drop)
+					cJSON_AddItemToArray(arr, tlist_json(cl.hosts[i].label,
+					                                     &ls[i].stored.v[k]));
 		}
 		cJSON_AddNumberToObject(root, "exit", code);
 		text = cJSON_Print(root);
@@ -139,28 +187,25 @@ int cmd_traces(struct opts *o, int argc, char **argv)
 		for (i = 0; i < cl.n; i++) {
 			if (cl.hosts[i].error[0])
 				printf("%-20s %s\n", cl.hosts[i].label, cl.hosts[i].error);
-			for (k = 0; k < ls[i].n; k++) {
-				const struct tsum *s = &ls[i].v[k];
-				char jobs[128], ranks[64], t[32], sz[32];
-
-				if (s->drop)
-					continue;
-				tlist_jobs(s, jobs, sizeof(jobs));
-				tlist_ranks(s, ranks, sizeof(ranks));
-				when(s->created_us, t, sizeof(t));
-				fmt_bytes(s->bytes, sz, sizeof(sz));
-				printf("%-20s %-32s %-14s %-19s %5zu %-10s %9s %s\n", cl.hosts[i].label,
-				       s->id, jobs, t, s->nfiles, ranks, sz,
-				       msg_trace_state_name(s->state));
-			}
+			for (k = 0; k < ls[i].run.n; k++)
+				if (!ls[i].run.v[k].drop)
+					row(cl.hosts[i].label, &ls[i].run.v[k]);
+			for (k = 0; k < ls[i].stored.n; k++)
+				if (!ls[i].stored.v[k].drop)
+					row(cl.hosts[i].label, &ls[i].stored.v[k]);
 		}
+		if (old > 0)
+			printf("(%zu host%s run%s a gprofd too old to list its running traces)\n", old,
+			       old == 1 ? "" : "s", old == 1 ? "s" : "");
 		if (shown == 0 && ok > 0)
-			printf("(no stored trace%s that you may see)\n",
+			printf("(no trace%s that you may see)\n",
 			       proto_list.job_id || proto_list.trace_id || since_us >= 0 ||
 			       older_us >= 0 ? " matches" : "");
 	}
-	for (i = 0; i < cl.n; i++)
-		tlist_free(&ls[i]);
+	for (i = 0; i < cl.n; i++) {
+		tlist_free(&ls[i].run);
+		tlist_free(&ls[i].stored);
+	}
 	free(ls);
 	client_deinit(&cl);
 	return code;

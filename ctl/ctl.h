@@ -36,6 +36,8 @@ enum {
 	EXIT_NOMATCH = 2,   /* nothing matched on any host */
 	EXIT_USAGE = 3,     /* usage error, or no host reachable */
 	EXIT_DEGRADED = 4,  /* status: every host answered, but a part of one is down */
+	EXIT_CANCELLED = 5, /* trace: cancelled (gprofctl cancel, an interrupt) before every
+	                     * process delivered, and none failed otherwise */
 };
 
 struct opts {

@@ -19,6 +19,7 @@ void tlist_ask(struct host *h, struct tlist *l, int64_t offset)
 	m.u.trace_ref.trace_id = l->trace_id;
 	m.u.trace_ref.job_id = l->job_id;
 	m.u.trace_ref.offset = offset;
+	m.u.trace_ref.running = l->running;
 	host_send(h, &m);
 }
 
@@ -33,8 +34,12 @@ static int add(struct tlist *l, const struct msg_trace_summary *t)
 	s = &l->v[l->n];
 	memset(s, 0, sizeof(*s));
 	s->files = calloc(t->files.n ? t->files.n : 1, sizeof(*s->files));
-	if (s->files == NULL)
+	s->procs = calloc(t->procs.n ? t->procs.n : 1, sizeof(*s->procs));
+	if (s->files == NULL || s->procs == NULL) {
+		free(s->files);
+		free(s->procs);
 		return -ENOMEM;
+	}
 	snprintf(s->id, sizeof(s->id), "%s", t->trace_id);
 	s->created_us = t->created_us;
 	s->uid = t->uid;
@@ -52,6 +57,17 @@ static int add(struct tlist *l, const struct msg_trace_summary *t)
 		s->bytes += (uint64_t)f->bytes;
 	}
 	s->nfiles = t->files.n;
+	for (i = 0; i < t->procs.n; i++) {
+		const struct msg_trace_proc *p = &t->procs.v[i];
+		struct tproc_sum *d = &s->procs[i];
+
+		snprintf(d->job, sizeof(d->job), "%s", p->job_id ? p->job_id : "");
+		d->pid = p->pid;
+		d->rank = p->rank;
+		d->kind = p->kind;
+		d->state = p->state;
+	}
+	s->nprocs = t->procs.n;
 	l->n++;
 	return 0;
 }
@@ -67,14 +83,22 @@ int tlist_message(struct host *h, struct tlist *l, const struct msg *m)
 	}
 	if (m->type != MSG_TRACE_LIST_REPLY)
 		return -1;
-	for (i = 0; i < r->traces.n; i++)
+	for (i = 0; i < r->traces.n; i++) {
+		/* a daemon from before running lists ignores the key and answers
+		 * with its stored traces: none of them is running */
+		if (l->running && r->traces.v[i].state != MSG_TRACE_RUNNING) {
+			l->old_daemon = true;
+			continue;
+		}
 		if (add(l, &r->traces.v[i]) < 0) {
 			host_fail(h, "out of memory");
 			return 1;
 		}
+	}
 	/* the next page, until the last (a trace stored or deleted between
-	 * pages may be missed or listed twice: a list is a view) */
-	if (r->next_offset > 0 && r->traces.n > 0) {
+	 * pages may be missed or listed twice: a list is a view); a daemon
+	 * that answered running with its stored traces is not asked for more */
+	if (r->next_offset > 0 && r->traces.n > 0 && !l->old_daemon) {
 		tlist_ask(h, l, r->next_offset);
 		return 0;
 	}
@@ -86,8 +110,10 @@ void tlist_free(struct tlist *l)
 {
 	size_t i;
 
-	for (i = 0; i < l->n; i++)
+	for (i = 0; i < l->n; i++) {
 		free(l->v[i].files);
+		free(l->v[i].procs);
+	}
 	free(l->v);
 	l->v = NULL;
 	l->n = 0;
@@ -116,21 +142,37 @@ int64_t tlist_parse_age(const char *s)
 	return (int64_t)(v * (double)unit);
 }
 
+/* A trace's members: a running trace's processes, a stored one's files. */
+static size_t members(const struct tsum *s)
+{
+	return s->nprocs ? s->nprocs : s->nfiles;
+}
+
+static const char *job_of(const struct tsum *s, size_t i)
+{
+	return s->nprocs ? s->procs[i].job : s->files[i].job;
+}
+
+static int64_t rank_of(const struct tsum *s, size_t i)
+{
+	return s->nprocs ? s->procs[i].rank : s->files[i].rank;
+}
+
 void tlist_jobs(const struct tsum *s, char *out, size_t size)
 {
 	size_t i, k, len = 0;
 
 	out[0] = 0;
-	for (i = 0; i < s->nfiles; i++) {
-		if (!s->files[i].job[0])
+	for (i = 0; i < members(s); i++) {
+		if (!job_of(s, i)[0])
 			continue;
 		for (k = 0; k < i; k++)
-			if (strcmp(s->files[k].job, s->files[i].job) == 0)
+			if (strcmp(job_of(s, k), job_of(s, i)) == 0)
 				break;
 		if (k < i)
 			continue;
 		len += (size_t)snprintf(out + len, len < size ? size - len : 0, "%s%s",
-		                        len ? "," : "", s->files[i].job);
+		                        len ? "," : "", job_of(s, i));
 		if (len >= size)
 			break;
 	}
@@ -145,14 +187,14 @@ static int cmp64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The known ranks of s, sorted and distinct, into v (room for nfiles). */
+/* The known ranks of s, sorted and distinct, into v (room for members). */
 static size_t known_ranks(const struct tsum *s, int64_t *v)
 {
 	size_t i, n = 0, k = 0;
 
-	for (i = 0; i < s->nfiles; i++)
-		if (s->files[i].rank >= 0)
-			v[n++] = s->files[i].rank;
+	for (i = 0; i < members(s); i++)
+		if (rank_of(s, i) >= 0)
+			v[n++] = rank_of(s, i);
 	qsort(v, n, sizeof(*v), cmp64);
 	for (i = 0; i < n; i++)
 		if (k == 0 || v[k - 1] != v[i])
@@ -162,7 +204,7 @@ static size_t known_ranks(const struct tsum *s, int64_t *v)
 
 void tlist_ranks(const struct tsum *s, char *out, size_t size)
 {
-	int64_t *v = calloc(s->nfiles + 1, sizeof(*v));
+	int64_t *v = calloc(members(s) + 1, sizeof(*v));
 	size_t i, j, n, len = 0;
 
 	snprintf(out, size, "-");
@@ -185,25 +227,25 @@ void tlist_ranks(const struct tsum *s, char *out, size_t size)
 cJSON *tlist_json(const char *host, const struct tsum *s)
 {
 	cJSON *o = cJSON_CreateObject(), *jobs, *ranks, *files;
-	int64_t *v = calloc(s->nfiles + 1, sizeof(*v));
+	int64_t *v = calloc(members(s) + 1, sizeof(*v));
 	size_t i, n;
 
 	cJSON_AddStringToObject(o, "host", host);
 	cJSON_AddStringToObject(o, "trace_id", s->id);
 	jobs = cJSON_AddArrayToObject(o, "jobs");
-	for (i = 0; i < s->nfiles; i++) {
+	for (i = 0; i < members(s); i++) {
 		size_t k;
 
-		if (!s->files[i].job[0])
+		if (!job_of(s, i)[0])
 			continue;
 		for (k = 0; k < i; k++)
-			if (strcmp(s->files[k].job, s->files[i].job) == 0)
+			if (strcmp(job_of(s, k), job_of(s, i)) == 0)
 				break;
 		if (k == i)
-			cJSON_AddItemToArray(jobs, cJSON_CreateString(s->files[i].job));
+			cJSON_AddItemToArray(jobs, cJSON_CreateString(job_of(s, i)));
 	}
 	cJSON_AddNumberToObject(o, "created_us", (double)s->created_us);
-	cJSON_AddNumberToObject(o, "processes", (double)s->nfiles);
+	cJSON_AddNumberToObject(o, "processes", (double)members(s));
 	ranks = cJSON_AddArrayToObject(o, "ranks");
 	n = v ? known_ranks(s, v) : 0;
 	for (i = 0; i < n; i++)
@@ -233,7 +275,42 @@ cJSON *tlist_json(const char *host, const struct tsum *s)
 			cJSON_AddNullToObject(j, "job");
 		cJSON_AddItemToArray(files, j);
 	}
+	if (s->state != MSG_TRACE_RUNNING)
+		return o;
+	files = cJSON_AddArrayToObject(o, "procs");
+	for (i = 0; i < s->nprocs; i++) {
+		const struct tproc_sum *p = &s->procs[i];
+		cJSON *j = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(j, "pid", (double)p->pid);
+		if (p->rank >= 0)
+			cJSON_AddNumberToObject(j, "rank", (double)p->rank);
+		else
+			cJSON_AddNullToObject(j, "rank");
+		cJSON_AddStringToObject(j, "kind", msg_kind_name(p->kind));
+		cJSON_AddStringToObject(j, "state", msg_tstate_name(p->state));
+		if (p->job[0])
+			cJSON_AddStringToObject(j, "job", p->job);
+		else
+			cJSON_AddNullToObject(j, "job");
+		cJSON_AddItemToArray(files, j);
+	}
 	return o;
+}
+
+void tlist_states(const struct tsum *s, char *out, size_t size)
+{
+	size_t counts[MSG_TS_SKIPPED + 1] = { 0 }, i, len = 0;
+	int st;
+
+	for (i = 0; i < s->nprocs; i++)
+		if (s->procs[i].state >= 0 && s->procs[i].state <= MSG_TS_SKIPPED)
+			counts[s->procs[i].state]++;
+	out[0] = 0;
+	for (st = 0; st <= MSG_TS_SKIPPED && len < size; st++)
+		if (counts[st])
+			len += (size_t)snprintf(out + len, size - len, "%s%zu %s", len ? ", " : "",
+			                        counts[st], msg_tstate_name(st));
 }
 
 /* Whether s has a file of job (NULL: any). Checked here as well as by
@@ -245,8 +322,8 @@ static bool of_job(const struct tsum *s, const char *job)
 
 	if (job == NULL)
 		return true;
-	for (i = 0; i < s->nfiles; i++)
-		if (strcmp(s->files[i].job, job) == 0)
+	for (i = 0; i < members(s); i++)
+		if (strcmp(job_of(s, i), job) == 0)
 			return true;
 	return false;
 }

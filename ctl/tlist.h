@@ -1,6 +1,7 @@
 /*
- * tlist: one host's stored traces, as trace_list pages arrive: what
- * `gprofctl traces`, `fetch` and `delete` share. A long list comes in
+ * tlist: one host's stored traces, or its traces in progress (running),
+ * as trace_list pages arrive: what `gprofctl traces`, `status`, `fetch`
+ * and `delete` share. A long list comes in
  * pages (next_offset); tlist asks for the next until the last, and keeps a
  * copy of every summary (the message's strings die with it).
  *
@@ -18,6 +19,13 @@ struct tfile {
 	int64_t bytes, pid, rank;       /* rank -1: unknown, printed as "-" or null */
 };
 
+/* A process of a running trace: where it is. */
+struct tproc_sum {
+	char job[MSG_JOB_ID_MAX + 1];   /* "" unknown */
+	int64_t pid, rank;              /* rank -1: unknown */
+	int kind, state;                /* MSG_KIND_*, MSG_TS_* */
+};
+
 struct tsum {
 	char id[MSG_TRACE_ID_MAX + 1];
 	int64_t created_us, uid;        /* uid -1: unknown */
@@ -25,13 +33,18 @@ struct tsum {
 	uint64_t bytes;
 	size_t nfiles;
 	struct tfile *files;
+	size_t nprocs;                  /* a running trace's processes (else 0) */
+	struct tproc_sum *procs;
 	bool drop;                      /* filtered out by the command (age) */
 	int64_t deleted_files;          /* delete: what the daemon removed; -1 not yet */
 };
 
 struct tlist {
 	const char *trace_id, *job_id;  /* the daemon-side filters (NULL: any) */
+	bool running;                   /* the traces in progress, not the stored ones */
 	bool complete;                  /* the last page came */
+	bool old_daemon;                /* running asked, stored ones answered: a daemon
+	                                 * from before running lists (none kept) */
 	size_t n;
 	struct tsum *v;
 };
@@ -53,13 +66,18 @@ int64_t tlist_parse_age(const char *s);
  * taken at least that long ago (-1: no filter). Returns how many remain. */
 size_t tlist_filter(struct tlist *l, char *const *ids, size_t nids, int64_t since_us,
                     int64_t older_us);
-/* The jobs of s, comma-separated, into out ("-" when none is known). */
+/* The jobs of s (of its files, or of a running trace's processes),
+ * comma-separated, into out ("-" when none is known). */
 void tlist_jobs(const struct tsum *s, char *out, size_t size);
-/* The ranks of s as ranges ("0-3,7"; "-" when none is known). */
+/* The ranks of s (as tlist_jobs) as ranges ("0-3,7"; "-" when none is known). */
 void tlist_ranks(const struct tsum *s, char *out, size_t size);
 /* A summary as JSON (host, trace_id, jobs, created_us, processes, ranks,
- * bytes, state, uid, files); unknown values are null. */
+ * bytes, state, uid, files, and a running trace's procs: pid, rank, kind,
+ * state, job); unknown values are null. */
 struct cJSON;
 struct cJSON *tlist_json(const char *host, const struct tsum *s);
+/* A running trace's processes by state, for people: "2 capturing, 1
+ * waiting" into out. */
+void tlist_states(const struct tsum *s, char *out, size_t size);
 
 #endif

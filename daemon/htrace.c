@@ -1,7 +1,9 @@
 /*
  * htrace: gprofctl's trace requests: start, status, cancel, and the stored
- * traces: list, download, delete. A client sees only traces it owns,
- * unless it is an administrator. Owns nothing: traces are trace.c's,
+ * traces: list, download, delete; the list also shows the traces in
+ * progress (trace_list's running), so a trace's id is known while it runs
+ * and it can be cancelled. A client sees only traces it owns, unless it
+ * is an administrator. Owns nothing: traces are trace.c's,
  * stored traces store.c's, a download its session's. Called by the
  * handler table (handler.c) for ctl sessions.
  */
@@ -15,6 +17,7 @@
 #include "handler.h"
 #include "log.h"
 #include "peer.h"
+#include "registry.h"
 #include "store.h"
 #include "trace.h"
 #include "window.h"
@@ -24,7 +27,7 @@ void htrace_start(struct session *s, const struct msg *m)
 	struct msg_trace_proc *procs;
 	struct perr err;
 	struct trace *t;
-	char id[TRACE_ID_LEN];
+	char id[TRACE_ID_LEN], *hint;
 	struct msg r;
 	int64_t timeout_ms;
 	int code = 0;
@@ -46,15 +49,21 @@ void htrace_start(struct session *s, const struct msg *m)
 	}
 	if (t == NULL) {
 		/* Nothing matched: an empty reply with the hint, not an error, so
-		 * a fan-out over many hosts can tell "no process here" apart. */
+		 * a fan-out over many hosts can tell "no process here" apart. The
+		 * hint lists what the caller may trace here, process by process
+		 * (err's room holds only a summary, for the log). */
 		log_info("trace request from %s matched nothing: %s", s->conn.peer.desc, err.msg);
 		if (m->u.trace_start.trace_id != NULL)
 			snprintf(id, sizeof(id), "%s", m->u.trace_start.trace_id);
 		else
 			msg_trace_id_new(id, sizeof(id));
+		if ((hint = malloc(MSG_TEXT_MAX)) != NULL)
+			registry_describe(s->d, conn_peer(&s->conn)->uid, conn_peer(&s->conn)->admin,
+			                  hint, MSG_TEXT_MAX);
 		r.u.trace_start_reply.trace_id = id;
-		r.u.trace_start_reply.hint = err.msg;
+		r.u.trace_start_reply.hint = hint != NULL ? hint : err.msg;
 		conn_send_msg(&s->conn, &r);
+		free(hint);
 		return;
 	}
 	procs = calloc(t->n, sizeof(*procs));
@@ -108,14 +117,20 @@ void htrace_status(struct session *s, const struct msg *m)
 void htrace_cancel(struct session *s, const struct msg *m)
 {
 	struct trace *t = visible_trace(s, m->id, m->u.trace_ref.trace_id);
+	char why[160];
 	struct msg r;
 	int n;
 
 	if (t == NULL)
 		return;
-	n = trace_cancel(s->d, t, "cancelled by request");
+	/* who asked, for the one who waits on the trace */
+	snprintf(why, sizeof(why), "cancelled by request (%s)", s->conn.peer.desc);
+	n = trace_cancel(s->d, t, why);
 	msg_init(&r, MSG_TRACE_CANCEL_REPLY, m->id);
 	r.u.trace_cancel_reply.cancelled = n;
+	/* ended now (cancelled) or before (its own state); t is only freed in
+	 * its timer's close callback, after this */
+	r.u.trace_cancel_reply.state = t->state;
 	conn_send_msg(&s->conn, &r);
 }
 
@@ -148,6 +163,95 @@ static void trace_page(struct msg *r, void *v, size_t n, size_t from, size_t k)
 	r->u.trace_list_reply.next_offset = from + k < n ? (int64_t)(from + k) : 0;
 }
 
+/* Whether running trace t is one the list request q asks for: not
+ * finished, the caller may see it, and it passes the filters (a trace is
+ * of a job when any of its processes is). */
+static bool running_match(struct session *s, const struct msg_trace_ref *q, const struct trace *t)
+{
+	size_t i;
+
+	if (t->finished || !peer_may(conn_peer(&s->conn), t->owner) ||
+	    (q->trace_id && strcmp(q->trace_id, t->id) != 0))
+		return false;
+	if (q->job_id == NULL)
+		return true;
+	for (i = 0; i < t->n; i++)
+		if (strcmp(q->job_id, t->tp[i].job_id) == 0)
+			return true;
+	return false;
+}
+
+/* The traces in progress the caller may see, newest first, in pages as
+ * the stored ones: each with its processes (state, kind, rank; the
+ * reasons are trace_status's, so a page stays small) and the files
+ * delivered so far. */
+static void list_running(struct session *s, const struct msg *m)
+{
+	const struct msg_trace_ref *q = &m->u.trace_ref;
+	struct msg_trace_summary *sums = NULL;
+	struct msg_trace_proc *procs = NULL;
+	struct msg_trace_file *files = NULL;
+	size_t ns = 0, np = 0, nf = 0, i, from;
+	struct trace *t;
+	struct msg r;
+
+	for (t = s->d->traces; t != NULL; t = t->next)
+		if (running_match(s, q, t)) {
+			ns++;
+			np += t->n;
+		}
+	sums = calloc(ns ? ns : 1, sizeof(*sums));
+	procs = calloc(np ? np : 1, sizeof(*procs));
+	files = calloc(np ? np : 1, sizeof(*files));
+	if (sums == NULL || procs == NULL || files == NULL) {
+		conn_send_error(&s->conn, m->id, MSG_E_INTERNAL, "out of memory");
+		goto out;
+	}
+	ns = np = 0;
+	for (t = s->d->traces; t != NULL; t = t->next) {
+		struct msg_trace_summary *sum;
+
+		if (!running_match(s, q, t))
+			continue;
+		sum = &sums[ns++];
+		msg_elem_init(MSG_ELEM_TRACE_SUMMARY, sum);
+		sum->trace_id = t->id;
+		sum->created_us = t->created_us;
+		sum->state = t->state;
+		sum->uid = (int64_t)t->owner;
+		trace_fill_procs(t, &procs[np]);
+		sum->procs.v = &procs[np];
+		sum->procs.n = t->n;
+		sum->files.v = &files[nf];
+		for (i = 0; i < t->n; i++) {
+			const struct tproc *tp = &t->tp[i];
+			struct msg_trace_file *f;
+
+			procs[np + i].reason = NULL;
+			if (tp->state != MSG_TS_DONE || tp->file[0] == 0)
+				continue;
+			f = &files[nf++];
+			msg_elem_init(MSG_ELEM_TRACE_FILE, f);
+			f->name = tp->file;
+			f->bytes = tp->stored_bytes;
+			f->pid = tp->pid;
+			f->rank = tp->rank;
+			f->host = tp->host[0] ? tp->host : NULL;
+			f->job_id = tp->job_id[0] ? tp->job_id : NULL;
+			sum->files.n++;
+		}
+		np += t->n;
+	}
+	from = q->offset < (int64_t)ns ? (size_t)q->offset : ns;
+	msg_init(&r, MSG_TRACE_LIST_REPLY, m->id);
+	r.u.trace_list_reply.total = (int64_t)ns;
+	handler_send_page(s, &r, sums, ns, from, ns, trace_page, "running trace list");
+out:
+	free(sums);
+	free(procs);
+	free(files);
+}
+
 void htrace_list(struct session *s, const struct msg *m)
 {
 	const struct msg_trace_ref *q = &m->u.trace_ref;
@@ -157,6 +261,10 @@ void htrace_list(struct session *s, const struct msg *m)
 	struct stored *st;
 	struct msg r;
 
+	if (q->running) {
+		list_running(s, m);
+		return;
+	}
 	for (st = s->d->stored; st != NULL; st = st->next)
 		if (list_match(s, q, st)) {
 			ns++;

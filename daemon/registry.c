@@ -291,6 +291,17 @@ bool registry_launcher(struct daemon *d, const struct proc *p, char *kids, size_
 	return n > 0;
 }
 
+/* One process for a "nothing matched" hint: "pid 100 rank 0 agent". */
+static size_t describe_proc(const struct proc *p, char *buf, size_t size)
+{
+	char rank[32] = "";
+
+	if (p->rank >= 0)
+		snprintf(rank, sizeof(rank), " rank %lld", (long long)p->rank);
+	return (size_t)snprintf(buf, size, "pid %d%s %s", (int)p->pid, rank,
+	                        msg_kind_name(p->kind));
+}
+
 void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_t size)
 {
 	/* Group by job: at most 16 jobs named, then a count. */
@@ -318,31 +329,40 @@ void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_
 	}
 	buf[0] = 0;
 	if (visible == 0) {
-		snprintf(buf, size, "no traceable process of yours is registered on this host%s",
-		         hidden ? " (processes of other users are, but you may not trace them)" : "");
+		/* what registers a process, so the empty answer says what to do */
+		snprintf(buf, size, "no traceable process of yours is registered on this host%s; a "
+		         "process registers when it runs with the agent (gprofctl launch -- COMMAND, "
+		         "or CUDA_INJECTION64_PATH=<libgprof_agent.so> in its environment) or, for "
+		         "PyTorch's own profiler, with KINETO_USE_DAEMON=1; gprofctl list shows what "
+		         "is registered", hidden ? " (processes of other users are, but you may not "
+		         "trace them)" : "");
 		return;
 	}
 	len = (size_t)snprintf(buf, size, "registered on this host:");
 	for (j = 0; j < njobs && len < size; j++) {
 		int shown = 0;
 
-		len += (size_t)snprintf(buf + len, size - len, "%s job %s: %d process%s (pid",
+		len += (size_t)snprintf(buf + len, size - len, "%s job %s: %d process%s (",
 		                        j ? ";" : "", *jobs[j] ? jobs[j] : "(none)", counts[j],
 		                        counts[j] == 1 ? "" : "es");
 		for (p = d->procs; p != NULL && len < size; p = p->next) {
 			if ((!admin && p->uid != uid) || strcmp(p->job_id, jobs[j]) != 0)
 				continue;
 			if (shown++ == 8) {
-				len += (size_t)snprintf(buf + len, size - len, " ...");
+				len += (size_t)snprintf(buf + len, size - len, ", ...");
 				break;
 			}
-			len += (size_t)snprintf(buf + len, size - len, " %d", (int)p->pid);
+			if (shown > 1)
+				len += (size_t)snprintf(buf + len, size - len, ", ");
+			if (len < size)
+				len += describe_proc(p, buf + len, size - len);
 		}
 		if (len < size)
 			len += (size_t)snprintf(buf + len, size - len, ")");
 	}
 	if (others && len < size)
-		len += (size_t)snprintf(buf + len, size - len, "; %d more in other jobs", others);
+		len += (size_t)snprintf(buf + len, size - len, "; %d more in other jobs (gprofctl "
+		                        "list shows them)", others);
 	/* the same words as above: whoever asked should learn why a job they
 	 * named matched nothing, whatever of their own is registered */
 	if (hidden && len < size)

@@ -118,8 +118,11 @@ bool registry_launcher(struct daemon *d, const struct proc *p, char *kids, size_
 int64_t registry_step_now(const struct proc *p, int64_t now_us);
 
 /* Describes what is registered, for "nothing matched" hints: up to size
- * bytes like "job 1234: 8 processes (pids 100 101 ...); no job: 1". Only
- * processes visible to `uid`/`admin` are listed. */
+ * bytes like "registered on this host: job 1234: 2 processes (pid 100
+ * rank 0 agent, pid 101 rank 1 kineto)", at most 8 processes of each of
+ * 16 jobs; or, with none, what registers a process (the agent through
+ * gprofctl launch or CUDA_INJECTION64_PATH, KINETO_USE_DAEMON=1). Only
+ * processes visible to `uid`/`admin` are listed; that others are is said. */
 void registry_describe(struct daemon *d, uid_t uid, bool admin, char *buf, size_t size);
 
 /* Fills a proc_info for process_list replies; strings are borrowed. */

@@ -160,10 +160,14 @@ static void finish(struct trace *t)
 		else if (t->tp[i].state == MSG_TS_SKIPPED)
 			skipped++;
 	}
-	/* a process left out (a launcher) is no part of the outcome */
+	/* a process left out (a launcher) is no part of the outcome; a trace a
+	 * cancel request ended is cancelled, whatever had been delivered (its
+	 * files stay): the one who cancelled it and the one who waits on it
+	 * must both read what happened, not "partial" or "failed" */
 	n = t->n - skipped;
-	t->state = done == n ? MSG_TRACE_DONE : done > 0 ? MSG_TRACE_PARTIAL :
-	           cancelled == n ? MSG_TRACE_CANCELLED : MSG_TRACE_FAILED;
+	t->state = t->cancelled && done < n ? MSG_TRACE_CANCELLED : done == n ? MSG_TRACE_DONE :
+	           done > 0 ? MSG_TRACE_PARTIAL : cancelled == n ? MSG_TRACE_CANCELLED :
+	           MSG_TRACE_FAILED;
 	t->finished = true;
 	d->cnt.traces_ended[t->state]++;
 	uv_timer_stop(&t->timer);
@@ -604,6 +608,9 @@ int trace_cancel(struct daemon *d, struct trace *t, const char *why)
 
 	(void)d;
 	t->ending = true;
+	for (i = 0; i < t->n && !t->finished; i++)
+		if (!final_state(t->tp[i].state))
+			t->cancelled = true; /* before the last part ends (finish) */
 	for (i = 0; i < t->n && !t->finished; i++) {
 		struct tproc *tp = &t->tp[i];
 

@@ -46,7 +46,8 @@ struct tproc {
 	uid_t uid;
 	int kind;
 	int state;                 /* MSG_TS_* */
-	char reason[512];
+	char reason[1024];         /* why it failed; on a delivered part, the agent's note
+	                            * (options it could not honour, a cut): room for it */
 	int64_t bytes, events, dropped;   /* progress, as the agent reports it */
 	char file[160];            /* stored file name once done */
 	int64_t stored_bytes;      /* the size of file on disk: the one count the store
@@ -89,6 +90,8 @@ struct trace {
 	bool ending;               /* cancelled, timed out or shut down: its parts
 	                            * end one by one, and a held trace must not begin
 	                            * on the rest meanwhile */
+	bool cancelled;            /* a cancel request ended a part of it: it ends
+	                            * MSG_TRACE_CANCELLED, whatever was delivered before */
 	size_t n;
 	struct tproc *tp;
 	struct follower *followers;
@@ -121,8 +124,10 @@ void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *r
  * file may be stored for it any more. */
 bool trace_tproc_ended(const struct tproc *tp);
 
-/* Cancels t: agents are told, unfinished processes end cancelled.
- * Returns how many processes were cancelled. */
+/* Cancels t: agents are told, unfinished processes end cancelled, and
+ * the trace ends MSG_TRACE_CANCELLED (at once: every part is then over).
+ * Returns how many processes were cancelled (0: it had already ended, and
+ * keeps the state it ended in). */
 int trace_cancel(struct daemon *d, struct trace *t, const char *why);
 
 /* Adds c as a follower of t (trace_progress messages with id). */

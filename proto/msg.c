@@ -819,6 +819,24 @@ size_t msg_activities_format(int64_t mask, char *buf, size_t size)
 	return len;
 }
 
+size_t msg_options_flags(int64_t mask, char *buf, size_t size)
+{
+	size_t len = 0, i, k;
+
+	if (size == 0)
+		return 0;
+	buf[0] = 0;
+	for (i = 0; schema_option_names[i] != NULL && len < size; i++) {
+		if (!(mask & ((int64_t)1 << i)))
+			continue;
+		len += (size_t)snprintf(buf + len, size - len, "%s--", len ? ", " : "");
+		for (k = 0; schema_option_names[i][k] && len + 1 < size; k++)
+			buf[len++] = schema_option_names[i][k] == '_' ? '-' : schema_option_names[i][k];
+		buf[len < size ? len : size - 1] = 0;
+	}
+	return len < size ? len : size - 1;
+}
+
 int64_t msg_activities_parse(const char *list, struct perr *err)
 {
 	char word[32];

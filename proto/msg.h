@@ -76,6 +76,10 @@ int msg_type_from_name(const char *name);
  * or -EINVAL with err naming the unknown activity. */
 size_t msg_activities_format(int64_t mask, char *buf, size_t size);
 int64_t msg_activities_parse(const char *list, struct perr *err);
+/* Formats an options mask (MSG_OPT_*) as gprofctl's flags name them,
+ * "--record-shapes, --with-stack", into buf, for notes that name what was
+ * asked; returns the length. */
+size_t msg_options_flags(int64_t mask, char *buf, size_t size);
 
 /* Writes a fresh trace id, "YYYYMMDDTHHMMSSZ-xxxxxx" (UTC time and 24 random
  * bits): a token, sortable by time, the same from the daemon and gprofctl. */

@@ -211,14 +211,19 @@ struct msg_trace_start_reply {
 	const char *hint; /* why nothing matched, and what is registered */
 };
 /* trace_status, trace_cancel, trace_delete, trace_list (filters: trace_id,
- * job_id; offset: where the page begins among the matching traces). */
-struct msg_trace_ref { const char *trace_id; bool follow; const char *job_id; int64_t offset; };
+ * job_id; offset: where the page begins among the matching traces;
+ * running: list the traces in progress instead of the stored ones). */
+struct msg_trace_ref {
+	const char *trace_id; bool follow; const char *job_id; int64_t offset; bool running;
+};
 /* trace_status_reply and trace_progress. */
 struct msg_trace_info {
 	const char *trace_id; int state; int64_t created_us;
 	MSG_ARRAY(struct msg_trace_proc) procs;
 };
-struct msg_trace_cancel_reply { int64_t cancelled; };
+/* state: the trace's state once cancelled (cancelled, or how it had ended
+ * before); MSG_TRACE_RUNNING only from an older daemon, which says none. */
+struct msg_trace_cancel_reply { int64_t cancelled; int state; };
 struct msg_trace_file {
 	const char *name; int64_t bytes, pid, rank; const char *host; const char *job_id;
 };
@@ -226,6 +231,7 @@ struct msg_trace_summary {
 	const char *trace_id; int64_t created_us; int state;
 	MSG_ARRAY(struct msg_trace_file) files;
 	int64_t uid; /* the owner; -1 unknown (an older daemon) */
+	MSG_ARRAY(struct msg_trace_proc) procs; /* a running trace's processes */
 };
 /* total: how many traces match; next_offset: the next page's offset, 0 on
  * the last page. */

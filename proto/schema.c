@@ -306,6 +306,7 @@ static const struct field f_trace_list[] = {
 	STR(S, trace_id, "trace_id", FF_TOKEN, MSG_TRACE_ID_MAX),
 	STR(S, job_id, "job_id", 0, MSG_JOB_ID_MAX),
 	INT(S, offset, "offset", 0, 0, ID_, 0),
+	BOOL(S, running, "running"),
 };
 #undef S
 #define S struct msg_trace_info
@@ -319,6 +320,7 @@ static const struct field f_trace_info[] = {
 #define S struct msg_trace_cancel_reply
 static const struct field f_trace_cancel_reply[] = {
 	INT(S, cancelled, "cancelled", REQ, 0, ID_, 0),
+	ENUM(S, state, "state", 0, schema_trace_state_names, MSG_TRACE_RUNNING),
 };
 #undef S
 #define S struct msg_trace_file
@@ -339,6 +341,7 @@ static const struct field f_trace_summary[] = {
 	ENUM(S, state, "state", REQ, schema_trace_state_names, 0),
 	OBJS(S, files, "files", REQ, sc_trace_file, MSG_ITEMS_MAX),
 	INT(S, uid, "uid", 0, -1, U32_, -1),
+	OBJS(S, procs, "procs", 0, sc_trace_proc, MSG_ITEMS_MAX),
 };
 static const struct schema sc_trace_summary = SCHEMA("trace_summary", S, f_trace_summary, NULL, false);
 #undef S

@@ -68,7 +68,7 @@ def judge(kind, tid, p, t0):
     rec.update(delivered=r.get("delivered"), matched=r.get("matched"))
     why = ""
     if kind == "cancel":
-        ok = p.returncode == 1 and "cancelled" in out + err
+        ok = p.returncode == 5 and "cancelled" in out + err  # exit 5: cancelled
         why = "" if ok else "not cancelled"
     else:
         files = sorted(glob.glob(os.path.join(work, tid, "*.pt.trace.json.gz")))

@@ -547,8 +547,8 @@ def test_cancel_then_trace(d):
 
 def test_interrupt_cancels(d):
     """Ctrl-C on gprofctl trace cancels the trace on the host (the agent
-    stops and discards it, the trace ends cancelled, exit 1), and the
-    process is traced normally afterwards."""
+    stops and discards it, the trace ends cancelled, exit 5: cancelled, not
+    failed), and the process is traced normally afterwards."""
     dm = Daemon(d)
     app = App(d, dm.sock)
     try:
@@ -561,8 +561,9 @@ def test_interrupt_cancels(d):
         assert dm.wait("trace int1 started", mark), dm.log()
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=TIMEOUT)
-        assert p.returncode == 1, (p.returncode, out, err)
-        assert "cancelling trace int1" in err and "cancelled" in out, (out, err)
+        assert p.returncode == 5, (p.returncode, out, err)
+        assert "cancelling trace int1" in err and "CANCELLED" in out, (out, err)
+        assert "FAILED" not in out, out
         assert dm.wait("trace int1 cancelled", mark), dm.log()
         path, _ = trace(d, dm.sock, "--iterations", "2")
         check(path, steps=2)
@@ -570,6 +571,52 @@ def test_interrupt_cancels(d):
         rc, out, err = app.finish()
         dm.kill()
     assert rc == 0 and err == "", (rc, err)
+
+
+def test_options_not_honoured(d):
+    """Options the agent could not honour are named, with why, in the
+    process's note in gprofctl trace's summary (text and --json): PyTorch
+    operator options in a process with no PyTorch helper (agent-app is C),
+    the GPU activities of a process that does not use CUDA, and with
+    GPROF_TORCH_OPS=off in the job, --operators refused by its owner."""
+    dm = Daemon(d)
+    app = App(d, dm.sock)
+    off = App(d, dm.sock, GPROF_JOB_ID="offjob", GPROF_TORCH_OPS="off")
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        assert dm.wait("registered pid %d" % off.p.pid), dm.log()
+        path, summary = trace(d, dm.sock, "--duration-ms", "50", "--operators", "--with-flops",
+                              "--activities", "kernel,sync,nvtx")
+        check(path)
+        procs = [p for h in summary["hosts"] for p in h["processes"]]
+        assert len(procs) == 1 and procs[0]["state"] == "delivered", summary
+        note = procs[0].get("note", "")
+        assert "--with-flops, --operators asked for, not recorded: no PyTorch helper" in note, note
+        assert "CPU only (" in note and "kernel,sync not recorded" in note, note
+        # and the trace says it too, in its gprof_note
+        _, _, ev = steps_in(path)
+        notes = [e["args"]["note"] for e in ev if e.get("ph") == "M" and e["name"] == "gprof_note"]
+        assert [n for n in notes if "--with-flops, --operators asked for" in n], notes
+        # the text summary says it too
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "trace", "--job", "agentjob",
+                            "--output-dir", os.path.join(d, "out3"), "--timeout", str(TIMEOUT),
+                            "--duration-ms", "50", "--with-stack"],
+                           capture_output=True, text=True, timeout=TIMEOUT + 10)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "note: " in r.stdout and "--with-stack asked for, not recorded" in r.stdout, \
+            r.stdout
+        r = subprocess.run([GPROFCTL, "--socket", dm.sock, "--json", "trace", "--job", "offjob",
+                            "--output-dir", os.path.join(d, "out4"), "--timeout", str(TIMEOUT),
+                            "--duration-ms", "50", "--operators"],
+                           capture_output=True, text=True, timeout=TIMEOUT + 10)
+        assert r.returncode == 0, r.stdout + r.stderr
+        procs = [p for h in json.loads(r.stdout)["hosts"] for p in h["processes"]]
+        assert "--operators asked for, not recorded: GPROF_TORCH_OPS=off" in \
+            procs[0].get("note", ""), procs
+    finally:
+        app.finish()
+        off.finish()
+        dm.kill()
 
 
 def agent_log(d):
@@ -585,7 +632,7 @@ def main():
                        test_memset_with_memcpy,
                        test_daemon_killed, test_no_daemon,
                        test_fork, test_python_helper, test_cancel_then_trace,
-                       test_interrupt_cancels],
+                       test_interrupt_cancels, test_options_not_honoured],
                       "gprof-agent-", agent_log)
 
 

@@ -211,7 +211,7 @@ class Stress:
         c = subprocess.run([ARGS.gprofctl, "--socket", self.dm.sock, "cancel", tid],
                            capture_output=True, text=True, timeout=TIMEOUT)
         out, err = p.communicate(timeout=TIMEOUT + 10)
-        if c.returncode == 0 and p.returncode == 1 and "cancelled" in out:
+        if c.returncode == 0 and p.returncode == 5 and "cancelled" in out:
             self.outcomes["cancel cancelled"] += 1
         else:
             self.outcomes["cancel FAILED"] += 1

@@ -121,8 +121,12 @@ class Job:
         return self.p.returncode, out, err
 
 
+LAST = {}  # the last traced()'s gprofctl trace --json summary
+
+
 def traced(d, iterations=3, validate_it=True, ctl_args=(), **env):
-    """One job traced once: the trace's events, its notes, the job's exit."""
+    """One job traced once: the trace's events, its notes, the job's exit
+    (and gprofctl's summary in LAST["summary"])."""
     dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
     job = None
     try:
@@ -135,6 +139,7 @@ def traced(d, iterations=3, validate_it=True, ctl_args=(), **env):
                            capture_output=True, text=True,
                            timeout=TIMEOUT + 10)
         assert r.returncode == 0, (r.stdout, r.stderr, open(os.path.join(d, "agent.log")).read())
+        LAST["summary"] = json.loads(r.stdout)
         rc, so, se = job.finish()
         job = None
         assert rc == 0 and se == "", (rc, se)
@@ -290,6 +295,24 @@ def test_hostile(d):
     ev, notes = traced(sub, FAKE_TORCH_EXPORT="badevents", GPROF_TORCH_OPTS="shapes")
     check_ops(ev)
     assert [n for n in notes if "3 events of the PyTorch operator trace left out" in n], notes
+
+
+def test_unhonoured_in_summary(d):
+    """What the agent could not honour is named with why in the process's
+    note in gprofctl trace's summary, not only in the trace file: the
+    helper's own words (--with-stack, --with-flops: not on the agent path)
+    and an activity this CUPTI refuses (sync, kind 38, refused by the
+    stand-in as by a device without it)."""
+    ev, notes = traced(d, ctl_args=("--record-shapes", "--with-stack", "--with-flops",
+                                    "--activities", "kernel,memcpy,cuda_runtime,nvtx,sync"),
+                       FAKE_CUPTI_REFUSE_KINDS="38")
+    check_ops(ev)
+    procs = [p for h in LAST["summary"]["hosts"] for p in h["processes"]]
+    assert len(procs) == 1 and procs[0]["state"] == "delivered", LAST["summary"]
+    note = procs[0].get("note", "")
+    assert "--with-stack, --with-flops asked for, not recorded" in note, note
+    assert "sync left out: CUPTI refused it" in note, note
+    assert [n for n in notes if "--with-stack, --with-flops asked for" in n], notes
 
 
 def test_not_asked(d):
@@ -564,7 +587,7 @@ def test_exit_mid_window(d):
 
 def main():
     tests = [test_operators, test_old_format, test_modules, test_request_options, test_legacy,
-             test_hostile, test_not_asked, test_off, test_memory, test_memory_max_entries,
+             test_hostile, test_unhonoured_in_summary, test_not_asked, test_off, test_memory, test_memory_max_entries,
              test_memory_job_history,
              test_memory_not_asked, test_old_helper, test_old_torch, test_exit_mid_window]
     only = os.environ.get("TEST_ONLY")

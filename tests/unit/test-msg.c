@@ -148,6 +148,70 @@ static void test_trace_list_extensions(void **state)
 	pbuf_deinit(&b);
 }
 
+/* issue 37's additions: trace_list's running, a running summary's procs,
+ * trace_cancel_reply's state; absent (an older peer) they read as not
+ * asked, none, and "running" (not said); present they round-trip; a bad
+ * value is refused with the field's name. */
+static void test_running_extensions(void **state)
+{
+	struct msg m, back;
+	struct pbuf b;
+	struct perr err;
+
+	(void)state;
+	assert_int_equal(decode(&m, "{\"type\":\"trace_list\",\"id\":4}", NULL), 0);
+	assert_false(m.u.trace_ref.running);
+	msg_deinit(&m);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_list\",\"id\":4,\"running\":true}", NULL), 0);
+	assert_true(m.u.trace_ref.running);
+	msg_deinit(&m);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_list\",\"id\":4,\"running\":1}", &err),
+	                 -EBADMSG);
+	assert_non_null(strstr(err.msg, "running"));
+	assert_int_equal(decode(&m, "{\"type\":\"trace_cancel_reply\",\"id\":2,\"cancelled\":0}",
+	                        NULL), 0);
+	assert_int_equal(m.u.trace_cancel_reply.state, MSG_TRACE_RUNNING); /* not said */
+	msg_deinit(&m);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_cancel_reply\",\"id\":2,\"cancelled\":3,"
+	                        "\"state\":\"cancelled\"}", NULL), 0);
+	assert_int_equal(m.u.trace_cancel_reply.state, MSG_TRACE_CANCELLED);
+	msg_deinit(&m);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_cancel_reply\",\"id\":2,\"cancelled\":3,"
+	                        "\"state\":\"gone\"}", &err), -EBADMSG);
+	assert_int_equal(decode(&m, "{\"type\":\"trace_list_reply\",\"id\":9,\"traces\":[{"
+	                        "\"trace_id\":\"t-1\",\"state\":\"running\",\"files\":[],"
+	                        "\"procs\":[{\"pid\":7,\"state\":\"capturing\",\"kind\":\"kineto\","
+	                        "\"rank\":2}]}]}", NULL), 0);
+	pbuf_init(&b, 0);
+	assert_int_equal(msg_encode(&b, &m, &err), 0);
+	assert_int_equal(msg_decode(&back, (const char *)b.data + 4, b.len - 4, &err), 0);
+	assert_int_equal(back.u.trace_list_reply.traces.v[0].procs.n, 1);
+	assert_int_equal(back.u.trace_list_reply.traces.v[0].procs.v[0].pid, 7);
+	assert_int_equal(back.u.trace_list_reply.traces.v[0].procs.v[0].state, MSG_TS_CAPTURING);
+	assert_int_equal(back.u.trace_list_reply.traces.v[0].procs.v[0].kind, MSG_KIND_KINETO);
+	assert_int_equal(back.u.trace_list_reply.traces.v[0].procs.v[0].rank, 2);
+	msg_deinit(&back);
+	msg_deinit(&m);
+	pbuf_deinit(&b);
+	/* the options as gprofctl's flags name them, for the agent's notes;
+	 * a short buffer is cut, never overrun */
+	{
+		char buf[64], small[8];
+
+		assert_int_equal(msg_options_flags(MSG_OPT_WITH_STACK | MSG_OPT_OPERATORS, buf,
+		                                   sizeof(buf)), strlen("--with-stack, --operators"));
+		assert_string_equal(buf, "--with-stack, --operators");
+		assert_int_equal(msg_options_flags(0, buf, sizeof(buf)), 0);
+		assert_string_equal(buf, "");
+		assert_true(msg_options_flags(MSG_OPT_ALL, small, sizeof(small)) < sizeof(small));
+		assert_int_equal(strlen(small), sizeof(small) - 1);
+	}
+	/* a stored trace from an older daemon: no procs */
+	assert_int_equal(decode(&m, msg_samples[23], NULL), 0);
+	assert_int_equal(m.u.trace_list_reply.traces.v[0].procs.n, 0);
+	msg_deinit(&m);
+}
+
 static void test_defaults(void **state)
 {
 	struct msg m;
@@ -440,6 +504,7 @@ int main(void)
 		cmocka_unit_test(test_typed_fields),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_trace_list_extensions),
+		cmocka_unit_test(test_running_extensions),
 		cmocka_unit_test(test_unknown_keys_ignored),
 		cmocka_unit_test(test_rejects_structure),
 		cmocka_unit_test(test_unknown_type_keeps_id),
