@@ -189,7 +189,10 @@ static bool fold_ops(struct rstats *st, const struct ev *e, enum cat c)
 	                       e->corr, e->seq, e->fwd, e->ts, e->dur, e->ext };
 
 	if (c == C_KERNEL || c == C_COPY)
-		return report_ops_gpu(st, e->corr, e->dur);
+		return report_ops_gpu(st, e->corr, e->dur) &&
+		       report_ranges_gpu(st, e->corr, e->ts, e->ts + e->dur);
+	if (c == C_RUNTIME && !report_ranges_launch(st, e->corr, e->pid, e->tid, e->ts))
+		return false;
 	if (c == C_RUNTIME || c == C_ANNOTATION || strcmp(e->cat, "cpu_op") == 0 ||
 	    strcmp(e->cat, "python_function") == 0 || strcmp(e->cat, "overhead") == 0)
 		return report_ops_fold(st, &o);
@@ -260,6 +263,14 @@ static void mem_finish(struct rstats *st)
 	free(steps);
 }
 
+/* An nn.Module scope that torch.profiler writes as a python_function
+ * (with_stack, with_modules): a range like the agent's user_annotation
+ * of the same name. */
+static bool module_scope(const struct ev *e)
+{
+	return strcmp(e->cat, "python_function") == 0 && strncmp(e->name, "nn.Module: ", 11) == 0;
+}
+
 /* One complete event: folded into the file's figures. */
 static bool fold(struct rstats *st, const struct ev *e)
 {
@@ -320,13 +331,16 @@ static bool fold(struct rstats *st, const struct ev *e)
 		                  strtoul(e->name + 13, NULL, 10), -1));
 	/* a user range, and its projection on the GPU: from the start of the
 	 * first GPU work launched inside it to the end of the last */
-	if (c == C_ANNOTATION || c == C_GPU_ANNOTATION) {
-		struct kmap *m = c == C_ANNOTATION ? &st->ranges : &st->granges;
+	if (c == C_ANNOTATION || c == C_GPU_ANNOTATION || module_scope(e)) {
+		bool cpu = c != C_GPU_ANNOTATION;
+		struct kmap *m = cpu ? &st->ranges : &st->granges;
 		struct kstat *k = kstat_add(m, e->name, e->dur, 0);
 
-		return k != NULL && spans_add(c == C_ANNOTATION ? &st->cpu_spans : &st->gpu_spans,
+		return k != NULL && spans_add(cpu ? &st->cpu_spans : &st->gpu_spans,
 		                              e->ts, e->ts + e->dur, (size_t)(k - m->v),
-		                              c == C_ANNOTATION ? -1 : e->pid);
+		                              cpu ? -1 : e->pid) &&
+		       (!cpu || report_ranges_range(st, (uint32_t)(k - m->v), e->pid, e->tid, e->ts,
+		                                    e->ts + e->dur));
 	}
 	return true;
 }
@@ -817,7 +831,8 @@ void report_free(struct rstats *st)
 	free(st->gpu_spans.v);
 	free(st->sync_spans.v);
 	free(st->step_spans.v);
-	free(st->granges_busy);
+	free(st->range_gpu);
+	report_ranges_free_pass(st);
 	for (i = 0; i < st->ngpus; i++) {
 		free(st->gpus[i].iv.v);
 		free(st->gpus[i].prefix);

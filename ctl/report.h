@@ -73,6 +73,12 @@ struct gpu {                   /* one device, or one stream of it */
 };
 
 struct rops;                   /* the operators (report_ops.c) */
+struct rranges;                /* the ranges' launches while reading (report_ranges.c) */
+
+/* A range name's GPU work, by correlation (report_ranges.c): the GPU
+ * records launched inside its instances (each once), their time, and the
+ * summed spans from the first one's start to the last one's end. */
+struct range_gpu { double gpu, span; uint64_t ops; };
 
 struct rstats {
 	char path[1024];
@@ -83,7 +89,9 @@ struct rstats {
 	struct kmap ranges, granges; /* user ranges (NVTX, record_function): CPU, GPU projection */
 	struct kmap syncs;         /* synchronising CUDA calls by name */
 	struct spans cpu_spans, gpu_spans, sync_spans, step_spans;
-	double *granges_busy;      /* per granges entry: GPU busy inside its projections */
+	struct rranges *rr;        /* freed by report_ranges_finish */
+	struct range_gpu *range_gpu; /* per ranges entry; NULL: unknown (no GPU record linked) */
+	uint64_t gpu_records, gpu_unlinked; /* GPU records; those no call in the trace launched */
 	struct gpu *gpus;
 	size_t ngpus, capgpus;
 	struct durs steps;         /* sorted; step_spans keeps their order */
@@ -141,6 +149,8 @@ const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
  * dev was running, falling back on each other) and the iteration. */
 void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
                   size_t n);
+/* A range's GPU work (k: an entry of st->ranges), or NULL when unknown. */
+const struct range_gpu *report_range_gpu(const struct rstats *st, const struct kstat *k);
 /* "N operations in X ms at +T ms, GPU busy B%, in 'range', ProfilerStep#I" */
 void report_stretch_text(const struct rstats *st, const struct stretch *x, char *out, size_t n);
 
@@ -167,6 +177,16 @@ void report_ops_html(FILE *f, const struct rstats *st, size_t top);
  * more to out[k..max), each text starting with who; the new k. */
 size_t report_ops_findings(const struct rstats *st, const char *who, struct finding *out,
                            size_t k, size_t max);
+/* The ranges' GPU time (report_ranges.c): each range (name: its index
+ * in st->ranges), each call with a correlation id, each GPU record during
+ * the pass (false: out of memory); _finish after it fills st->range_gpu
+ * and frees what the pass kept; _free_pass frees that early. */
+bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t tid, double a,
+                         double b);
+bool report_ranges_launch(struct rstats *st, int64_t corr, int64_t pid, int64_t tid, double ts);
+bool report_ranges_gpu(struct rstats *st, int64_t corr, double a, double b);
+bool report_ranges_finish(struct rstats *st);
+void report_ranges_free_pass(struct rstats *st);
 /* s escaped for HTML text (report_html.c). */
 void report_html_esc(FILE *f, const char *s);
 

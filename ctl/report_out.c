@@ -265,13 +265,42 @@ void report_stretch_text(const struct rstats *s, const struct stretch *x, char *
 	         (x->b - x->a) / 1000, (x->a - s->t0) / 1000, 100 * x->busy / (x->b - x->a), where);
 }
 
-/* The GPU time of a range: busy time inside its projections, and their span. */
-static void range_gpu(const struct rstats *s, const char *name, double *busy, double *span)
+const struct range_gpu *report_range_gpu(const struct rstats *s, const struct kstat *k)
 {
-	const struct kstat *g = report_kmap_find(&s->granges, name);
+	return s->range_gpu != NULL ? &s->range_gpu[k - s->ranges.v] : NULL;
+}
 
-	*busy = g && s->granges_busy ? s->granges_busy[g - s->granges.v] : 0;
-	*span = g ? g->total : 0;
+/* The ranges table, or a line saying why its GPU columns are empty. */
+static void print_ranges(FILE *f, const struct rstats *s, size_t top)
+{
+	struct kstat **v = report_ranked(&s->ranges);
+	size_t i;
+
+	fprintf(f, "ranges (NVTX, record_function, nn.Module) by CPU time; GPU ms: the GPU time of the "
+	        "work launched inside them, by correlation (GPU span: first start to last end; ops: "
+	        "kernels, copies and sets launched):\n"
+	        "  %10s %10s %10s %7s %7s %s\n", "CPU ms", "GPU ms", "GPU span", "ops", "count",
+	        "name");
+	for (i = 0; v != NULL && i < s->ranges.n && i < top; i++) {
+		const struct range_gpu *g = report_range_gpu(s, v[i]);
+
+		if (g != NULL)
+			fprintf(f, "  %10.3f %10.3f %10.3f %7llu %7llu %.100s\n", v[i]->total / 1000,
+			        g->gpu / 1000, g->span / 1000, (unsigned long long)g->ops,
+			        (unsigned long long)v[i]->count, v[i]->name);
+		else
+			fprintf(f, "  %10.3f %10s %10s %7s %7llu %.100s\n", v[i]->total / 1000, "-", "-",
+			        "-", (unsigned long long)v[i]->count, v[i]->name);
+	}
+	free(v);
+	if (s->range_gpu == NULL)
+		fprintf(f, "  (no GPU time: none of the trace's %llu GPU records names the call that "
+		        "launched it (no correlation ids), so what ran inside the ranges is unknown)\n",
+		        (unsigned long long)s->gpu_records);
+	else if (s->gpu_unlinked)
+		fprintf(f, "  (%llu of the trace's %llu GPU records name no call in it, so no range: "
+		        "their launches fell outside the trace or were dropped)\n",
+		        (unsigned long long)s->gpu_unlinked, (unsigned long long)s->gpu_records);
 }
 
 static void print_where(FILE *f, const struct rstats *s, const struct gpu *g)
@@ -357,21 +386,8 @@ static void print_one(FILE *f, const struct rstats *s, size_t top)
 		fprintf(f, "copies and sets:\n");
 		print_top(f, &s->copies, top, 0, true);
 	}
-	if (s->ranges.n) {
-		struct kstat **v = report_ranked(&s->ranges);
-
-		fprintf(f, "ranges (NVTX, record_function) by CPU time; GPU busy: the GPU time of the "
-		        "work launched inside them (GPU span: first start to last end):\n"
-		        "  %10s %10s %10s %7s %s\n", "CPU ms", "GPU busy", "GPU span", "count", "name");
-		for (i = 0; v != NULL && i < s->ranges.n && i < top; i++) {
-			double busy, span;
-
-			range_gpu(s, v[i]->name, &busy, &span);
-			fprintf(f, "  %10.3f %10.3f %10.3f %7llu %.100s\n", v[i]->total / 1000,
-			        busy / 1000, span / 1000, (unsigned long long)v[i]->count, v[i]->name);
-		}
-		free(v);
-	}
+	if (s->ranges.n)
+		print_ranges(f, s, top);
 }
 
 void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
@@ -523,19 +539,28 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 		struct kstat **v = report_ranked(&s->ranges);
 
 		for (j = 0; v != NULL && j < s->ranges.n && j < top; j++) {
+			const struct range_gpu *g = report_range_gpu(s, v[j]);
 			cJSON *o = cJSON_CreateObject();
-			double busy, span;
 
-			range_gpu(s, v[j]->name, &busy, &span);
 			cJSON_AddStringToObject(o, "name", v[j]->name);
 			cJSON_AddNumberToObject(o, "count", (double)v[j]->count);
 			cJSON_AddNumberToObject(o, "cpu_us", v[j]->total);
-			cJSON_AddNumberToObject(o, "gpu_us", busy);
-			cJSON_AddNumberToObject(o, "gpu_span_us", span);
+			/* unknown (no GPU record linked to a call): null */
+			if (g != NULL) {
+				cJSON_AddNumberToObject(o, "gpu_us", g->gpu);
+				cJSON_AddNumberToObject(o, "gpu_span_us", g->span);
+				cJSON_AddNumberToObject(o, "gpu_ops", (double)g->ops);
+			} else {
+				cJSON_AddNullToObject(o, "gpu_us");
+				cJSON_AddNullToObject(o, "gpu_span_us");
+				cJSON_AddNullToObject(o, "gpu_ops");
+			}
 			cJSON_AddItemToArray(a, o);
 		}
 		free(v);
 	}
+	cJSON_AddNumberToObject(r, "gpu_records", (double)s->gpu_records);
+	cJSON_AddNumberToObject(r, "gpu_records_unlinked", (double)s->gpu_unlinked);
 }
 
 cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
