@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "ctl.h"
 
 struct chost {
@@ -115,14 +116,14 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 
 			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
 			if (hs[i].answered)
-				cJSON_AddNumberToObject(h, "cancelled", (double)hs[i].cancelled);
+				jsonint_add(h, "cancelled", hs[i].cancelled);
 			else
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(hosts, h);
 		}
-		cJSON_AddNumberToObject(root, "known", (double)known);
-		cJSON_AddNumberToObject(root, "cancelled", (double)total);
-		cJSON_AddNumberToObject(root, "exit", known > 0 ? EXIT_OK : EXIT_NOMATCH);
+		jsonint_add(root, "known", known);
+		jsonint_add(root, "cancelled", total);
+		jsonint_add(root, "exit", known > 0 ? EXIT_OK : EXIT_NOMATCH);
 		if ((text = cJSON_Print(root)) != NULL)
 			printf("%s\n", text);
 		cJSON_free(text);

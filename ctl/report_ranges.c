@@ -35,11 +35,15 @@
 #include "report.h"
 
 struct rr_range { double a, b; int64_t pid, tid; uint32_t name; };
-struct rr_launch { double ts; int64_t pid, tid; uint32_t corr; };
-struct rr_gpu { double a, b; uint32_t corr; };
+struct rr_launch { double ts; int64_t pid, tid; uint32_t corr; float dur; };
+struct rr_gpu { double a, dur; uint32_t corr; }; /* dur as written: b - a near 2^42 us is off */
 
 /* A linked launch after the finish's first steps: its GPU work. */
-struct rr_work { double ts; int64_t pid, tid; double sum, first, last; uint64_t n; };
+struct rr_work {
+	double ts; int64_t pid, tid; double sum, first, last; uint64_t n;
+	size_t call;               /* its launch, in rr->l */
+	bool ambiguous;            /* its id named another call too */
+};
 
 struct rranges {
 	struct rr_range *r;
@@ -66,7 +70,8 @@ bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t 
 	return true;
 }
 
-bool report_ranges_launch(struct rstats *st, int64_t corr, int64_t pid, int64_t tid, double ts)
+bool report_ranges_launch(struct rstats *st, int64_t corr, int64_t pid, int64_t tid, double ts,
+                          double dur)
 {
 	struct rranges *rr;
 
@@ -74,11 +79,11 @@ bool report_ranges_launch(struct rstats *st, int64_t corr, int64_t pid, int64_t 
 		return true; /* links nothing */
 	if ((rr = get(st)) == NULL || !grow((void **)&rr->l, &rr->capl, rr->nl + 1, sizeof(*rr->l)))
 		return false;
-	rr->l[rr->nl++] = (struct rr_launch){ ts, pid, tid, (uint32_t)corr };
+	rr->l[rr->nl++] = (struct rr_launch){ ts, pid, tid, (uint32_t)corr, (float)dur };
 	return true;
 }
 
-bool report_ranges_gpu(struct rstats *st, int64_t corr, double a, double b)
+bool report_ranges_gpu(struct rstats *st, int64_t corr, double a, double dur)
 {
 	struct rranges *rr = get(st);
 
@@ -91,7 +96,7 @@ bool report_ranges_gpu(struct rstats *st, int64_t corr, double a, double b)
 	}
 	if (!grow((void **)&rr->g, &rr->capg, rr->ng + 1, sizeof(*rr->g)))
 		return false;
-	rr->g[rr->ng++] = (struct rr_gpu){ a, b, (uint32_t)corr };
+	rr->g[rr->ng++] = (struct rr_gpu){ a, dur, (uint32_t)corr };
 	return true;
 }
 
@@ -156,51 +161,66 @@ static size_t lower(const struct rr_work *w, size_t n, int64_t pid, int64_t tid,
 /*
  * The GPU work of each launch: GPU records grouped by correlation id (a
  * graph launch has several), each group claimed by the earliest call with
- * its id; calls that launched nothing dropped. The rest, sorted by thread
- * and start, in *out (n items); false when out of memory.
+ * its id. A later call with the same id inside that one on its thread is
+ * the same launch (a driver call under its runtime call); any other makes
+ * the id ambiguous (the agent notes CUPTI reusing ids), and its records
+ * go to no range. Calls that launched nothing are dropped. The rest,
+ * sorted by thread and start, in *out (n items); false when out of memory.
  */
 static bool link_work(struct rstats *st, struct rranges *rr, struct rr_work **out, size_t *n)
 {
 	struct rr_work *w = malloc((rr->nl ? rr->nl : 1) * sizeof(*w));
-	bool *claimed = calloc(rr->ng ? rr->ng : 1, sizeof(*claimed));
-	size_t i, k = 0;
+	size_t *owner = malloc((rr->ng ? rr->ng : 1) * sizeof(*owner)); /* per group: its item */
+	size_t i, j, k = 0;
 
-	if (w == NULL || claimed == NULL) {
+	if (w == NULL || owner == NULL) {
 		free(w);
-		free(claimed);
+		free(owner);
 		return false;
 	}
 	if (rr->ng)
 		qsort(rr->g, rr->ng, sizeof(*rr->g), gpu_by_corr);
 	if (rr->nl)
 		qsort(rr->l, rr->nl, sizeof(*rr->l), launch_by_ts);
+	for (j = 0; j < rr->ng; j++)
+		owner[j] = SIZE_MAX;
 	for (i = 0; i < rr->nl; i++) {
-		struct rr_gpu key = { .corr = rr->l[i].corr }, *g;
-		size_t j;
+		const struct rr_launch *l = &rr->l[i], *c;
+		struct rr_gpu key = { .corr = l->corr }, *g;
 
 		if (rr->ng == 0 ||
 		    (g = bsearch(&key, rr->g, rr->ng, sizeof(*rr->g), gpu_by_corr)) == NULL)
 			continue;
 		for (j = (size_t)(g - rr->g); j > 0 && rr->g[j - 1].corr == key.corr; j--)
 			;
-		if (claimed[j])
+		if (owner[j] != SIZE_MAX) {
+			c = &rr->l[w[owner[j]].call];
+			if (c->pid != l->pid || c->tid != l->tid || l->ts > c->ts + c->dur)
+				w[owner[j]].ambiguous = true;
 			continue;
-		w[k] = (struct rr_work){ rr->l[i].ts, rr->l[i].pid, rr->l[i].tid, 0, rr->g[j].a,
-		                         rr->g[j].b, 0 };
+		}
+		owner[j] = k;
+		w[k] = (struct rr_work){ l->ts, l->pid, l->tid, 0, rr->g[j].a,
+		                         rr->g[j].a + rr->g[j].dur, 0, i, false };
 		for (; j < rr->ng && rr->g[j].corr == key.corr; j++) {
-			claimed[j] = true;
-			w[k].sum += rr->g[j].b - rr->g[j].a;
+			w[k].sum += rr->g[j].dur;
 			w[k].n++;
 			if (rr->g[j].a < w[k].first)
 				w[k].first = rr->g[j].a;
-			if (rr->g[j].b > w[k].last)
-				w[k].last = rr->g[j].b;
+			if (rr->g[j].a + rr->g[j].dur > w[k].last)
+				w[k].last = rr->g[j].a + rr->g[j].dur;
 		}
 		k++;
 	}
-	for (i = 0; i < rr->ng; i++)
-		st->gpu_unlinked += !claimed[i];
-	free(claimed);
+	free(owner);
+	/* the records no call (or no one call) launched */
+	st->gpu_unlinked += rr->ng;
+	for (i = j = 0; i < k; i++)
+		if (!w[i].ambiguous) {
+			st->gpu_unlinked -= w[i].n;
+			w[j++] = w[i];
+		}
+	k = j;
 	if (k)
 		qsort(w, k, sizeof(*w), work_by_thread);
 	*out = w;
