@@ -523,7 +523,10 @@ static int cb_string(void *ctx, const char *s, size_t n)
 	} else if (!in_event(p))
 		return 1;
 	switch (dst != NULL ? K_HOST : p->key[p->depth]) {
-	case K_HOST: break;
+	case K_HOST: /* the trace's, above; an event's "host_name" is not read */
+		if (dst == NULL)
+			return 1;
+		break;
 	case K_NAME: dst = p->e.name; cap = sizeof(p->e.name); break;
 	case K_CAT: dst = p->e.cat; cap = sizeof(p->e.cat); break;
 	case K_PH: dst = p->e.ph; cap = sizeof(p->e.ph); break;
