@@ -153,7 +153,8 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 
 		report_where(s, g->dev, (x->a + x->b) / 2, true, where, sizeof(where));
 		report_where(s, g->dev, (y->a + y->b) / 2, true, where2, sizeof(where2));
-		ADD("gpu_idle", 1 - busy / w, "%sthe GPU is idle %.0f%% of the window; the longest gaps: %.2f ms at "
+		ADD("gpu_idle", 1 - busy / w,
+		    "%sthe GPU is idle %.0f%% of the window; the longest gaps: %.2f ms at "
 		    "+%.2f ms (the CPU %s), %.2f ms at +%.2f ms (%s); look at what the CPU does in "
 		    "them", who, 100 * (1 - busy / w), (x->b - x->a) / 1000, (x->a - s->t0) / 1000, where,
 		    (y->b - y->a) / 1000, (y->a - s->t0) / 1000, where2);
@@ -167,7 +168,8 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 		EV("second_gap_at_us", y->a - s->t0);
 	}
 	if (w > 0 && s->data_cpu > 0.1 * w && s->data_idle > 0.5 * s->data_cpu) {
-		ADD("data_loading", s->data_idle / w + 0.05, "%sdata loading stalls the GPU: %.2f ms per iteration in "
+		ADD("data_loading", s->data_idle / w + 0.05,
+		    "%sdata loading stalls the GPU: %.2f ms per iteration in "
 		    "data-loading ranges (%.0f%% of the window, %llu calls), the GPU idle %.0f%% of that "
 		    "time; load ahead: DataLoader(num_workers=N, pin_memory=True, "
 		    "persistent_workers=True), or move the preprocessing onto the GPU", who,
@@ -183,7 +185,8 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 		const struct stretch *x = &s->stretches[0];
 
 		report_where(s, x->dev, x->a, false, where, sizeof(where));
-		ADD("launch_bound", s->stretch_idle / w + 0.05, "%sthe loop is launch-bound: the GPU waits on kernel "
+		ADD("launch_bound", s->stretch_idle / w + 0.05,
+		    "%sthe loop is launch-bound: the GPU waits on kernel "
 		    "launches %.2f ms (%.0f%% of the window) in runs of short kernels (%.0f%% of all "
 		    "kernels are shorter than 10 us); the worst: %u operations in %.2f ms at +%.2f ms, "
 		    "GPU busy %.0f%%, %s; fuse them (torch.compile), or replay them as a CUDA graph",
@@ -207,7 +210,8 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 	}
 	for (j = 0; j < s->copies.n; j++)
 		if (strstr(s->copies.v[j].name, "Pageable") != NULL) {
-			ADD("pageable_copies", 0.4, "%s%llu copies from or to pageable host memory (%s, %.1f GB/s): pin the "
+			ADD("pageable_copies", 0.4,
+			    "%s%llu copies from or to pageable host memory (%s, %.1f GB/s): pin the "
 			    "host buffers (pin_memory=True, or tensor.pin_memory()) and copy with "
 			    "non_blocking=True", who, (unsigned long long)s->copies.v[j].count,
 			    s->copies.v[j].name, s->copies.v[j].total > 0 ?
@@ -219,7 +223,8 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 		}
 	k = report_ops_findings(s, who, out, k, k + 2);
 	if (g && w > 0 && (g->idle_after_sync > 0.05 * w || s->sync_total > 0.1 * w)) {
-		ADD("synchronisation", (g->idle_after_sync + s->sync_total) / w, "%ssynchronisation: the GPU sits idle "
+		ADD("synchronisation", (g->idle_after_sync + s->sync_total) / w,
+		    "%ssynchronisation: the GPU sits idle "
 		    "%.2f ms (%.0f%% of the window) in %u gaps that open when a synchronising call "
 		    "returns, and the CPU spends %.0f%% of the window waiting in them (mostly %s); each "
 		    ".item(), .cpu(), .tolist() or print of a GPU tensor waits for the GPU and then "
