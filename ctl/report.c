@@ -189,10 +189,7 @@ static bool fold_ops(struct rstats *st, const struct ev *e, enum cat c)
 	                       e->corr, e->seq, e->fwd, e->ts, e->dur, e->ext };
 
 	if (c == C_KERNEL || c == C_COPY)
-		return report_ops_gpu(st, e->corr, e->dur) &&
-		       report_ranges_gpu(st, e->corr, e->ts, e->dur);
-	if (c == C_RUNTIME && !report_ranges_launch(st, e->corr, e->pid, e->tid, e->ts, e->dur))
-		return false;
+		return report_ops_gpu(st, e->corr, e->ts, e->dur);
 	if (c == C_RUNTIME || c == C_ANNOTATION || strcmp(e->cat, "cpu_op") == 0 ||
 	    strcmp(e->cat, "python_function") == 0 || strcmp(e->cat, "overhead") == 0)
 		return report_ops_fold(st, &o);

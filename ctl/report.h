@@ -14,8 +14,9 @@
  * launch-bound stretches in them, merges them into busy intervals (idle
  * gaps bucketed, the longest kept, those a synchronising call opened
  * added up) and answers "how busy was the GPU between a and b" from
- * prefix sums, for the ranges' GPU time, the data-loading ranges and the
- * timeline. report_print, report_json and report_html write a list of
+ * prefix sums, for the data-loading ranges and the timeline; the ranges'
+ * GPU time is what was launched inside them, by correlation
+ * (report_ranges.c). report_print, report_json and report_html write a list of
  * finished rstats (one per rank) as text, cJSON or one HTML page, with
  * the cross-rank comparison and the findings.
  *
@@ -92,7 +93,7 @@ struct rstats {
 	struct spans cpu_spans, gpu_spans, sync_spans, step_spans;
 	struct rranges *rr;        /* freed by report_ranges_finish */
 	struct range_gpu *range_gpu; /* per ranges entry; NULL: unknown (no GPU record linked) */
-	uint64_t gpu_records, gpu_unlinked; /* GPU records; those no call in the trace launched */
+	uint64_t gpu_unlinked;     /* GPU records no (one) call in the trace launched */
 	struct gpu *gpus;
 	size_t ngpus, capgpus;
 	struct durs steps;         /* sorted; step_spans keeps their order */
@@ -218,7 +219,7 @@ struct rop_event {
 	bool linked;
 };
 bool report_ops_fold(struct rstats *st, const struct rop_event *e);
-bool report_ops_gpu(struct rstats *st, int64_t corr, double dur);
+bool report_ops_gpu(struct rstats *st, int64_t corr, double ts, double dur);
 bool report_ops_finish(struct rstats *st);
 void report_ops_free(struct rstats *st);
 void report_ops_print(FILE *f, const struct rstats *st, size_t top);
@@ -229,14 +230,12 @@ void report_ops_html(FILE *f, const struct rstats *st, size_t top);
 size_t report_ops_findings(const struct rstats *st, const char *who, struct finding *out,
                            size_t k, size_t max);
 /* The ranges' GPU time (report_ranges.c): each range (name: its index
- * in st->ranges), each call with a correlation id, each GPU record during
- * the pass (false: out of memory); _finish after it fills st->range_gpu
- * and frees what the pass kept; _free_pass frees that early. */
+ * in st->ranges) during the pass (false: out of memory); _finish after it,
+ * before report_ops_finish (it reads the operator table's calls and GPU
+ * records), fills st->range_gpu and frees what the pass kept; _free_pass
+ * frees that early. */
 bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t tid, double a,
                          double b);
-bool report_ranges_launch(struct rstats *st, int64_t corr, int64_t pid, int64_t tid, double ts,
-                          double dur);
-bool report_ranges_gpu(struct rstats *st, int64_t corr, double a, double dur);
 bool report_ranges_finish(struct rstats *st);
 void report_ranges_free_pass(struct rstats *st);
 /* s escaped for HTML text (report_html.c). */

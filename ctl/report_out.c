@@ -346,11 +346,11 @@ static void print_ranges(FILE *f, const struct rstats *s, size_t top)
 	if (s->range_gpu == NULL)
 		fprintf(f, "  (no GPU time: none of the trace's %llu GPU records names the call that "
 		        "launched it (no correlation ids), so what ran inside the ranges is unknown)\n",
-		        (unsigned long long)s->gpu_records);
+		        (unsigned long long)s->gpu_events);
 	else if (s->gpu_unlinked)
 		fprintf(f, "  (%llu of the trace's %llu GPU records name no call in it, so no range: "
 		        "their launches fell outside the trace or were dropped)\n",
-		        (unsigned long long)s->gpu_unlinked, (unsigned long long)s->gpu_records);
+		        (unsigned long long)s->gpu_unlinked, (unsigned long long)s->gpu_events);
 }
 
 static void print_where(FILE *f, const struct rstats *s, const struct gpu *g)
@@ -609,8 +609,10 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 		}
 		free(v);
 	}
-	jsonint_add(r, "gpu_records", s->gpu_records);
-	jsonint_add(r, "gpu_records_unlinked", s->gpu_unlinked);
+	if (s->ranges.n) /* worked out for the ranges only */
+		jsonint_add(r, "gpu_records_unlinked", s->gpu_unlinked);
+	else
+		cJSON_AddNullToObject(r, "gpu_records_unlinked");
 }
 
 /* A finding as an object (docs/REPORT.md): what, how bad, whom, the

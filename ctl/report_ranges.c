@@ -5,27 +5,31 @@
  * A range's GPU work is what was launched inside it: a GPU record (kernel,
  * copy, set) whose correlation id names a CUDA runtime or driver call that
  * started inside the range, on the range's own thread (pid, tid). This is
- * the link the operator table uses (report_ops.c) and Kineto's own
- * gpu_user_annotation projection, but it needs neither operators nor
- * projections, so agent, Kineto and torch.profiler traces get the same
- * figures. During report.c's pass, report_ranges_range keeps each range
- * (name index in st->ranges, thread, span), report_ranges_launch each call
- * with a correlation id, report_ranges_gpu each GPU record (correlation id,
- * start, end). After it, report_ranges_finish fills st->range_gpu:
+ * the link the operator table uses (report_ops.c), and what Kineto's
+ * gpu_user_annotation projection spans, but it needs neither operators
+ * nor projections, so agent, Kineto and torch.profiler traces get the
+ * same figures. The calls and GPU records are the ones the operator table
+ * keeps during report.c's pass (struct rops, report_ops.h): nothing more
+ * per event is kept here. report_ranges_range keeps each range (name
+ * index in st->ranges, thread, span); after the pass, and before
+ * report_ops_finish reorders the calls, report_ranges_finish fills
+ * st->range_gpu:
  *   - gpu: the GPU records' durations, each record counted once per range
  *     name (a range nested in one of its own name adds nothing more);
  *   - ops: how many GPU records that is;
  *   - span: per outermost instance, first start to last end of its GPU
  *     work (Kineto's gpu_user_annotation length), summed.
  * Invariants: one GPU record is attributed to at most one call (a
- * correlation id claimed by two calls counts once, for the earlier); a
- * record whose id names no call is counted in st->gpu_unlinked; when the
- * trace has GPU records and none is linked to a call (no correlation ids),
+ * correlation id claimed by two calls counts once, for the earlier, when
+ * the later lies inside it on its thread, else for neither); a record no
+ * one call launched is counted in st->gpu_unlinked; when the trace has
+ * GPU records and none is linked to a call (no correlation ids),
  * range_gpu stays NULL and the outputs show no GPU figure for ranges
  * rather than a wrong 0.
  *
  * Ownership: st->rr belongs to the rstats until report_ranges_finish
- * frees it; st->range_gpu until report_ranges_free.
+ * frees it; st->range_gpu until report_free. The calls and records are
+ * st->ops's, only read (and the calls sorted) here.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -33,23 +37,21 @@
 
 #include "grow.h"
 #include "report.h"
+#include "report_ops.h"
 
 struct rr_range { double a, b; int64_t pid, tid; uint32_t name; };
-struct rr_launch { double ts; int64_t pid, tid; uint32_t corr; float dur; };
-struct rr_gpu { double a, dur; uint32_t corr; }; /* dur as written: b - a near 2^42 us is off */
 
-/* A linked launch after the finish's first steps: its GPU work. */
+/* A linked launch: its thread (index in the operator table's), start, and
+ * the GPU work it launched. */
 struct rr_work {
-	double ts; int64_t pid, tid; double sum, first, last; uint64_t n;
-	size_t call;               /* its launch, in rr->l */
-	bool ambiguous;            /* its id named another call too */
+	double ts, sum, first, last;
+	uint32_t thr, n;
+	uint32_t call;             /* its call, in o->calls */
 };
 
 struct rranges {
 	struct rr_range *r;
-	struct rr_launch *l;
-	struct rr_gpu *g;
-	size_t nr, capr, nl, capl, ng, capg;
+	size_t nr, capr;
 };
 
 static struct rranges *get(struct rstats *st)
@@ -70,46 +72,20 @@ bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t 
 	return true;
 }
 
-bool report_ranges_launch(struct rstats *st, int64_t corr, int64_t pid, int64_t tid, double ts,
-                          double dur)
-{
-	struct rranges *rr;
+/* The GPU records by correlation id, through an index (o's arrays stay
+ * as the operator table keeps them). */
+static const uint32_t *sort_corr;
 
-	if (corr < 0 || corr > UINT32_MAX)
-		return true; /* links nothing */
-	if ((rr = get(st)) == NULL || !grow((void **)&rr->l, &rr->capl, rr->nl + 1, sizeof(*rr->l)))
-		return false;
-	rr->l[rr->nl++] = (struct rr_launch){ ts, pid, tid, (uint32_t)corr, (float)dur };
-	return true;
+static int ix_by_corr(const void *x, const void *y)
+{
+	uint32_t a = sort_corr[*(const uint32_t *)x], b = sort_corr[*(const uint32_t *)y];
+
+	return a < b ? -1 : a > b;
 }
 
-bool report_ranges_gpu(struct rstats *st, int64_t corr, double a, double dur)
+static int call_by_ts(const void *x, const void *y)
 {
-	struct rranges *rr = get(st);
-
-	if (rr == NULL)
-		return false;
-	st->gpu_records++;
-	if (corr < 0 || corr > UINT32_MAX) {
-		st->gpu_unlinked++;
-		return true;
-	}
-	if (!grow((void **)&rr->g, &rr->capg, rr->ng + 1, sizeof(*rr->g)))
-		return false;
-	rr->g[rr->ng++] = (struct rr_gpu){ a, dur, (uint32_t)corr };
-	return true;
-}
-
-static int gpu_by_corr(const void *x, const void *y)
-{
-	const struct rr_gpu *a = x, *b = y;
-
-	return a->corr < b->corr ? -1 : a->corr > b->corr;
-}
-
-static int launch_by_ts(const void *x, const void *y)
-{
-	const struct rr_launch *a = x, *b = y;
+	const struct rcall *a = x, *b = y;
 
 	return a->ts < b->ts ? -1 : a->ts > b->ts;
 }
@@ -119,10 +95,8 @@ static int work_by_thread(const void *x, const void *y)
 {
 	const struct rr_work *a = x, *b = y;
 
-	if (a->pid != b->pid)
-		return a->pid < b->pid ? -1 : 1;
-	if (a->tid != b->tid)
-		return a->tid < b->tid ? -1 : 1;
+	if (a->thr != b->thr)
+		return a->thr < b->thr ? -1 : 1;
 	return a->ts < b->ts ? -1 : a->ts > b->ts;
 }
 
@@ -141,8 +115,8 @@ static int range_by_thread(const void *x, const void *y)
 	return a->b > b->b ? -1 : a->b < b->b;
 }
 
-/* The first work item at or after (pid, tid, ts) in w[0..n), sorted. */
-static size_t lower(const struct rr_work *w, size_t n, int64_t pid, int64_t tid, double ts)
+/* The first work item at or after (thr, ts) in w[0..n), sorted. */
+static size_t lower(const struct rr_work *w, size_t n, uint32_t thr, double ts)
 {
 	size_t lo = 0, hi = n;
 
@@ -150,12 +124,24 @@ static size_t lower(const struct rr_work *w, size_t n, int64_t pid, int64_t tid,
 		size_t mid = (lo + hi) / 2;
 		const struct rr_work *m = &w[mid];
 
-		if (m->pid < pid || (m->pid == pid && (m->tid < tid || (m->tid == tid && m->ts < ts))))
+		if (m->thr < thr || (m->thr == thr && m->ts < ts))
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return lo;
+}
+
+/* The operator table's index of thread (pid, tid), or NONE: a thread that
+ * made no CUDA call launched nothing. */
+static uint32_t thread_index(const struct rops *o, int64_t pid, int64_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < o->nthr; i++)
+		if (o->thr[i].pid == pid && o->thr[i].tid == tid)
+			return (uint32_t)i;
+	return NONE;
 }
 
 /*
@@ -167,60 +153,84 @@ static size_t lower(const struct rr_work *w, size_t n, int64_t pid, int64_t tid,
  * go to no range. Calls that launched nothing are dropped. The rest,
  * sorted by thread and start, in *out (n items); false when out of memory.
  */
-static bool link_work(struct rstats *st, struct rranges *rr, struct rr_work **out, size_t *n)
+static bool link_work(struct rstats *st, struct rops *o, struct rr_work **out, size_t *n)
 {
-	struct rr_work *w = malloc((rr->nl ? rr->nl : 1) * sizeof(*w));
-	size_t *owner = malloc((rr->ng ? rr->ng : 1) * sizeof(*owner)); /* per group: its item */
+	struct rr_work *w = NULL;
+	uint32_t *ix = malloc((o->ng ? o->ng : 1) * sizeof(*ix));
+	uint32_t *owner = malloc((o->ng ? o->ng : 1) * sizeof(*owner)); /* per group: its call */
+	bool *ambiguous = calloc(o->ng ? o->ng : 1, sizeof(*ambiguous));
 	size_t i, j, k = 0;
+	bool ok = ix != NULL && owner != NULL && ambiguous != NULL;
 
-	if (w == NULL || owner == NULL) {
-		free(w);
-		free(owner);
-		return false;
+	for (i = 0; ok && i < o->ng; i++) {
+		ix[i] = (uint32_t)i;
+		owner[i] = NONE;
 	}
-	if (rr->ng)
-		qsort(rr->g, rr->ng, sizeof(*rr->g), gpu_by_corr);
-	if (rr->nl)
-		qsort(rr->l, rr->nl, sizeof(*rr->l), launch_by_ts);
-	for (j = 0; j < rr->ng; j++)
-		owner[j] = SIZE_MAX;
-	for (i = 0; i < rr->nl; i++) {
-		const struct rr_launch *l = &rr->l[i], *c;
-		struct rr_gpu key = { .corr = l->corr }, *g;
+	sort_corr = o->gcorr;
+	if (ok && o->ng)
+		qsort(ix, o->ng, sizeof(*ix), ix_by_corr);
+	if (ok && o->ncalls)
+		qsort(o->calls, o->ncalls, sizeof(*o->calls), call_by_ts);
+	/* each group's call, or ambiguous */
+	for (i = 0; ok && i < o->ncalls; i++) {
+		const struct rcall *l = &o->calls[i], *c;
+		size_t lo = 0, hi = o->ng;
 
-		if (rr->ng == 0 ||
-		    (g = bsearch(&key, rr->g, rr->ng, sizeof(*rr->g), gpu_by_corr)) == NULL)
+		if (l->corr == NONE || l->thr == NONE)
 			continue;
-		for (j = (size_t)(g - rr->g); j > 0 && rr->g[j - 1].corr == key.corr; j--)
+		while (lo < hi) { /* the first record with this id */
+			size_t mid = (lo + hi) / 2;
+
+			if (o->gcorr[ix[mid]] < l->corr)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo == o->ng || o->gcorr[ix[lo]] != l->corr)
+			continue;
+		if (owner[lo] == NONE) {
+			owner[lo] = (uint32_t)i;
+			k++;
+			continue;
+		}
+		c = &o->calls[owner[lo]];
+		if (c->thr != l->thr || l->ts > c->ts + c->dur)
+			ambiguous[lo] = true;
+	}
+	/* the work of each group with one call; the records of the others,
+	 * and those whose id names no call, are no range's */
+	if (ok && (w = malloc((k ? k : 1) * sizeof(*w))) == NULL)
+		ok = false;
+	st->gpu_unlinked = st->gpu_events;
+	for (i = 0, k = 0; ok && i < o->ng; i = j) {
+		struct rr_work *x = &w[k];
+
+		for (j = i + 1; j < o->ng && o->gcorr[ix[j]] == o->gcorr[ix[i]]; j++)
 			;
-		if (owner[j] != SIZE_MAX) {
-			c = &rr->l[w[owner[j]].call];
-			if (c->pid != l->pid || c->tid != l->tid || l->ts > c->ts + c->dur)
-				w[owner[j]].ambiguous = true;
+		if (owner[i] == NONE || ambiguous[i])
 			continue;
+		*x = (struct rr_work){ o->calls[owner[i]].ts, 0, HUGE_VAL, -HUGE_VAL,
+		                       o->calls[owner[i]].thr, 0, owner[i] };
+		for (; i < j; i++) {
+			double a = o->gts[ix[i]], d = o->gdur[ix[i]];
+
+			x->sum += d;
+			x->n++;
+			if (a < x->first)
+				x->first = a;
+			if (a + d > x->last)
+				x->last = a + d;
 		}
-		owner[j] = k;
-		w[k] = (struct rr_work){ l->ts, l->pid, l->tid, 0, rr->g[j].a,
-		                         rr->g[j].a + rr->g[j].dur, 0, i, false };
-		for (; j < rr->ng && rr->g[j].corr == key.corr; j++) {
-			w[k].sum += rr->g[j].dur;
-			w[k].n++;
-			if (rr->g[j].a < w[k].first)
-				w[k].first = rr->g[j].a;
-			if (rr->g[j].a + rr->g[j].dur > w[k].last)
-				w[k].last = rr->g[j].a + rr->g[j].dur;
-		}
+		st->gpu_unlinked -= x->n;
 		k++;
 	}
+	free(ix);
 	free(owner);
-	/* the records no call (or no one call) launched */
-	st->gpu_unlinked += rr->ng;
-	for (i = j = 0; i < k; i++)
-		if (!w[i].ambiguous) {
-			st->gpu_unlinked -= w[i].n;
-			w[j++] = w[i];
-		}
-	k = j;
+	free(ambiguous);
+	if (!ok) {
+		free(w);
+		return false;
+	}
 	if (k)
 		qsort(w, k, sizeof(*w), work_by_thread);
 	*out = w;
@@ -282,7 +292,8 @@ static void extent_query(const struct extent *x, size_t i, size_t j, double *lo,
  * The ranges on a thread come sorted by start, the enclosing first; a
  * stack of the open ones tells which names are open.
  */
-static bool attribute(struct rstats *st, struct rranges *rr, const struct rr_work *w, size_t n)
+static bool attribute(struct rstats *st, const struct rops *o, struct rranges *rr,
+                      const struct rr_work *w, size_t n)
 {
 	double *sum = malloc((n + 1) * sizeof(*sum));
 	uint64_t *cnt = malloc((n + 1) * sizeof(*cnt));
@@ -306,6 +317,7 @@ static bool attribute(struct rstats *st, struct rranges *rr, const struct rr_wor
 		const struct rr_range *r = &rr->r[i];
 		struct range_gpu *out = &st->range_gpu[r->name];
 		size_t a, b;
+		uint32_t thr;
 		double lo, hi;
 
 		if (i > 0 && (r->pid != rr->r[i - 1].pid || r->tid != rr->r[i - 1].tid))
@@ -316,8 +328,10 @@ static bool attribute(struct rstats *st, struct rranges *rr, const struct rr_wor
 		stack[depth++] = i;
 		if (open[r->name]++ > 0)
 			continue;
-		a = lower(w, n, r->pid, r->tid, r->a);
-		b = lower(w, n, r->pid, r->tid, r->b);
+		if ((thr = thread_index(o, r->pid, r->tid)) == NONE)
+			continue;
+		a = lower(w, n, thr, r->a);
+		b = lower(w, n, thr, r->b);
 		if (b <= a)
 			continue;
 		out->gpu += sum[b] - sum[a];
@@ -341,16 +355,22 @@ bool report_ranges_finish(struct rstats *st)
 	size_t n = 0;
 	bool ok = true;
 
-	st->range_gpu = calloc(st->ranges.n ? st->ranges.n : 1, sizeof(*st->range_gpu));
+	/* no range, nothing to work out (a trace of a million kernels and no
+	 * range costs no sort) */
+	st->gpu_unlinked = st->gpu_events;
+	if (st->ranges.n == 0 || rr == NULL) {
+		report_ranges_free_pass(st);
+		return true;
+	}
+	st->range_gpu = calloc(st->ranges.n, sizeof(*st->range_gpu));
 	if (st->range_gpu == NULL)
 		ok = false;
-	else if (rr != NULL) {
-		ok = link_work(st, rr, &w, &n) && attribute(st, rr, w, n);
-		/* GPU work and not one link: what ran inside the ranges is unknown */
-		if (ok && n == 0 && st->gpu_records > 0) {
-			free(st->range_gpu);
-			st->range_gpu = NULL;
-		}
+	else if (st->ops != NULL)
+		ok = link_work(st, st->ops, &w, &n) && attribute(st, st->ops, rr, w, n);
+	/* GPU work and not one link: what ran inside the ranges is unknown */
+	if (ok && n == 0 && st->gpu_events > 0) {
+		free(st->range_gpu);
+		st->range_gpu = NULL;
 	}
 	free(w);
 	report_ranges_free_pass(st);
@@ -362,8 +382,6 @@ void report_ranges_free_pass(struct rstats *st)
 	if (st->rr == NULL)
 		return;
 	free(st->rr->r);
-	free(st->rr->l);
-	free(st->rr->g);
 	free(st->rr);
 	st->rr = NULL;
 }

@@ -118,7 +118,7 @@ def test_constructed(d):
                    "nn.Module: Block_0": (100 + 30 + 20, 3, 1130 - 1000, 1),
                    "block": (100 + 30 + 20, 3, 1130 - 1000, 2),
                    "Optimizer.step#AdamW.step": (50, 1, 50, 1)}, got
-    assert (r["gpu_records"], r["gpu_records_unlinked"]) == (9, 2), r
+    assert (r["gpu_events"], r["gpu_records_unlinked"]) == (9, 2), r
     check_reference(doc, events, "constructed")
     # integers as integer literals, past 2^31 and cJSON's 15 digits too
     # (cJSON wrote 1e+15)

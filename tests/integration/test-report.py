@@ -127,7 +127,7 @@ def test_figures(d):
     assert r0["ranges"] == [{"name": "forward", "count": 1, "cpu_us": 150, "gpu_us": 105,
                              "gpu_span_us": 100, "gpu_ops": 2}], r0
     # the copy names no launch
-    assert (r0["gpu_records"], r0["gpu_records_unlinked"]) == (5, 1), r0
+    assert (r0["gpu_events"], r0["gpu_records_unlinked"]) == (5, 1), r0
     dev = [g for g in r0["gpus"] if "stream" not in g][0]
     # device busy: [0,100] [200,300] [400,700] [720,770] (the 5 us kernel inside the first)
     assert dev["busy_us"] == 550 and dev["idle_us"] == 250, dev
