@@ -73,7 +73,9 @@ bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t 
 }
 
 /* The GPU records by correlation id, through an index (o's arrays stay
- * as the operator table keeps them). */
+ * as the operator table keeps them). qsort takes no context: the ids are
+ * in a file-scope pointer, set just before the sort (gprofctl sums up one
+ * file at a time, on one thread). */
 static const uint32_t *sort_corr;
 
 static int ix_by_corr(const void *x, const void *y)
