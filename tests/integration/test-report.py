@@ -7,8 +7,11 @@ Two ranks of one job: on device 0, two 100 us gemm kernels (stream 7), a
 5 us kernel inside the first (stream 8), an NCCL all-reduce (stream 9:
 300 us on rank 0, which waits, 10 us on rank 1, the straggler), a 1 MB
 host-to-device copy from pageable memory in 50 us; two iterations of 350
-and 450 us; a "forward" range of 150 us whose launches ran 300 us on the
-GPU; four CUDA runtime calls, one a 30 us cudaStreamSynchronize.
+and 450 us; a "forward" range of 150 us whose one launch (correlation id
+1) ran the first gemm and the 5 us kernel (105 us on the GPU, though
+Kineto's projection spans 300); four CUDA runtime calls, one a 30 us
+cudaStreamSynchronize. Every --json output is checked against
+docs/report.schema.json (tests/tools/report_check.py).
 Rank 0 is gzip with decimal timestamps, rank 1 plain JSON with integers.
 Then a truncated file and a malformed one, and two real rank traces of a
 DDP job from the H200 host (tests/fixtures/traces: the agent's, rank 1 a
