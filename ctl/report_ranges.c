@@ -54,6 +54,7 @@ struct rranges {
 	size_t nr, capr;
 };
 
+/* st's ranges, made on first use; NULL when out of memory. */
 static struct rranges *get(struct rstats *st)
 {
 	if (st->rr == NULL)
@@ -61,6 +62,7 @@ static struct rranges *get(struct rstats *st)
 	return st->rr;
 }
 
+/* One CPU range, kept until the finish. */
 bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t tid, double a,
                          double b)
 {
@@ -85,6 +87,7 @@ static int ix_by_corr(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
+/* Calls by start, so the earliest with an id claims its records. */
 static int call_by_ts(const void *x, const void *y)
 {
 	const struct rcall *a = x, *b = y;
@@ -247,6 +250,7 @@ static bool link_work(struct rstats *st, struct rops *o, struct rr_work **out, s
  */
 struct extent { double *lo, *hi; size_t m; };
 
+/* The tree over w[0..n); false when out of memory. */
 static bool extent_init(struct extent *x, const struct rr_work *w, size_t n)
 {
 	size_t i;
@@ -350,6 +354,7 @@ static bool attribute(struct rstats *st, const struct rops *o, struct rranges *r
 	return ok;
 }
 
+/* See report.h. */
 bool report_ranges_finish(struct rstats *st)
 {
 	struct rranges *rr = st->rr;
@@ -379,6 +384,7 @@ bool report_ranges_finish(struct rstats *st)
 	return ok;
 }
 
+/* The ranges the pass kept, freed. */
 void report_ranges_free_pass(struct rstats *st)
 {
 	if (st->rr == NULL)

@@ -7,6 +7,7 @@
 
 #include "jsonint.h"
 
+/* v's decimal digits in a raw node. */
 cJSON *jsonint_new(int64_t v)
 {
 	char buf[24];
@@ -15,6 +16,7 @@ cJSON *jsonint_new(int64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
+/* The same, unsigned. */
 cJSON *jsonint_new_u(uint64_t v)
 {
 	char buf[24];
@@ -35,11 +37,13 @@ static int put(cJSON *o, const char *key, cJSON *item)
 	return 0;
 }
 
+/* key: v into o. */
 int jsonint_add(cJSON *o, const char *key, int64_t v)
 {
 	return put(o, key, jsonint_new(v));
 }
 
+/* key: v into o, unsigned. */
 int jsonint_add_u(cJSON *o, const char *key, uint64_t v)
 {
 	return put(o, key, jsonint_new_u(v));
