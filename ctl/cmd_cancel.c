@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "ctl.h"
 
 struct chost {
@@ -141,7 +142,7 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 
 			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
 			if (hs[i].answered) {
-				cJSON_AddNumberToObject(h, "cancelled", (double)hs[i].cancelled);
+				jsonint_add(h, "cancelled", hs[i].cancelled);
 				if (hs[i].state != MSG_TRACE_RUNNING)
 					cJSON_AddStringToObject(h, "state",
 					                        msg_trace_state_name(hs[i].state));
@@ -151,9 +152,9 @@ int cmd_cancel(struct opts *o, int argc, char **argv)
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(hosts, h);
 		}
-		cJSON_AddNumberToObject(root, "known", (double)known);
-		cJSON_AddNumberToObject(root, "cancelled", (double)total);
-		cJSON_AddNumberToObject(root, "exit", code);
+		jsonint_add(root, "known", known);
+		jsonint_add(root, "cancelled", total);
+		jsonint_add(root, "exit", code);
 		if ((text = cJSON_Print(root)) != NULL)
 			printf("%s\n", text);
 		cJSON_free(text);

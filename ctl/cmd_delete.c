@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "tlist.h"
 
 struct dhost {
@@ -202,8 +203,8 @@ int cmd_delete(struct opts *o, int argc, char **argv)
 
 				cJSON_AddStringToObject(j, "host", label);
 				cJSON_AddStringToObject(j, "trace_id", s->id);
-				cJSON_AddNumberToObject(j, "files", (double)s->deleted_files);
-				cJSON_AddNumberToObject(j, "bytes", (double)s->bytes);
+				jsonint_add(j, "files", s->deleted_files);
+				jsonint_add(j, "bytes", s->bytes);
 				cJSON_AddItemToArray(jd, j);
 			} else {
 				fmt_bytes(s->bytes, sz, sizeof(sz));
@@ -217,9 +218,9 @@ int cmd_delete(struct opts *o, int argc, char **argv)
 	if (o->json) {
 		char *text;
 
-		cJSON_AddNumberToObject(root, "traces", (double)deleted);
-		cJSON_AddNumberToObject(root, "bytes", (double)bytes);
-		cJSON_AddNumberToObject(root, "exit", code);
+		jsonint_add(root, "traces", deleted);
+		jsonint_add(root, "bytes", bytes);
+		jsonint_add(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

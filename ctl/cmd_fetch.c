@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "dlq.h"
 #include "tlist.h"
 
@@ -176,7 +177,7 @@ int cmd_fetch(struct opts *o, int argc, char **argv)
 				cJSON_AddStringToObject(j, "trace_id", it->trace_id);
 				cJSON_AddStringToObject(j, "file", it->file);
 				if (tf->rank >= 0)
-					cJSON_AddNumberToObject(j, "rank", (double)tf->rank);
+					jsonint_add(j, "rank", tf->rank);
 				else
 					cJSON_AddNullToObject(j, "rank");
 				if (it->done)
@@ -205,7 +206,7 @@ int cmd_fetch(struct opts *o, int argc, char **argv)
 	if (o->json) {
 		char *text;
 
-		cJSON_AddNumberToObject(root, "exit", code);
+		jsonint_add(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "ctl.h"
 
 struct lproc {
@@ -157,29 +158,29 @@ int cmd_list(struct opts *o, int argc, char **argv)
 				cJSON *j = cJSON_CreateObject();
 
 				cJSON_AddStringToObject(j, "host", cl.hosts[i].label);
-				cJSON_AddNumberToObject(j, "pid", (double)p->pid);
-				cJSON_AddNumberToObject(j, "uid", (double)p->uid);
+				jsonint_add(j, "pid", p->pid);
+				jsonint_add(j, "uid", p->uid);
 				if (p->job[0] && strcmp(p->job, "-") != 0)
 					cJSON_AddStringToObject(j, "job", p->job);
 				else
 					cJSON_AddNullToObject(j, "job");
 				/* unknown: null, never -1 (gprofctl(1), JSON output) */
 				if (p->rank >= 0)
-					cJSON_AddNumberToObject(j, "rank", (double)p->rank);
+					jsonint_add(j, "rank", p->rank);
 				else
 					cJSON_AddNullToObject(j, "rank");
 				if (p->world > 0)
-					cJSON_AddNumberToObject(j, "world_size", (double)p->world);
+					jsonint_add(j, "world_size", p->world);
 				else
 					cJSON_AddNullToObject(j, "world_size");
 				cJSON_AddStringToObject(j, "kind", msg_kind_name(p->kind));
 				cJSON_AddStringToObject(j, "role", p->launcher ? "launcher" : "traced");
-				cJSON_AddNumberToObject(j, "steps", (double)p->steps);
+				jsonint_add(j, "steps", p->steps);
 				cJSON_AddStringToObject(j, "name", p->name);
 				cJSON_AddItemToArray(arr, j);
 			}
 		}
-		cJSON_AddNumberToObject(root, "exit", code);
+		jsonint_add(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

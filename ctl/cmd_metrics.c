@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "ctl.h"
 
 struct mrow {
@@ -55,7 +56,7 @@ static void message(struct host *h, const struct msg *m)
 		const struct msg_sample *s = &m->u.metrics_reply.samples.v[i];
 		cJSON *o = cJSON_CreateObject(), *v = cJSON_AddObjectToObject(o, "values");
 
-		cJSON_AddNumberToObject(o, "ts_us", (double)s->ts_us);
+		jsonint_add(o, "ts_us", s->ts_us);
 		for (j = 0; j < s->values.n; j++)
 			cJSON_AddNumberToObject(v, s->values.names[j], s->values.values[j]);
 		cJSON_AddItemToArray(r->samples, o);
@@ -221,7 +222,7 @@ static int one_round(struct opts *o, bool watch, bool clear, int64_t *interval_m
 
 			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
 			if (rows[i].ok) {
-				cJSON_AddNumberToObject(h, "interval_ms", (double)rows[i].interval_ms);
+				jsonint_add(h, "interval_ms", rows[i].interval_ms);
 				cJSON_AddItemToObject(h, "samples", rows[i].samples);
 				rows[i].samples = NULL; /* transferred */
 			} else {
@@ -229,7 +230,7 @@ static int one_round(struct opts *o, bool watch, bool clear, int64_t *interval_m
 			}
 			cJSON_AddItemToArray(arr, h);
 		}
-		cJSON_AddNumberToObject(root, "exit", code);
+		jsonint_add(root, "exit", code);
 		text = watch ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

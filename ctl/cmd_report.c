@@ -73,6 +73,30 @@ static long add_dir(struct inputs *in, const char *path)
 	return n;
 }
 
+/* Why directory path gave nothing to read: empty, or what it holds instead. */
+static void say_empty(const char *path)
+{
+	struct dirent *e;
+	char first[256] = "";
+	size_t n = 0;
+	DIR *d = opendir(path);
+
+	while (d != NULL && (e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && n++ == 0)
+			snprintf(first, sizeof(first), "%s", e->d_name);
+	if (d != NULL)
+		closedir(d);
+	if (n == 0)
+		fprintf(stderr, "gprofctl report: %s is an empty directory: no trace was written "
+		        "there (gprofctl trace --output-dir writes one directory per trace, with a file "
+		        "per process); give a trace file or such a directory\n", path);
+	else
+		fprintf(stderr, "gprofctl report: %s holds no trace file (*.json, *.json.gz), memory "
+		        "snapshot (*.pickle) or directory of them, only %zu other entr%s (such as "
+		        "'%.60s'); give a trace file or the directory gprofctl trace wrote\n", path, n,
+		        n == 1 ? "y" : "ies", first);
+}
+
 /* A file, or a directory's trace files (not recursive); a directory with
  * none but one trace's directory below it (gprofctl trace --output-dir D
  * writes D/TRACE_ID/) is read there; with several below it, an error that
@@ -115,6 +139,10 @@ static int expand(struct inputs *in, const char *path)
 	closedir(d);
 	if (subs == 1)
 		return add_dir(in, one) < 0 ? -1 : 0;
+	if (subs == 0) {
+		say_empty(path);
+		return -1;
+	}
 	if (subs > 1) {
 		fprintf(stderr, "gprofctl report: %s holds %zu traces, a directory each (as gprofctl "
 		        "trace --output-dir writes them): name one, e.g. gprofctl report %s (the "
@@ -232,10 +260,26 @@ static int run_memory(struct inputs *in, bool json, const char *html, size_t top
 	return (int)bad;
 }
 
+/* EXIT_USAGE when a file is not a trace (or cannot be read), EXIT_FAILED
+ * when one is an empty trace, else EXIT_OK; report_read said why. */
+static int refused(struct rstats *const *st, size_t n)
+{
+	int code = EXIT_OK;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (st[i]->refused == REFUSED_EMPTY && code == EXIT_OK)
+			code = EXIT_FAILED;
+		else if (st[i]->refused != REFUSED_NO && st[i]->refused != REFUSED_EMPTY)
+			code = EXIT_USAGE;
+	return code;
+}
+
 static int run(struct inputs *in, bool json, const char *html, size_t top, bool by_shape)
 {
 	struct rstats **st = calloc(in->n ? in->n : 1, sizeof(*st));
 	size_t i, bad = 0, n = 0;
+	int code = EXIT_OK;
 	cJSON *root = NULL;
 
 	if (st == NULL)
@@ -256,7 +300,14 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 	}
 	for (i = 0; i < n && st[i] != NULL; i++)
 		;
-	if (i == n) {
+	if (i == n && (code = refused(st, n)) != EXIT_OK) {
+		/* a report that leaves out one of the files asked for would pass
+		 * for the whole job's: none, and each refused file said why */
+		if (n > 1)
+			fprintf(stderr, "gprofctl report: no report made, since one of the files "
+			        "given would be missing from it: name only the others to report them\n");
+		bad = 0;
+	} else if (i == n) {
 		qsort(st, n, sizeof(*st), by_rank);
 		if (json)
 			root = n ? report_json(st, n, top) : cJSON_CreateObject();
@@ -280,7 +331,7 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 		free(st[i]);
 	}
 	free(st);
-	return bad ? EXIT_FAILED : EXIT_OK;
+	return code != EXIT_OK ? code : bad ? EXIT_FAILED : EXIT_OK;
 }
 
 int report_dir(const char *dir, bool json)

@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "tlist.h"
 
 #define PARTS_MAX 16
@@ -251,16 +252,15 @@ int cmd_status(struct opts *o, int argc, char **argv)
 			cJSON_AddStringToObject(h, "host", cl.hosts[i].label);
 			if (rows[i].ok) {
 				cJSON_AddStringToObject(h, "version", rows[i].version);
-				cJSON_AddNumberToObject(h, "started_us", (double)rows[i].started_us);
-				cJSON_AddNumberToObject(h, "processes", (double)rows[i].processes);
-				cJSON_AddNumberToObject(h, "pending_traces", (double)rows[i].pending);
-				cJSON_AddNumberToObject(h, "stored_traces", (double)rows[i].stored);
-				cJSON_AddNumberToObject(h, "stored_bytes", (double)rows[i].stored_bytes);
+				jsonint_add(h, "started_us", rows[i].started_us);
+				jsonint_add(h, "processes", rows[i].processes);
+				jsonint_add(h, "pending_traces", rows[i].pending);
+				jsonint_add(h, "stored_traces", rows[i].stored);
+				jsonint_add(h, "stored_bytes", rows[i].stored_bytes);
 				if (rows[i].commit[0])
 					cJSON_AddStringToObject(h, "commit", rows[i].commit);
 				if (rows[i].free_bytes >= 0)
-					cJSON_AddNumberToObject(h, "store_free_bytes",
-					                        (double)rows[i].free_bytes);
+					jsonint_add(h, "store_free_bytes", rows[i].free_bytes);
 				cJSON_AddBoolToObject(h, "degraded", rows[i].degraded);
 				add_parts(h, &rows[i]);
 				add_running(h, cl.hosts[i].label, &rows[i]);
@@ -268,7 +268,7 @@ int cmd_status(struct opts *o, int argc, char **argv)
 				cJSON_AddStringToObject(h, "error", cl.hosts[i].error);
 			cJSON_AddItemToArray(arr, h);
 		}
-		cJSON_AddNumberToObject(root, "exit", code);
+		jsonint_add(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "ctl.h"
 #include "dlq.h"
 #include "fsutil.h"
@@ -129,7 +130,7 @@ static const char *rank_text(int64_t rank, char *buf, size_t size)
 static void rank_json(cJSON *o, int64_t rank)
 {
 	if (rank >= 0)
-		cJSON_AddNumberToObject(o, "rank", (double)rank);
+		jsonint_add(o, "rank", rank);
 	else
 		cJSON_AddNullToObject(o, "rank");
 }
@@ -551,7 +552,7 @@ static int summarize(struct client *cl)
 				if (T.json) {
 					cJSON *o = cJSON_CreateObject();
 
-					cJSON_AddNumberToObject(o, "pid", (double)p->pid);
+					jsonint_add(o, "pid", p->pid);
 					rank_json(o, p->rank);
 					cJSON_AddStringToObject(o, "state", "skipped");
 					cJSON_AddStringToObject(o, "reason", p->reason);
@@ -574,7 +575,7 @@ static int summarize(struct client *cl)
 			if (T.json) {
 				cJSON *o = cJSON_CreateObject();
 
-				cJSON_AddNumberToObject(o, "pid", (double)p->pid);
+				jsonint_add(o, "pid", p->pid);
 				rank_json(o, p->rank);
 				cJSON_AddStringToObject(o, "state", it && it->done ? "delivered" :
 				                        state_word(p->state));
@@ -586,7 +587,7 @@ static int summarize(struct client *cl)
 					cJSON_AddStringToObject(o, "reason", it && it->failed ? it->error :
 					                        p->reason[0] ? p->reason :
 					                        h->error[0] ? h->error : "not delivered");
-				cJSON_AddNumberToObject(o, "bytes", (double)p->bytes);
+				jsonint_add(o, "bytes", p->bytes);
 				cJSON_AddItemToArray(jp, o);
 				continue;
 			}
@@ -614,11 +615,11 @@ static int summarize(struct client *cl)
 		if (T.json) {
 			char *text;
 
-			cJSON_AddNumberToObject(root, "matched", (double)matched);
-			cJSON_AddNumberToObject(root, "delivered", (double)delivered);
-			cJSON_AddNumberToObject(root, "skipped", (double)skipped);
-			cJSON_AddNumberToObject(root, "cancelled", (double)cancelled);
-			cJSON_AddNumberToObject(root, "exit", code);
+			jsonint_add(root, "matched", matched);
+			jsonint_add(root, "delivered", delivered);
+			jsonint_add(root, "skipped", skipped);
+			jsonint_add(root, "cancelled", cancelled);
+			jsonint_add(root, "exit", code);
 			text = cJSON_Print(root);
 			printf("%s\n", text);
 			cJSON_free(text);

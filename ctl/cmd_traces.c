@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "tlist.h"
 
 static struct tlist proto_list; /* the filters every host's list copies */
@@ -176,7 +177,7 @@ int cmd_traces(struct opts *o, int argc, char **argv)
 					cJSON_AddItemToArray(arr, tlist_json(cl.hosts[i].label,
 					                                     &ls[i].stored.v[k]));
 		}
-		cJSON_AddNumberToObject(root, "exit", code);
+		jsonint_add(root, "exit", code);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

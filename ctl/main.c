@@ -18,6 +18,7 @@
 
 #include "ctl.h"
 #include "fsutil.h"
+#include "jsonint.h"
 
 struct command {
 	const char *name;
@@ -91,7 +92,7 @@ static int cmd_help(struct opts *o, int argc, char **argv)
 			cJSON_AddItemToArray(arr, c);
 		}
 		cJSON_AddStringToObject(root, "version", GPROF_VERSION);
-		cJSON_AddNumberToObject(root, "exit", EXIT_OK);
+		jsonint_add(root, "exit", EXIT_OK);
 		text = cJSON_Print(root);
 		printf("%s\n", text);
 		cJSON_free(text);

@@ -18,7 +18,7 @@
 
 #define DEPTH_MAX 64
 
-enum key { K_OTHER, K_EVENTS, K_DIST, K_RANK, K_WORLD, K_NAME, K_CAT, K_PH, K_PID, K_TID,
+enum key { K_OTHER, K_EVENTS, K_DIST, K_HOST, K_RANK, K_WORLD, K_NAME, K_CAT, K_PH, K_PID, K_TID,
            K_TS, K_DUR, K_ARGS, K_BYTES, K_CORR, K_SEQ, K_FWD, K_DIMS, K_EXT,
            /* a [memory] event's args (Kineto's profile_memory): last, as k >= K_M_ADDR */
            K_M_ADDR, K_M_BYTES, K_M_TOTAL, K_M_RESERVED, K_M_DEVTYPE, K_M_DEVID };
@@ -189,7 +189,7 @@ static bool fold_ops(struct rstats *st, const struct ev *e, enum cat c)
 	                       e->corr, e->seq, e->fwd, e->ts, e->dur, e->ext };
 
 	if (c == C_KERNEL || c == C_COPY)
-		return report_ops_gpu(st, e->corr, e->dur);
+		return report_ops_gpu(st, e->corr, e->ts, e->dur);
 	if (c == C_RUNTIME || c == C_ANNOTATION || strcmp(e->cat, "cpu_op") == 0 ||
 	    strcmp(e->cat, "python_function") == 0 || strcmp(e->cat, "overhead") == 0)
 		return report_ops_fold(st, &o);
@@ -260,6 +260,14 @@ static void mem_finish(struct rstats *st)
 	free(steps);
 }
 
+/* An nn.Module scope that torch.profiler writes as a python_function
+ * (with_stack, with_modules): a range like the agent's user_annotation
+ * of the same name. */
+static bool module_scope(const struct ev *e)
+{
+	return strcmp(e->cat, "python_function") == 0 && strncmp(e->name, "nn.Module: ", 11) == 0;
+}
+
 /* One complete event: folded into the file's figures. */
 static bool fold(struct rstats *st, const struct ev *e)
 {
@@ -320,13 +328,16 @@ static bool fold(struct rstats *st, const struct ev *e)
 		                  strtoul(e->name + 13, NULL, 10), -1));
 	/* a user range, and its projection on the GPU: from the start of the
 	 * first GPU work launched inside it to the end of the last */
-	if (c == C_ANNOTATION || c == C_GPU_ANNOTATION) {
-		struct kmap *m = c == C_ANNOTATION ? &st->ranges : &st->granges;
+	if (c == C_ANNOTATION || c == C_GPU_ANNOTATION || module_scope(e)) {
+		bool cpu = c != C_GPU_ANNOTATION;
+		struct kmap *m = cpu ? &st->ranges : &st->granges;
 		struct kstat *k = kstat_add(m, e->name, e->dur, 0);
 
-		return k != NULL && spans_add(c == C_ANNOTATION ? &st->cpu_spans : &st->gpu_spans,
+		return k != NULL && spans_add(cpu ? &st->cpu_spans : &st->gpu_spans,
 		                              e->ts, e->ts + e->dur, (size_t)(k - m->v),
-		                              c == C_ANNOTATION ? -1 : e->pid);
+		                              cpu ? -1 : e->pid) &&
+		       (!cpu || report_ranges_range(st, (uint32_t)(k - m->v), e->pid, e->tid, e->ts,
+		                                    e->ts + e->dur));
 	}
 	return true;
 }
@@ -344,7 +355,7 @@ static enum key key_of(const char *k, size_t n)
 	case 4: return IS("name") ? K_NAME : IS("args") ? K_ARGS : IS("rank") ? K_RANK :
 	               IS("Addr") ? K_M_ADDR : K_OTHER;
 	case 5: return IS("bytes") ? K_BYTES : IS("Bytes") ? K_M_BYTES : K_OTHER;
-	case 9: return IS("Device Id") ? K_M_DEVID : K_OTHER;
+	case 9: return IS("Device Id") ? K_M_DEVID : IS("host_name") ? K_HOST : K_OTHER;
 	case 10: return IS("world_size") ? K_WORLD : IS("Input Dims") ? K_DIMS : K_OTHER;
 	case 11: return IS("traceEvents") ? K_EVENTS : IS("correlation") ? K_CORR :
 	                IS("Device Type") ? K_M_DEVTYPE : IS("External id") ? K_EXT : K_OTHER;
@@ -503,9 +514,16 @@ static int cb_string(void *ctx, const char *s, size_t n)
 	char *dst = NULL;
 	size_t cap = 0;
 
-	if (!in_event(p))
+	if (p->depth == 1 && p->key[1] == K_HOST) { /* the trace's host_name */
+		dst = p->st->host;
+		cap = sizeof(p->st->host);
+	} else if (!in_event(p))
 		return 1;
-	switch (p->key[p->depth]) {
+	switch (dst != NULL ? K_HOST : p->key[p->depth]) {
+	case K_HOST: /* the trace's, above; an event's "host_name" is not read */
+		if (dst == NULL)
+			return 1;
+		break;
 	case K_NAME: dst = p->e.name; cap = sizeof(p->e.name); break;
 	case K_CAT: dst = p->e.cat; cap = sizeof(p->e.cat); break;
 	case K_PH: dst = p->e.ph; cap = sizeof(p->e.ph); break;
@@ -535,7 +553,7 @@ static int open_level(struct parse *p, bool array)
 		return 1; /* deeper than anything read: only counted */
 	p->key[p->depth] = K_OTHER;
 	if (array && p->depth == 2 && p->key[1] == K_EVENTS)
-		p->events_depth = 2;
+		p->events_depth = 2, p->st->saw_events = true;
 	if (!array && in_event(p)) {
 		/* field by field: the name's 512 bytes need only their first */
 		p->e.name[0] = p->e.cat[0] = p->e.ph[0] = p->e.shape[0] = '\0';
@@ -697,6 +715,50 @@ static void scan_end(struct rstats *st, struct jscan *j, const struct parse *p, 
 	}
 }
 
+/*
+ * A file that is no trace, or a trace with nothing in it, is refused with
+ * why and what to do (issue 37): /etc/passwd made a report of zeros ending
+ * "nothing stands out". A trace is a JSON object with a traceEvents array
+ * (Kineto, torch.profiler and gprofd write nothing else); one that breaks
+ * after that array opened is a trace cut short, reported as far as it goes.
+ */
+static void refuse_non_trace(struct rstats *st)
+{
+	static const char what[] = "gprofctl report reads Chrome-trace JSON (.json, .json.gz: "
+	                           "gprofctl trace's, torch.profiler's, Kineto's) and memory "
+	                           "snapshots (.pickle)";
+	char why[300], *tail;
+
+	/* what was read before the break is no report when nothing was */
+	if ((tail = strstr(st->error, "; what came before is reported")) != NULL ||
+	    (tail = strstr(st->error, ": what came before is reported")) != NULL)
+		*tail = '\0';
+	if (!st->saw_events) {
+		if (strncmp(st->error, "the file ends early, after 0 bytes", 34) == 0)
+			snprintf(why, sizeof(why), "an empty file");
+		else if (strncmp(st->error, "the file ends early", 19) == 0)
+			snprintf(why, sizeof(why), "it ends before any traceEvents array (%.150s)",
+			         st->error);
+		else if (st->error[0])
+			snprintf(why, sizeof(why), "%.250s", st->error);
+		else
+			snprintf(why, sizeof(why), "JSON without a \"traceEvents\" array");
+		snprintf(st->error, sizeof(st->error), "not a trace: %s. %s", why, what);
+		st->refused = REFUSED_NOT_TRACE;
+	} else if (st->t1 < st->t0 && st->mem == NULL) {
+		if (st->error[0])
+			snprintf(why, sizeof(why), "%.250s, before its first complete event. Wait until "
+			         "it is whole, or fetch it again", st->error);
+		else
+			snprintf(why, sizeof(why), "of its %llu events none is timed (a \"ph\": \"X\" "
+			         "event), only metadata. The traced process did no GPU work nor "
+			         "annotated CPU work in the window: trace it while it works (a longer "
+			         "--duration, or --iterations)", (unsigned long long)st->events);
+		snprintf(st->error, sizeof(st->error), "an empty trace: %s", why);
+		st->refused = REFUSED_EMPTY;
+	}
+}
+
 int report_read_mem(const char *name, const char *text, size_t len, struct rstats *st)
 {
 	struct parse p = { .st = st };
@@ -711,6 +773,7 @@ int report_read_mem(const char *name, const char *text, size_t len, struct rstat
 	mem_finish(st);
 	if (!report_finish(st) && !st->error[0])
 		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
+	refuse_non_trace(st);
 	return st->error[0] ? -1 : 0;
 }
 
@@ -727,6 +790,7 @@ int report_read(const char *path, struct rstats *st)
 	rstats_init(st, path);
 	if ((f.gz = gzopen(path, "rb")) == NULL) {
 		snprintf(st->error, sizeof(st->error), "cannot open it: %s", strerror(errno));
+		st->refused = REFUSED_UNREADABLE;
 		return -1;
 	}
 	gzbuffer(f.gz, 256 << 10);
@@ -788,6 +852,7 @@ out:
 	mem_finish(st);
 	if (!report_finish(st) && !st->error[0])
 		snprintf(st->error, sizeof(st->error), "out of memory while summing up");
+	refuse_non_trace(st);
 	return st->error[0] ? -1 : 0;
 }
 
@@ -817,7 +882,8 @@ void report_free(struct rstats *st)
 	free(st->gpu_spans.v);
 	free(st->sync_spans.v);
 	free(st->step_spans.v);
-	free(st->granges_busy);
+	free(st->range_gpu);
+	report_ranges_free_pass(st);
 	for (i = 0; i < st->ngpus; i++) {
 		free(st->gpus[i].iv.v);
 		free(st->gpus[i].prefix);

@@ -14,8 +14,9 @@
  * launch-bound stretches in them, merges them into busy intervals (idle
  * gaps bucketed, the longest kept, those a synchronising call opened
  * added up) and answers "how busy was the GPU between a and b" from
- * prefix sums, for the ranges' GPU time, the data-loading ranges and the
- * timeline. report_print, report_json and report_html write a list of
+ * prefix sums, for the data-loading ranges and the timeline; the ranges'
+ * GPU time is what was launched inside them, by correlation
+ * (report_ranges.c). report_print, report_json and report_html write a list of
  * finished rstats (one per rank) as text, cJSON or one HTML page, with
  * the cross-rank comparison and the findings.
  *
@@ -73,17 +74,26 @@ struct gpu {                   /* one device, or one stream of it */
 };
 
 struct rops;                   /* the operators (report_ops.c) */
+struct rranges;                /* the ranges' launches while reading (report_ranges.c) */
+
+/* A range name's GPU work, by correlation (report_ranges.c): the GPU
+ * records launched inside its instances (each once), their time, and the
+ * summed spans from the first one's start to the last one's end. */
+struct range_gpu { double gpu, span; uint64_t ops; };
 
 struct rstats {
 	char path[1024];
 	int64_t rank, world;       /* from distributedInfo; -1 unknown */
+	char host[256];            /* host_name from the trace's metadata; "" unknown */
 	uint64_t events, gpu_events;
 	double t0, t1;             /* the window: first start, last end (us) */
 	struct kmap kernels, copies;
 	struct kmap ranges, granges; /* user ranges (NVTX, record_function): CPU, GPU projection */
 	struct kmap syncs;         /* synchronising CUDA calls by name */
 	struct spans cpu_spans, gpu_spans, sync_spans, step_spans;
-	double *granges_busy;      /* per granges entry: GPU busy inside its projections */
+	struct rranges *rr;        /* freed by report_ranges_finish */
+	struct range_gpu *range_gpu; /* per ranges entry; NULL: unknown (no GPU record linked) */
+	uint64_t gpu_unlinked;     /* GPU records no (one) call in the trace launched */
 	struct gpu *gpus;
 	size_t ngpus, capgpus;
 	struct durs steps;         /* sorted; step_spans keeps their order */
@@ -95,7 +105,14 @@ struct rstats {
 	double nccl, kernel_total, runtime_total, sync_total;
 	uint64_t short_kernels;    /* shorter than 10 us */
 	bool truncated;
-	char error[300];           /* set when the file could not be read whole */
+	/* Refused, with error saying why and what to do (no report is made
+	 * from it): REFUSED_NOT_TRACE, a file that is not a trace (no
+	 * traceEvents array: not JSON, other JSON, cut before its events);
+	 * REFUSED_EMPTY, a trace with nothing timed in it; REFUSED_UNREADABLE,
+	 * a file that cannot be opened. */
+	enum { REFUSED_NO, REFUSED_NOT_TRACE, REFUSED_EMPTY, REFUSED_UNREADABLE } refused;
+	bool saw_events;           /* the traceEvents array was opened */
+	char error[640];           /* set when the file could not be read whole */
 	struct rops *ops;          /* PyTorch operators, kernels by launch (report_ops.c) */
 	bool ops_by_shape;         /* the operator table per input shape (set by the caller) */
 	struct mreport *mem;       /* its [memory] events, when it has some (report_mem.c) */
@@ -121,8 +138,51 @@ bool report_finish(struct rstats *st);
 /* Does s contain needle (lowercase), ignoring case? */
 bool report_has_ci(const char *s, const char *needle);
 
-/* Shared by the outputs (report.c). */
-struct finding { double weight; char text[600]; };
+/* Shared by the outputs (report_out.c). A finding: what it is (kind, one
+ * of docs/REPORT.md's), how much it costs (weight, roughly the share of
+ * the window; severity follows from it), whom it is about (the trace's
+ * file, rank and host; NULL, -1 and "" when not one trace's or unknown),
+ * the figures it rests on (evidence: name, value, whether an integer; the
+ * names are static strings), and the sentence for people. */
+#define FINDING_EVIDENCE 8
+struct evidence { const char *name; double v; bool integer; };
+struct finding {
+	double weight;
+	const char *kind;
+	const char *file, *host;
+	int64_t rank;
+	struct evidence ev[FINDING_EVIDENCE];
+	size_t nev;
+	char text[600];
+};
+
+/* Starts finding f about trace s (NULL: none), of kind and weight. */
+static inline struct finding *report_finding(struct finding *f, const struct rstats *s,
+                                             const char *kind, double weight)
+{
+	f->weight = weight;
+	f->kind = kind;
+	f->file = s != NULL ? s->path : NULL;
+	f->host = s != NULL ? s->host : "";
+	f->rank = s != NULL ? s->rank : -1;
+	f->nev = 0;
+	f->text[0] = '\0';
+	return f;
+}
+
+/* Adds a figure to f's evidence (the first FINDING_EVIDENCE are kept). */
+static inline void report_evidence(struct finding *f, const char *name, double v, bool integer)
+{
+	if (f->nev < FINDING_EVIDENCE)
+		f->ev[f->nev++] = (struct evidence){ name, v, integer };
+}
+
+/* "high" (weight 0.3 or more), "medium" (0.1 or more) or "low". */
+static inline const char *report_severity(double weight)
+{
+	return weight >= 0.3 ? "high" : weight >= 0.1 ? "medium" : "low";
+}
+
 size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, size_t max);
 double report_median(const struct durs *d);
 double report_window(const struct rstats *st);
@@ -141,6 +201,8 @@ const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
  * dev was running, falling back on each other) and the iteration. */
 void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
                   size_t n);
+/* A range's GPU work (k: an entry of st->ranges), or NULL when unknown. */
+const struct range_gpu *report_range_gpu(const struct rstats *st, const struct kstat *k);
 /* "N operations in X ms at +T ms, GPU busy B%, in 'range', ProfilerStep#I" */
 void report_stretch_text(const struct rstats *st, const struct stretch *x, char *out, size_t n);
 
@@ -157,7 +219,7 @@ struct rop_event {
 	bool linked;
 };
 bool report_ops_fold(struct rstats *st, const struct rop_event *e);
-bool report_ops_gpu(struct rstats *st, int64_t corr, double dur);
+bool report_ops_gpu(struct rstats *st, int64_t corr, double ts, double dur);
 bool report_ops_finish(struct rstats *st);
 void report_ops_free(struct rstats *st);
 void report_ops_print(FILE *f, const struct rstats *st, size_t top);
@@ -167,6 +229,15 @@ void report_ops_html(FILE *f, const struct rstats *st, size_t top);
  * more to out[k..max), each text starting with who; the new k. */
 size_t report_ops_findings(const struct rstats *st, const char *who, struct finding *out,
                            size_t k, size_t max);
+/* The ranges' GPU time (report_ranges.c): each range (name: its index
+ * in st->ranges) during the pass (false: out of memory); _finish after it,
+ * before report_ops_finish (it reads the operator table's calls and GPU
+ * records), fills st->range_gpu and frees what the pass kept; _free_pass
+ * frees that early. */
+bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t tid, double a,
+                         double b);
+bool report_ranges_finish(struct rstats *st);
+void report_ranges_free_pass(struct rstats *st);
 /* s escaped for HTML text (report_html.c). */
 void report_html_esc(FILE *f, const char *s);
 

@@ -3,7 +3,8 @@
  * spans, step times, raw per-device busy lists) turned into the figures
  * the outputs read: merged busy time and gaps by device and stream, the
  * longest gaps and the idle after synchronising calls, launch-bound
- * stretches, GPU busy inside ranges and data loading, medians; and
+ * stretches, GPU idle during data loading, medians (the ranges' GPU
+ * time is report_ranges.c's); and
  * report_where, which names what ran at a moment. Runs once per file,
  * after the whole pass; owns nothing beyond the rstats it fills.
  */
@@ -313,16 +314,9 @@ bool report_finish(struct rstats *st)
 			g->bins[k] = (float)(busy_between(g, a, a + w / REPORT_BINS) / (w / REPORT_BINS));
 		}
 	}
-	/* each projection's GPU busy time, to its range */
-	if ((st->granges_busy = calloc(st->granges.n ? st->granges.n : 1, sizeof(double))) == NULL)
+	/* each range's GPU work, by correlation */
+	if (!report_ranges_finish(st))
 		return false;
-	for (i = 0; i < st->gpu_spans.n; i++) {
-		const struct span *sp = &st->gpu_spans.v[i];
-
-		for (k = 0; k < st->ngpus; k++)
-			if (st->gpus[k].stream < 0 && st->gpus[k].dev == sp->dev)
-				st->granges_busy[sp->name] += busy_between(&st->gpus[k], sp->a, sp->b);
-	}
 	/* data loading: CPU time in its ranges, and how idle the GPU was */
 	for (i = 0; i < st->cpu_spans.n; i++) {
 		const struct span *sp = &st->cpu_spans.v[i];

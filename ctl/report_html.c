@@ -272,19 +272,23 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 		kstat_table(f, &s->copies, top, 0, true);
 	}
 	if (s->ranges.n) {
-		static const char *const cols[] = { "CPU ms", "GPU busy ms", "GPU span ms", "count",
-		                                    "name" };
+		static const char *const cols[] = { "CPU ms", "GPU ms", "GPU span ms", "GPU ops",
+		                                    "count", "name" };
 		struct kstat **v = report_ranked(&s->ranges);
 
-		fprintf(f, "<h3>Ranges (NVTX, record_function)</h3>\n");
-		table_head(f, cols, 5);
+		fprintf(f, "<h3>Ranges (NVTX, record_function, nn.Module): GPU work launched inside "
+		        "them</h3>\n");
+		table_head(f, cols, 6);
 		for (j = 0; v != NULL && j < s->ranges.n && j < top; j++) {
-			const struct kstat *g = report_kmap_find(&s->granges, v[j]->name);
+			const struct range_gpu *g = report_range_gpu(s, v[j]);
 
-			fprintf(f, "<tr><td>%.3f</td><td>%.3f</td><td>%.3f</td><td>%llu</td><td class=name>",
-			        v[j]->total / 1000,
-			        g && s->granges_busy ? s->granges_busy[g - s->granges.v] / 1000 : 0,
-			        g ? g->total / 1000 : 0, (unsigned long long)v[j]->count);
+			fprintf(f, "<tr><td>%.3f</td>", v[j]->total / 1000);
+			if (g != NULL)
+				fprintf(f, "<td>%.3f</td><td>%.3f</td><td>%llu</td>", g->gpu / 1000,
+				        g->span / 1000, (unsigned long long)g->ops);
+			else
+				fprintf(f, "<td>-</td><td>-</td><td>-</td>");
+			fprintf(f, "<td>%llu</td><td class=name>", (unsigned long long)v[j]->count);
 			esc(f, v[j]->name);
 			fprintf(f, "</td></tr>\n");
 		}

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "jsonint.h"
 #include "grow.h"
 #include "pickle.h"
 #include "report_mem.h"
@@ -791,7 +792,7 @@ cJSON *mreport_json(const struct mreport *r, size_t top)
 
 	cJSON_AddStringToObject(o, "file", r->path);
 	if (r->rank >= 0)
-		cJSON_AddNumberToObject(o, "rank", (double)r->rank);
+		jsonint_add(o, "rank", r->rank);
 	else
 		cJSON_AddNullToObject(o, "rank");
 	cJSON_AddStringToObject(o, "source", r->source ? r->source : "snapshot");
@@ -804,25 +805,24 @@ cJSON *mreport_json(const struct mreport *r, size_t top)
 		cJSON *j = cJSON_CreateObject(), *t, *it;
 
 		cJSON_AddItemToArray(devs, j);
-		cJSON_AddNumberToObject(j, "device", (double)d->dev);
-		cJSON_AddNumberToObject(j, "peak_allocated", (double)d->peak_alloc);
-		cJSON_AddNumberToObject(j, "reserved_at_peak", (double)d->res_at_peak);
-		cJSON_AddNumberToObject(j, "fragmentation", (double)d->res_at_peak -
-		                        (double)d->peak_alloc);
-		cJSON_AddNumberToObject(j, "peak_reserved", (double)d->peak_res);
-		cJSON_AddNumberToObject(j, "start_allocated", (double)d->start_alloc);
-		cJSON_AddNumberToObject(j, "end_allocated", (double)d->end_alloc);
-		cJSON_AddNumberToObject(j, "start_reserved", (double)d->start_res);
-		cJSON_AddNumberToObject(j, "end_reserved", (double)d->end_res);
-		cJSON_AddNumberToObject(j, "allocations", (double)d->allocs);
-		cJSON_AddNumberToObject(j, "allocated_bytes", (double)d->alloc_bytes);
-		cJSON_AddNumberToObject(j, "frees", (double)d->frees);
+		jsonint_add(j, "device", d->dev);
+		jsonint_add(j, "peak_allocated", d->peak_alloc);
+		jsonint_add(j, "reserved_at_peak", d->res_at_peak);
+		jsonint_add(j, "fragmentation", (int64_t)d->res_at_peak - (int64_t)d->peak_alloc);
+		jsonint_add(j, "peak_reserved", d->peak_res);
+		jsonint_add(j, "start_allocated", d->start_alloc);
+		jsonint_add(j, "end_allocated", d->end_alloc);
+		jsonint_add(j, "start_reserved", d->start_res);
+		jsonint_add(j, "end_reserved", d->end_res);
+		jsonint_add(j, "allocations", d->allocs);
+		jsonint_add(j, "allocated_bytes", d->alloc_bytes);
+		jsonint_add(j, "frees", d->frees);
 		cJSON_AddBoolToObject(j, "older_allocations_unknown", d->before_unknown);
 		t = cJSON_AddArrayToObject(j, "top");
 		for (k = 0; k < d->ntop && k < top; k++) {
 			cJSON *x = cJSON_CreateObject();
 
-			cJSON_AddNumberToObject(x, "bytes", (double)d->top[k].bytes);
+			jsonint_add(x, "bytes", d->top[k].bytes);
 			cJSON_AddStringToObject(x, "where", d->top[k].where);
 			cJSON_AddItemToArray(t, x);
 		}
@@ -830,10 +830,10 @@ cJSON *mreport_json(const struct mreport *r, size_t top)
 		for (k = 0; k < d->nits; k++) {
 			cJSON *x = cJSON_CreateObject();
 
-			cJSON_AddNumberToObject(x, "iteration", (double)d->its[k].step);
-			cJSON_AddNumberToObject(x, "allocations", (double)d->its[k].allocations);
-			cJSON_AddNumberToObject(x, "growth", (double)d->its[k].growth);
-			cJSON_AddNumberToObject(x, "allocated", (double)d->its[k].allocated);
+			jsonint_add(x, "iteration", d->its[k].step);
+			jsonint_add(x, "allocations", d->its[k].allocations);
+			jsonint_add(x, "growth", d->its[k].growth);
+			jsonint_add(x, "allocated", d->its[k].allocated);
 			cJSON_AddItemToArray(it, x);
 		}
 		if (d->nits)

@@ -11,7 +11,8 @@
  * overhead record ("Activity Buffer Request", cat overhead) its span,
  * name, thread, correlation id and whether it has an External id (32
  * bytes: they are most of a trace's events); per GPU record (kernel,
- * copy, set) its correlation id and duration. Nothing else of the file.
+ * copy, set) its correlation id, start and duration (the start for the
+ * ranges, report_ranges.c). Nothing else of the file.
  * report_ops_finish then does what torch.profiler's _parse_kineto_results
  * and EventList._build_tree do:
  *   - the operators torch leaves out (_filter_name: aten::is_leaf,
@@ -76,16 +77,6 @@
 #include "report.h"
 #include "report_ops.h"
 
-/* A CUDA runtime or driver call, or a CUPTI overhead record: most of a
- * trace's events, so 32 bytes. corr: CUPTI's correlation id (32 bits),
- * NONE without; thr: its thread (an index into threads), NONE for none
- * (CUPTI's overhead records are written with pid -1). */
-struct rcall {
-	double ts, dur;
-	uint32_t corr, name, thr;
-	bool linked;               /* Kineto linked it to an operator (External id) */
-};
-struct thread { int64_t pid, tid; };
 
 /* s's index in t, added when new; NONE when out of memory. */
 static uint32_t intern(struct strtab *t, const char *s)
@@ -230,7 +221,7 @@ bool report_ops_fold(struct rstats *st, const struct rop_event *e)
 	return true;
 }
 
-bool report_ops_gpu(struct rstats *st, int64_t corr, double dur)
+bool report_ops_gpu(struct rstats *st, int64_t corr, double ts, double dur)
 {
 	struct rops *o = st->ops;
 
@@ -242,8 +233,10 @@ bool report_ops_gpu(struct rstats *st, int64_t corr, double dur)
 		return true;
 	}
 	if (!grow((void **)&o->gcorr, &o->capg, o->ng + 1, sizeof(*o->gcorr)) ||
-	    !grow((void **)&o->gdur, &o->capg2, o->ng + 1, sizeof(*o->gdur)))
+	    !grow((void **)&o->gdur, &o->capg2, o->ng + 1, sizeof(*o->gdur)) ||
+	    !grow((void **)&o->gts, &o->capg3, o->ng + 1, sizeof(*o->gts)))
 		return false;
+	o->gts[o->ng] = ts;
 	o->gcorr[o->ng] = (uint32_t)corr;
 	o->gdur[o->ng++] = dur;
 	return true;
@@ -773,6 +766,7 @@ void report_ops_free(struct rstats *st)
 	free(o->crows);
 	free(o->gcorr);
 	free(o->gdur);
+	free(o->gts);
 	free(o->thr);
 	strtab_free(&o->names);
 	strtab_free(&o->shapes);

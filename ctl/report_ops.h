@@ -1,7 +1,8 @@
 /*
  * report_ops.h: what report_ops.c (the operator table's pass and
- * finish) leaves for report_ops_out.c (its rows and outputs); private to
- * the two. Ownership: a struct rops belongs to its rstats (report_ops_free).
+ * finish) leaves for report_ops_out.c (its rows and outputs), and what
+ * report_ranges.c reads of the calls and GPU records before that finish;
+ * private to the three. Ownership: a struct rops belongs to its rstats (report_ops_free).
  */
 #ifndef GPROFCTL_REPORT_OPS_H
 #define GPROFCTL_REPORT_OPS_H
@@ -39,8 +40,18 @@ struct orow {
 	double cpu_total, cpu_self, gpu_total, gpu_self;
 };
 
-struct rcall;                  /* a CUDA call or CUPTI overhead (report_ops.c) */
-struct thread;
+/* A CUDA runtime or driver call, or a CUPTI overhead record: most of a
+ * trace's events, so 32 bytes. corr: CUPTI's correlation id (32 bits),
+ * NONE without; thr: its thread (an index into threads), NONE for none
+ * (CUPTI's overhead records are written with pid -1). report_ranges.c
+ * reads them (and the GPU records) before report_ops_finish reorders
+ * them. */
+struct rcall {
+	double ts, dur;
+	uint32_t corr, name, thr;
+	bool linked;               /* Kineto linked it to an operator (External id) */
+};
+struct thread { int64_t pid, tid; };
 
 /* Everything the operator table keeps of one trace. */
 struct rops {
@@ -51,9 +62,9 @@ struct rops {
 	uint64_t linked_calls;
 	struct orow *crows;        /* the calls' rows, by name */
 	size_t ncrows, capcrows;
-	uint32_t *gcorr;           /* GPU records: correlation ids, durations */
-	double *gdur;
-	size_t ng, capg, capg2;
+	uint32_t *gcorr;           /* GPU records: correlation ids, durations, starts */
+	double *gdur, *gts;
+	size_t ng, capg, capg2, capg3;
 	struct thread *thr;
 	size_t nthr, capthr, lastthr;
 	struct strtab names, shapes, modules;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonint.h"
 #include "report.h"
 #include "report_ops.h"
 
@@ -154,7 +155,7 @@ void report_ops_json(cJSON *parent, const struct rstats *st, size_t top)
 		return;
 	t = cJSON_AddObjectToObject(parent, "operators");
 	cJSON_AddBoolToObject(t, "group_by_shape", st->ops_by_shape);
-	cJSON_AddNumberToObject(t, "rows_total", (double)n);
+	jsonint_add(t, "rows_total", n);
 	cJSON_AddNumberToObject(t, "gpu_us", o->gpu_total);
 	cJSON_AddNumberToObject(t, "gpu_unattributed_us", o->gpu_unattributed);
 	cJSON_AddNumberToObject(t, "cpu_self_us", o->cpu_self_total);
@@ -166,7 +167,7 @@ void report_ops_json(cJSON *parent, const struct rstats *st, size_t top)
 		if (st->ops_by_shape)
 			cJSON_AddStringToObject(x, "input_shapes",
 			                        r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
-		cJSON_AddNumberToObject(x, "count", (double)r[i].count);
+		jsonint_add(x, "count", r[i].count);
 		cJSON_AddNumberToObject(x, "cpu_total_us", r[i].cpu_total);
 		cJSON_AddNumberToObject(x, "cpu_self_us", r[i].cpu_self);
 		cJSON_AddNumberToObject(x, "cuda_total_us", r[i].gpu_total);
@@ -188,7 +189,7 @@ void report_ops_json(cJSON *parent, const struct rstats *st, size_t top)
 		else
 			cJSON_AddNullToObject(x, "module");
 		cJSON_AddBoolToObject(x, "backward", r[i].bwd);
-		cJSON_AddNumberToObject(x, "count", (double)r[i].count);
+		jsonint_add(x, "count", r[i].count);
 		cJSON_AddNumberToObject(x, "cuda_self_us", r[i].gpu_self);
 		cJSON_AddNumberToObject(x, "self_cuda_share", share(r[i].gpu_self, o->gpu_total));
 		cJSON_AddItemToArray(a, x);
@@ -243,7 +244,11 @@ size_t report_ops_findings(const struct rstats *st, const char *who, struct find
 
 		if (s < 0.1)
 			break;
-		out[k].weight = s;
+		report_finding(&out[k], st, "operator", s);
+		report_evidence(&out[k], "cuda_self_us", r[i].gpu_self, false);
+		report_evidence(&out[k], "gpu_us", o->gpu_total, false);
+		report_evidence(&out[k], "share", s, false);
+		report_evidence(&out[k], "calls", (double)r[i].count, true);
 		snprintf(out[k].text, sizeof(out[k].text), "%s%.200s%s%.100s%s: %.0f%% of GPU time "
 		         "(%.3f ms of kernels it launched itself, %llu call%s); the operator table "
 		         "ranks the rest", who, o->names.v[r[i].name], r[i].module != NONE ? " in " : "",

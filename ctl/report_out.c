@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonint.h"
 #include "report.h"
 
 double report_median(const struct durs *d)
@@ -122,11 +123,13 @@ static int by_weight(const void *a, const void *b)
 	return x->weight > y->weight ? -1 : x->weight < y->weight;
 }
 
-#define ADD(wt, ...) do { \
-		out[k].weight = (wt); \
-		snprintf(out[k].text, sizeof(out[k].text), __VA_ARGS__); \
-		k++; \
+/* A finding about s (its text last), and the figures it rests on. */
+#define ADD(kind, wt, ...) do { \
+		f = report_finding(&out[k++], s, (kind), (wt)); \
+		snprintf(f->text, sizeof(f->text), __VA_ARGS__); \
 	} while (0)
+#define EV(name, v) report_evidence(f, (name), (v), false)
+#define EVI(name, v) report_evidence(f, (name), (double)(v), true)
 
 /* One rank's findings into out[k...]; the new k. At most 7 per rank. */
 static size_t rank_findings(const struct rstats *s, bool several, struct finding *out, size_t k)
@@ -135,6 +138,7 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 	double w = report_window(s), busy = g ? g->busy : 0, it = report_iterations_or_1(s);
 	double kernels = (double)kernel_count(s);
 	char who[32] = "", where[160], where2[160];
+	struct finding *f;
 	size_t j;
 
 	if (several && s->rank >= 0)
@@ -149,45 +153,78 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 
 		report_where(s, g->dev, (x->a + x->b) / 2, true, where, sizeof(where));
 		report_where(s, g->dev, (y->a + y->b) / 2, true, where2, sizeof(where2));
-		ADD(1 - busy / w, "%sthe GPU is idle %.0f%% of the window; the longest gaps: %.2f ms at "
+		ADD("gpu_idle", 1 - busy / w,
+		    "%sthe GPU is idle %.0f%% of the window; the longest gaps: %.2f ms at "
 		    "+%.2f ms (the CPU %s), %.2f ms at +%.2f ms (%s); look at what the CPU does in "
 		    "them", who, 100 * (1 - busy / w), (x->b - x->a) / 1000, (x->a - s->t0) / 1000, where,
 		    (y->b - y->a) / 1000, (y->a - s->t0) / 1000, where2);
+		EVI("device", g->dev);
+		EV("window_us", w);
+		EV("busy_us", busy);
+		EV("idle_share", 1 - busy / w);
+		EV("longest_gap_us", x->b - x->a);
+		EV("longest_gap_at_us", x->a - s->t0);
+		EV("second_gap_us", y->b - y->a);
+		EV("second_gap_at_us", y->a - s->t0);
 	}
-	if (w > 0 && s->data_cpu > 0.1 * w && s->data_idle > 0.5 * s->data_cpu)
-		ADD(s->data_idle / w + 0.05, "%sdata loading stalls the GPU: %.2f ms per iteration in "
+	if (w > 0 && s->data_cpu > 0.1 * w && s->data_idle > 0.5 * s->data_cpu) {
+		ADD("data_loading", s->data_idle / w + 0.05,
+		    "%sdata loading stalls the GPU: %.2f ms per iteration in "
 		    "data-loading ranges (%.0f%% of the window, %llu calls), the GPU idle %.0f%% of that "
 		    "time; load ahead: DataLoader(num_workers=N, pin_memory=True, "
 		    "persistent_workers=True), or move the preprocessing onto the GPU", who,
 		    s->data_cpu / it / 1000, 100 * s->data_cpu / w, (unsigned long long)s->data_calls,
 		    100 * s->data_idle / s->data_cpu);
+		EV("data_loading_cpu_us", s->data_cpu);
+		EV("data_loading_gpu_idle_us", s->data_idle);
+		EVI("data_loading_calls", s->data_calls);
+		EVI("iterations", s->steps.n);
+		EV("window_us", w);
+	}
 	if (w > 0 && s->nstretches > 0 && s->stretch_idle > 0.05 * w) {
 		const struct stretch *x = &s->stretches[0];
 
 		report_where(s, x->dev, x->a, false, where, sizeof(where));
-		ADD(s->stretch_idle / w + 0.05, "%sthe loop is launch-bound: the GPU waits on kernel "
+		ADD("launch_bound", s->stretch_idle / w + 0.05,
+		    "%sthe loop is launch-bound: the GPU waits on kernel "
 		    "launches %.2f ms (%.0f%% of the window) in runs of short kernels (%.0f%% of all "
 		    "kernels are shorter than 10 us); the worst: %u operations in %.2f ms at +%.2f ms, "
 		    "GPU busy %.0f%%, %s; fuse them (torch.compile), or replay them as a CUDA graph",
 		    who, s->stretch_idle / 1000, 100 * s->stretch_idle / w,
 		    kernels > 0 ? 100 * (double)s->short_kernels / kernels : 0, (unsigned)x->ops,
 		    (x->b - x->a) / 1000, (x->a - s->t0) / 1000, 100 * x->busy / (x->b - x->a), where);
-	} else if (kernels >= 20 && (double)s->short_kernels / kernels > 0.5)
-		ADD(0.5 * (double)s->short_kernels / kernels, "%s%.0f%% of kernels run shorter than "
-		    "10 us: launch overhead weighs on them; fuse them (torch.compile), or replay them "
-		    "as a CUDA graph", who, 100 * (double)s->short_kernels / kernels);
+		EV("launch_bound_idle_us", s->stretch_idle);
+		EV("window_us", w);
+		EVI("short_kernels", s->short_kernels);
+		EVI("kernels", kernels);
+		EVI("worst_operations", x->ops);
+		EV("worst_length_us", x->b - x->a);
+		EV("worst_at_us", x->a - s->t0);
+		EV("worst_busy_us", x->busy);
+	} else if (kernels >= 20 && (double)s->short_kernels / kernels > 0.5) {
+		ADD("short_kernels", 0.5 * (double)s->short_kernels / kernels, "%s%.0f%% of kernels "
+		    "run shorter than 10 us: launch overhead weighs on them; fuse them (torch.compile), "
+		    "or replay them as a CUDA graph", who, 100 * (double)s->short_kernels / kernels);
+		EVI("short_kernels", s->short_kernels);
+		EVI("kernels", kernels);
+	}
 	for (j = 0; j < s->copies.n; j++)
 		if (strstr(s->copies.v[j].name, "Pageable") != NULL) {
-			ADD(0.4, "%s%llu copies from or to pageable host memory (%s, %.1f GB/s): pin the "
+			ADD("pageable_copies", 0.4,
+			    "%s%llu copies from or to pageable host memory (%s, %.1f GB/s): pin the "
 			    "host buffers (pin_memory=True, or tensor.pin_memory()) and copy with "
 			    "non_blocking=True", who, (unsigned long long)s->copies.v[j].count,
 			    s->copies.v[j].name, s->copies.v[j].total > 0 ?
 			    (double)s->copies.v[j].bytes / s->copies.v[j].total / 1000 : 0);
+			EVI("copies", s->copies.v[j].count);
+			EV("copy_us", s->copies.v[j].total);
+			EVI("bytes", s->copies.v[j].bytes);
 			break;
 		}
 	k = report_ops_findings(s, who, out, k, k + 2);
-	if (g && w > 0 && (g->idle_after_sync > 0.05 * w || s->sync_total > 0.1 * w))
-		ADD((g->idle_after_sync + s->sync_total) / w, "%ssynchronisation: the GPU sits idle "
+	if (g && w > 0 && (g->idle_after_sync > 0.05 * w || s->sync_total > 0.1 * w)) {
+		ADD("synchronisation", (g->idle_after_sync + s->sync_total) / w,
+		    "%ssynchronisation: the GPU sits idle "
 		    "%.2f ms (%.0f%% of the window) in %u gaps that open when a synchronising call "
 		    "returns, and the CPU spends %.0f%% of the window waiting in them (mostly %s); each "
 		    ".item(), .cpu(), .tolist() or print of a GPU tensor waits for the GPU and then "
@@ -195,6 +232,11 @@ static size_t rank_findings(const struct rstats *s, bool several, struct finding
 		    "every N steps, or copy them with non_blocking=True", who,
 		    g->idle_after_sync / 1000, 100 * g->idle_after_sync / w, (unsigned)g->sync_gaps,
 		    100 * s->sync_total / w, main_sync(s));
+		EV("idle_after_sync_us", g->idle_after_sync);
+		EVI("sync_gaps", g->sync_gaps);
+		EV("sync_us", s->sync_total);
+		EV("window_us", w);
+	}
 	return k;
 }
 
@@ -209,6 +251,8 @@ size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, 
 	if (report_one_job(st, n) && k < max) {
 		/* the straggler: the rank that waits least in collectives while
 		 * another waits much longer */
+		const struct rstats *s;
+		struct finding *f;
 		size_t lo = 0, hi = 0;
 
 		for (i = 1; i < n; i++) {
@@ -217,14 +261,20 @@ size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, 
 			if (st[i]->nccl / report_iterations_or_1(st[i]) > st[hi]->nccl / report_iterations_or_1(st[hi]))
 				hi = i;
 		}
+		s = st[lo];
 		if (st[hi]->nccl / report_iterations_or_1(st[hi]) >
-		    2 * st[lo]->nccl / report_iterations_or_1(st[lo]) + 100)
-			ADD(0.9, "rank %lld is the straggler: rank %lld waits %.2f ms per iteration in NCCL "
+		    2 * st[lo]->nccl / report_iterations_or_1(st[lo]) + 100) {
+			ADD("straggler", 0.9, "rank %lld is the straggler: rank %lld waits %.2f ms per iteration in NCCL "
 			    "kernels, rank %lld %.2f ms; look at what rank %lld does besides the "
 			    "collectives (its data, its share of the work, its GPU)",
 			    (long long)st[lo]->rank, (long long)st[hi]->rank,
 			    st[hi]->nccl / report_iterations_or_1(st[hi]) / 1000, (long long)st[lo]->rank,
 			    st[lo]->nccl / report_iterations_or_1(st[lo]) / 1000, (long long)st[lo]->rank);
+			EV("nccl_us_per_iteration", st[lo]->nccl / report_iterations_or_1(st[lo]));
+			EVI("waiting_rank", st[hi]->rank);
+			EV("waiting_nccl_us_per_iteration",
+			   st[hi]->nccl / report_iterations_or_1(st[hi]));
+		}
 	}
 	qsort(out, k, sizeof(*out), by_weight);
 	return k;
@@ -265,13 +315,42 @@ void report_stretch_text(const struct rstats *s, const struct stretch *x, char *
 	         (x->b - x->a) / 1000, (x->a - s->t0) / 1000, 100 * x->busy / (x->b - x->a), where);
 }
 
-/* The GPU time of a range: busy time inside its projections, and their span. */
-static void range_gpu(const struct rstats *s, const char *name, double *busy, double *span)
+const struct range_gpu *report_range_gpu(const struct rstats *s, const struct kstat *k)
 {
-	const struct kstat *g = report_kmap_find(&s->granges, name);
+	return s->range_gpu != NULL ? &s->range_gpu[k - s->ranges.v] : NULL;
+}
 
-	*busy = g && s->granges_busy ? s->granges_busy[g - s->granges.v] : 0;
-	*span = g ? g->total : 0;
+/* The ranges table, or a line saying why its GPU columns are empty. */
+static void print_ranges(FILE *f, const struct rstats *s, size_t top)
+{
+	struct kstat **v = report_ranked(&s->ranges);
+	size_t i;
+
+	fprintf(f, "ranges (NVTX, record_function, nn.Module) by CPU time; GPU ms: the GPU time of the "
+	        "work launched inside them, by correlation (GPU span: first start to last end; ops: "
+	        "kernels, copies and sets launched):\n"
+	        "  %10s %10s %10s %7s %7s %s\n", "CPU ms", "GPU ms", "GPU span", "ops", "count",
+	        "name");
+	for (i = 0; v != NULL && i < s->ranges.n && i < top; i++) {
+		const struct range_gpu *g = report_range_gpu(s, v[i]);
+
+		if (g != NULL)
+			fprintf(f, "  %10.3f %10.3f %10.3f %7llu %7llu %.100s\n", v[i]->total / 1000,
+			        g->gpu / 1000, g->span / 1000, (unsigned long long)g->ops,
+			        (unsigned long long)v[i]->count, v[i]->name);
+		else
+			fprintf(f, "  %10.3f %10s %10s %7s %7llu %.100s\n", v[i]->total / 1000, "-", "-",
+			        "-", (unsigned long long)v[i]->count, v[i]->name);
+	}
+	free(v);
+	if (s->range_gpu == NULL)
+		fprintf(f, "  (no GPU time: none of the trace's %llu GPU records names the call that "
+		        "launched it (no correlation ids), so what ran inside the ranges is unknown)\n",
+		        (unsigned long long)s->gpu_events);
+	else if (s->gpu_unlinked)
+		fprintf(f, "  (%llu of the trace's %llu GPU records name no call in it, so no range: "
+		        "their launches fell outside the trace or were dropped)\n",
+		        (unsigned long long)s->gpu_unlinked, (unsigned long long)s->gpu_events);
 }
 
 static void print_where(FILE *f, const struct rstats *s, const struct gpu *g)
@@ -357,21 +436,8 @@ static void print_one(FILE *f, const struct rstats *s, size_t top)
 		fprintf(f, "copies and sets:\n");
 		print_top(f, &s->copies, top, 0, true);
 	}
-	if (s->ranges.n) {
-		struct kstat **v = report_ranked(&s->ranges);
-
-		fprintf(f, "ranges (NVTX, record_function) by CPU time; GPU busy: the GPU time of the "
-		        "work launched inside them (GPU span: first start to last end):\n"
-		        "  %10s %10s %10s %7s %s\n", "CPU ms", "GPU busy", "GPU span", "count", "name");
-		for (i = 0; v != NULL && i < s->ranges.n && i < top; i++) {
-			double busy, span;
-
-			range_gpu(s, v[i]->name, &busy, &span);
-			fprintf(f, "  %10.3f %10.3f %10.3f %7llu %.100s\n", v[i]->total / 1000,
-			        busy / 1000, span / 1000, (unsigned long long)v[i]->count, v[i]->name);
-		}
-		free(v);
-	}
+	if (s->ranges.n)
+		print_ranges(f, s, top);
 }
 
 void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top)
@@ -429,7 +495,7 @@ static cJSON *top_json(const struct kmap *m, size_t top, double total)
 		cJSON *o = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(o, "name", v[i]->name);
-		cJSON_AddNumberToObject(o, "count", (double)v[i]->count);
+		jsonint_add(o, "count", v[i]->count);
 		cJSON_AddNumberToObject(o, "total_us", v[i]->total);
 		cJSON_AddNumberToObject(o, "mean_us", v[i]->total / (double)v[i]->count);
 		cJSON_AddNumberToObject(o, "median_us", v[i]->median);
@@ -437,7 +503,7 @@ static cJSON *top_json(const struct kmap *m, size_t top, double total)
 		if (total > 0)
 			cJSON_AddNumberToObject(o, "share", v[i]->total / total);
 		if (v[i]->bytes)
-			cJSON_AddNumberToObject(o, "bytes", (double)v[i]->bytes);
+			jsonint_add(o, "bytes", v[i]->bytes);
 		cJSON_AddItemToArray(a, o);
 	}
 	free(v);
@@ -450,16 +516,16 @@ static cJSON *gpu_json(const struct rstats *s, const struct gpu *g)
 	char where[160];
 	size_t i;
 
-	cJSON_AddNumberToObject(o, "device", (double)g->dev);
+	jsonint_add(o, "device", g->dev);
 	if (g->stream >= 0)
-		cJSON_AddNumberToObject(o, "stream", (double)g->stream);
+		jsonint_add(o, "stream", g->stream);
 	cJSON_AddNumberToObject(o, "busy_us", g->busy);
 	if (g->stream >= 0)
 		return o;
 	cJSON_AddNumberToObject(o, "idle_us", report_window(s) - g->busy);
 	cJSON_AddItemToObject(o, "idle_gaps_us", cJSON_CreateDoubleArray(g->idle_bucket, 5));
 	cJSON_AddNumberToObject(o, "idle_after_sync_us", g->idle_after_sync);
-	cJSON_AddNumberToObject(o, "sync_gaps", g->sync_gaps);
+	jsonint_add(o, "sync_gaps", g->sync_gaps);
 	gaps = cJSON_AddArrayToObject(o, "longest_gaps");
 	for (i = 0; i < REPORT_TOP_GAPS && g->top_gaps[i].b > g->top_gaps[i].a; i++) {
 		cJSON *x = cJSON_CreateObject();
@@ -483,7 +549,7 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 	for (j = 0; j < s->ngpus; j++)
 		cJSON_AddItemToArray(gpus, gpu_json(s, &s->gpus[j]));
 	steps = cJSON_AddObjectToObject(r, "iterations");
-	cJSON_AddNumberToObject(steps, "count", (double)s->steps.n);
+	jsonint_add(steps, "count", s->steps.n);
 	cJSON_AddNumberToObject(steps, "median_us", report_median(&s->steps));
 	cJSON_AddNumberToObject(steps, "min_us", s->steps.n ? s->steps.v[0] : 0);
 	cJSON_AddNumberToObject(steps, "max_us", s->steps.n ? s->steps.v[s->steps.n - 1] : 0);
@@ -495,10 +561,10 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 	cJSON_AddNumberToObject(r, "nccl_us_per_iteration", s->nccl / report_iterations_or_1(s));
 	cJSON_AddNumberToObject(r, "cuda_api_us", s->runtime_total);
 	cJSON_AddNumberToObject(r, "sync_us", s->sync_total);
-	cJSON_AddNumberToObject(r, "short_kernels", (double)s->short_kernels);
+	jsonint_add(r, "short_kernels", s->short_kernels);
 	cJSON_AddNumberToObject(r, "data_loading_cpu_us", s->data_cpu);
 	cJSON_AddNumberToObject(r, "data_loading_gpu_idle_us", s->data_idle);
-	cJSON_AddNumberToObject(r, "data_loading_calls", (double)s->data_calls);
+	jsonint_add(r, "data_loading_calls", s->data_calls);
 	cJSON_AddNumberToObject(r, "launch_bound_idle_us", s->stretch_idle);
 	a = cJSON_AddArrayToObject(r, "launch_bound_stretches");
 	for (j = 0; j < s->nstretches; j++) {
@@ -506,11 +572,11 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 		cJSON *o = cJSON_CreateObject();
 
 		report_where(s, x->dev, x->a, false, where, sizeof(where));
-		cJSON_AddNumberToObject(o, "device", (double)x->dev);
+		jsonint_add(o, "device", x->dev);
 		cJSON_AddNumberToObject(o, "at_us", x->a - s->t0);
 		cJSON_AddNumberToObject(o, "length_us", x->b - x->a);
 		cJSON_AddNumberToObject(o, "busy_us", x->busy);
-		cJSON_AddNumberToObject(o, "operations", x->ops);
+		jsonint_add(o, "operations", x->ops);
 		cJSON_AddStringToObject(o, "where", where);
 		cJSON_AddItemToArray(a, o);
 	}
@@ -523,19 +589,63 @@ static void rank_json(cJSON *r, const struct rstats *s, size_t top)
 		struct kstat **v = report_ranked(&s->ranges);
 
 		for (j = 0; v != NULL && j < s->ranges.n && j < top; j++) {
+			const struct range_gpu *g = report_range_gpu(s, v[j]);
 			cJSON *o = cJSON_CreateObject();
-			double busy, span;
 
-			range_gpu(s, v[j]->name, &busy, &span);
 			cJSON_AddStringToObject(o, "name", v[j]->name);
-			cJSON_AddNumberToObject(o, "count", (double)v[j]->count);
+			jsonint_add(o, "count", v[j]->count);
 			cJSON_AddNumberToObject(o, "cpu_us", v[j]->total);
-			cJSON_AddNumberToObject(o, "gpu_us", busy);
-			cJSON_AddNumberToObject(o, "gpu_span_us", span);
+			/* unknown (no GPU record linked to a call): null */
+			if (g != NULL) {
+				cJSON_AddNumberToObject(o, "gpu_us", g->gpu);
+				cJSON_AddNumberToObject(o, "gpu_span_us", g->span);
+				jsonint_add(o, "gpu_ops", g->ops);
+			} else {
+				cJSON_AddNullToObject(o, "gpu_us");
+				cJSON_AddNullToObject(o, "gpu_span_us");
+				cJSON_AddNullToObject(o, "gpu_ops");
+			}
 			cJSON_AddItemToArray(a, o);
 		}
 		free(v);
 	}
+	if (s->ranges.n) /* worked out for the ranges only */
+		jsonint_add(r, "gpu_records_unlinked", s->gpu_unlinked);
+	else
+		cJSON_AddNullToObject(r, "gpu_records_unlinked");
+}
+
+/* A finding as an object (docs/REPORT.md): what, how bad, whom, the
+ * figures it rests on, the sentence. Unknown rank, host or file: null. */
+static cJSON *finding_json(const struct finding *f, size_t place)
+{
+	cJSON *o = cJSON_CreateObject(), *ev;
+	size_t i;
+
+	cJSON_AddStringToObject(o, "kind", f->kind);
+	cJSON_AddStringToObject(o, "severity", report_severity(f->weight));
+	cJSON_AddNumberToObject(o, "weight", f->weight);
+	jsonint_add(o, "place", (int64_t)place);
+	if (f->rank >= 0)
+		jsonint_add(o, "rank", f->rank);
+	else
+		cJSON_AddNullToObject(o, "rank");
+	if (f->host != NULL && f->host[0])
+		cJSON_AddStringToObject(o, "host", f->host);
+	else
+		cJSON_AddNullToObject(o, "host");
+	if (f->file != NULL)
+		cJSON_AddStringToObject(o, "file", f->file);
+	else
+		cJSON_AddNullToObject(o, "file");
+	ev = cJSON_AddObjectToObject(o, "evidence");
+	for (i = 0; i < f->nev; i++)
+		if (f->ev[i].integer)
+			jsonint_add(ev, f->ev[i].name, (int64_t)f->ev[i].v);
+		else
+			cJSON_AddNumberToObject(ev, f->ev[i].name, f->ev[i].v);
+	cJSON_AddStringToObject(o, "text", f->text);
+	return o;
 }
 
 cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
@@ -549,20 +659,24 @@ cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
 		cJSON *r = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(r, "file", s->path);
+		if (s->host[0])
+			cJSON_AddStringToObject(r, "host", s->host);
+		else
+			cJSON_AddNullToObject(r, "host");
 		/* unknown: null, never -1 */
 		if (s->rank >= 0)
-			cJSON_AddNumberToObject(r, "rank", (double)s->rank);
+			jsonint_add(r, "rank", s->rank);
 		else
 			cJSON_AddNullToObject(r, "rank");
 		if (s->world > 0)
-			cJSON_AddNumberToObject(r, "world_size", (double)s->world);
+			jsonint_add(r, "world_size", s->world);
 		else
 			cJSON_AddNullToObject(r, "world_size");
 		if (s->error[0])
 			cJSON_AddStringToObject(r, "error", s->error);
 		cJSON_AddNumberToObject(r, "window_us", report_window(s));
-		cJSON_AddNumberToObject(r, "events", (double)s->events);
-		cJSON_AddNumberToObject(r, "gpu_events", (double)s->gpu_events);
+		jsonint_add(r, "events", s->events);
+		jsonint_add(r, "gpu_events", s->gpu_events);
 		rank_json(r, s, top);
 		cJSON_AddItemToArray(ranks, r);
 	}
@@ -573,15 +687,15 @@ cJSON *report_json(struct rstats *const *st, size_t n, size_t top)
 		if (report_one_job(st, n) && slowest(st, n, &slow, &fast)) {
 			cJSON *o = cJSON_AddObjectToObject(root, "slowest");
 
-			cJSON_AddNumberToObject(o, "rank", (double)st[slow]->rank);
+			jsonint_add(o, "rank", st[slow]->rank);
 			cJSON_AddNumberToObject(o, "step_us", report_median(&st[slow]->steps));
-			cJSON_AddNumberToObject(o, "fastest_rank", (double)st[fast]->rank);
+			jsonint_add(o, "fastest_rank", st[fast]->rank);
 			cJSON_AddNumberToObject(o, "fastest_step_us", report_median(&st[fast]->steps));
 		}
 	}
 	k = report_findings(st, n, fs, sizeof(fs) / sizeof(fs[0]));
 	fa = cJSON_AddArrayToObject(root, "findings");
 	for (i = 0; i < k; i++)
-		cJSON_AddItemToArray(fa, cJSON_CreateString(fs[i].text));
+		cJSON_AddItemToArray(fa, finding_json(&fs[i], i + 1));
 	return root;
 }

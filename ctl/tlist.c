@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "tlist.h"
 
 void tlist_ask(struct host *h, struct tlist *l, int64_t offset)
@@ -244,17 +245,17 @@ cJSON *tlist_json(const char *host, const struct tsum *s)
 		if (k == i)
 			cJSON_AddItemToArray(jobs, cJSON_CreateString(job_of(s, i)));
 	}
-	cJSON_AddNumberToObject(o, "created_us", (double)s->created_us);
-	cJSON_AddNumberToObject(o, "processes", (double)members(s));
+	jsonint_add(o, "created_us", s->created_us);
+	jsonint_add(o, "processes", members(s));
 	ranks = cJSON_AddArrayToObject(o, "ranks");
 	n = v ? known_ranks(s, v) : 0;
 	for (i = 0; i < n; i++)
-		cJSON_AddItemToArray(ranks, cJSON_CreateNumber((double)v[i]));
+		jsonint_add(ranks, NULL, v[i]);
 	free(v);
-	cJSON_AddNumberToObject(o, "bytes", (double)s->bytes);
+	jsonint_add(o, "bytes", s->bytes);
 	cJSON_AddStringToObject(o, "state", msg_trace_state_name(s->state));
 	if (s->uid >= 0)
-		cJSON_AddNumberToObject(o, "uid", (double)s->uid);
+		jsonint_add(o, "uid", s->uid);
 	else
 		cJSON_AddNullToObject(o, "uid");
 	files = cJSON_AddArrayToObject(o, "files");
@@ -263,10 +264,10 @@ cJSON *tlist_json(const char *host, const struct tsum *s)
 		cJSON *j = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(j, "name", f->name);
-		cJSON_AddNumberToObject(j, "bytes", (double)f->bytes);
-		cJSON_AddNumberToObject(j, "pid", (double)f->pid);
+		jsonint_add(j, "bytes", f->bytes);
+		jsonint_add(j, "pid", f->pid);
 		if (f->rank >= 0)
-			cJSON_AddNumberToObject(j, "rank", (double)f->rank);
+			jsonint_add(j, "rank", f->rank);
 		else
 			cJSON_AddNullToObject(j, "rank");
 		if (f->job[0])
@@ -282,9 +283,9 @@ cJSON *tlist_json(const char *host, const struct tsum *s)
 		const struct tproc_sum *p = &s->procs[i];
 		cJSON *j = cJSON_CreateObject();
 
-		cJSON_AddNumberToObject(j, "pid", (double)p->pid);
+		jsonint_add(j, "pid", p->pid);
 		if (p->rank >= 0)
-			cJSON_AddNumberToObject(j, "rank", (double)p->rank);
+			jsonint_add(j, "rank", p->rank);
 		else
 			cJSON_AddNullToObject(j, "rank");
 		cJSON_AddStringToObject(j, "kind", msg_kind_name(p->kind));

@@ -14,6 +14,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "clock.h"
 #include "log.h"
 #include "owndir.h"
@@ -135,17 +136,17 @@ static int write_manifest_at(const char *dir, const char *traces, const struct s
 	if (root == NULL)
 		return -ENOMEM;
 	cJSON_AddStringToObject(root, "trace_id", s->id);
-	cJSON_AddNumberToObject(root, "owner_uid", (double)s->owner);
-	cJSON_AddNumberToObject(root, "created_us", (double)s->created_us);
+	jsonint_add(root, "owner_uid", s->owner);
+	jsonint_add(root, "created_us", s->created_us);
 	cJSON_AddStringToObject(root, "state", msg_trace_state_name(s->state));
-	cJSON_AddNumberToObject(root, "processes", (double)s->processes);
+	jsonint_add(root, "processes", s->processes);
 	files = cJSON_AddArrayToObject(root, "files");
 	for (i = 0; i < s->nfiles; i++) {
 		f = cJSON_CreateObject();
 		cJSON_AddStringToObject(f, "name", s->files[i].name);
-		cJSON_AddNumberToObject(f, "bytes", (double)s->files[i].bytes);
-		cJSON_AddNumberToObject(f, "pid", (double)s->files[i].pid);
-		cJSON_AddNumberToObject(f, "rank", (double)s->files[i].rank);
+		jsonint_add(f, "bytes", s->files[i].bytes);
+		jsonint_add(f, "pid", s->files[i].pid);
+		jsonint_add(f, "rank", s->files[i].rank);
 		cJSON_AddStringToObject(f, "host", s->files[i].host);
 		cJSON_AddStringToObject(f, "job_id", s->files[i].job_id);
 		cJSON_AddItemToArray(files, f);

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "jsonint.h"
 #include "dyno.h"
 #include "frame.h"
 #include "jsoncheck.h"
@@ -183,7 +184,7 @@ int dyno_encode_status(struct pbuf *out)
 	cJSON *o = cJSON_CreateObject();
 
 	if (o != NULL)
-		cJSON_AddNumberToObject(o, "status", 1);
+		jsonint_add(o, "status", 1);
 	return emit(out, o);
 }
 
@@ -222,7 +223,7 @@ static cJSON *int_array(const int32_t *v, size_t n)
 	size_t i;
 
 	for (i = 0; a != NULL && i < n; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+		jsonint_add(a, NULL, v[i]);
 	return a;
 }
 
@@ -231,10 +232,10 @@ int dyno_encode_kineto_reply(struct pbuf *out, const struct dyno_kineto_reply *r
 	cJSON *o = cJSON_CreateObject();
 
 	if (o != NULL) {
-		cJSON_AddNumberToObject(o, "activityProfilersBusy", (double)rep->busy);
+		jsonint_add(o, "activityProfilersBusy", rep->busy);
 		cJSON_AddItemToObject(o, "activityProfilersTriggered",
 		                      int_array(rep->triggered, rep->ntriggered));
-		cJSON_AddNumberToObject(o, "eventProfilersBusy", 0);
+		jsonint_add(o, "eventProfilersBusy", 0);
 		cJSON_AddItemToObject(o, "eventProfilersTriggered", cJSON_CreateArray());
 		cJSON_AddItemToObject(o, "processesMatched",
 		                      int_array(rep->matched, rep->nmatched));
@@ -260,10 +261,10 @@ int dyno_encode_request(struct pbuf *out, const struct dyno_request *req)
 	cJSON_AddStringToObject(o, "fn", names[req->fn]);
 	if (req->fn == DYNO_SET_KINETO_ONDEMAND) {
 		cJSON_AddStringToObject(o, "config", req->config ? req->config : "");
-		cJSON_AddNumberToObject(o, "job_id", (double)req->job_id);
+		jsonint_add(o, "job_id", req->job_id);
 		cJSON_AddItemToObject(o, "pids", int_array(req->pids, req->npids));
-		cJSON_AddNumberToObject(o, "process_limit", (double)req->process_limit);
+		jsonint_add(o, "process_limit", req->process_limit);
 	} else if (req->fn == DYNO_DCGM_PAUSE)
-		cJSON_AddNumberToObject(o, "duration_s", (double)req->duration_s);
+		jsonint_add(o, "duration_s", req->duration_s);
 	return emit(out, o);
 }

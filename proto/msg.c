@@ -28,6 +28,7 @@
 
 #include "frame.h"
 #include "jsoncheck.h"
+#include "jsonint.h"
 #include "msg.h"
 #include "schema.h"
 
@@ -517,10 +518,7 @@ static cJSON *encode_obj(const struct schema *sc, const void *obj,
 
 static int add_int(cJSON *o, const char *key, int64_t v)
 {
-	char buf[24];
-
-	snprintf(buf, sizeof(buf), "%" PRId64, v);
-	return cJSON_AddRawToObject(o, key, buf) != NULL ? 0 : -ENOMEM;
+	return jsonint_add(o, key, v);
 }
 
 /* Adds item under key to an object, or appends it to an array (key NULL). */
@@ -538,7 +536,7 @@ static int add_item(cJSON *o, const char *key, cJSON *item)
 static int encode_field(cJSON *o, const struct field *f, const void *obj,
                         const char *path, struct perr *err)
 {
-	char sub[128], num[24];
+	char sub[128];
 	cJSON *a, *e;
 	void *v;
 	size_t n, i;
@@ -619,8 +617,7 @@ static int encode_field(cJSON *o, const struct field *f, const void *obj,
 			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
 			if (check_int(x, f->min, f->max, sub, err) < 0)
 				return -EINVAL;
-			snprintf(num, sizeof(num), "%" PRId64, x);
-			if (add_item(a, NULL, cJSON_CreateRaw(num)) < 0)
+			if (add_item(a, NULL, jsonint_new(x)) < 0)
 				return -ENOMEM;
 		}
 		return 0;

@@ -7,8 +7,11 @@ Two ranks of one job: on device 0, two 100 us gemm kernels (stream 7), a
 5 us kernel inside the first (stream 8), an NCCL all-reduce (stream 9:
 300 us on rank 0, which waits, 10 us on rank 1, the straggler), a 1 MB
 host-to-device copy from pageable memory in 50 us; two iterations of 350
-and 450 us; a "forward" range of 150 us whose launches ran 300 us on the
-GPU; four CUDA runtime calls, one a 30 us cudaStreamSynchronize.
+and 450 us; a "forward" range of 150 us whose one launch (correlation id
+1) ran the first gemm and the 5 us kernel (105 us on the GPU, though
+Kineto's projection spans 300); four CUDA runtime calls, one a 30 us
+cudaStreamSynchronize. Every --json output is checked against
+docs/report.schema.json (tests/tools/report_check.py).
 Rank 0 is gzip with decimal timestamps, rank 1 plain JSON with integers.
 Then a truncated file and a malformed one, and two real rank traces of a
 DDP job from the H200 host (tests/fixtures/traces: the agent's, rank 1 a
@@ -37,6 +40,7 @@ BOTTLENECKS = os.path.join(FIXTURES, "bottlenecks")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import runner  # noqa: E402
 import hta_rule  # noqa: E402
+import report_check  # noqa: E402
 
 
 def trace(rank, nccl_dur, decimals):
@@ -48,21 +52,21 @@ def trace(rank, nccl_dur, decimals):
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#11", "pid": 1, "tid": 1,
          "ts": t(350), "dur": t(450)},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": t(0), "dur": t(10)},
+         "ts": t(0), "dur": t(10), "args": {"correlation": 1}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": t(190), "dur": t(10)},
+         "ts": t(190), "dur": t(10), "args": {"correlation": 2}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": t(390), "dur": t(10)},
+         "ts": t(390), "dur": t(10), "args": {"correlation": 3}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1,
          "ts": t(320), "dur": t(30)},
         {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t(0),
-         "dur": t(100), "args": {"stream": 7, "grid": [1, 1, 1]}},
+         "dur": t(100), "args": {"stream": 7, "grid": [1, 1, 1], "correlation": 1}},
         {"ph": "X", "cat": "kernel", "name": "small", "pid": 0, "tid": 8, "ts": t(50),
-         "dur": t(5), "args": {}},
+         "dur": t(5), "args": {"correlation": 1}},
         {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t(200),
-         "dur": t(100)},
+         "dur": t(100), "args": {"correlation": 2}},
         {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0,
-         "tid": 9, "ts": t(400), "dur": t(nccl_dur)},
+         "tid": 9, "ts": t(400), "dur": t(nccl_dur), "args": {"correlation": 3}},
         {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0,
          "tid": 7, "ts": t(720), "dur": t(50), "args": {"bytes": 1000000}},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 3, "pid": 0, "tid": 7, "ts": t(400)},
@@ -91,8 +95,16 @@ def write(d, name, doc, gz):
 
 
 def report(*args):
+    """gprofctl's answer; any --json output checked against the schema."""
     r = subprocess.run([GPROFCTL] + list(args), capture_output=True, text=True, timeout=60)
+    if "--json" in args and r.stdout:
+        report_check.validate(r.stdout)
     return r.returncode, r.stdout, r.stderr
+
+
+def texts(doc):
+    """The findings' sentences."""
+    return [f["text"] for f in doc["findings"]]
 
 
 def near(a, b):
@@ -112,9 +124,13 @@ def test_figures(d):
     r0, r1 = doc["ranks"]
     assert (r0["rank"], r1["rank"], r0["world_size"]) == (0, 1, 2), (r0["rank"], r1["rank"])
     assert r0["window_us"] == 800 and r0["events"] == 16 and r0["gpu_events"] == 5, r0
-    # GPU busy inside the range's projection [0, 300]: the two gemms
-    assert r0["ranges"] == [{"name": "forward", "count": 1, "cpu_us": 150, "gpu_us": 200,
-                             "gpu_span_us": 300}], r0
+    # what "forward" [0, 150] launched (by correlation): launch 1, a gemm
+    # [0, 100] and the 5 us kernel [50, 55] (one id, as a graph's); launch 2
+    # at 190 is outside it, whatever Kineto's projection [0, 300] spans
+    assert r0["ranges"] == [{"name": "forward", "count": 1, "cpu_us": 150, "gpu_us": 105,
+                             "gpu_span_us": 100, "gpu_ops": 2}], r0
+    # the copy names no launch
+    assert (r0["gpu_events"], r0["gpu_records_unlinked"]) == (5, 1), r0
     dev = [g for g in r0["gpus"] if "stream" not in g][0]
     # device busy: [0,100] [200,300] [400,700] [720,770] (the 5 us kernel inside the first)
     assert dev["busy_us"] == 550 and dev["idle_us"] == 250, dev
@@ -141,8 +157,12 @@ def test_figures(d):
     # both ranks have steps of 350 and 450 us: equal medians, rank 0 first
     assert doc["slowest"] == {"rank": 0, "step_us": 400, "fastest_rank": 0,
                               "fastest_step_us": 400}, doc["slowest"]
-    f = doc["findings"]
+    f = texts(doc)
     assert any("rank 1 is the straggler" in x and "0.15 ms" in x for x in f), f
+    strag = [x for x in doc["findings"] if x["kind"] == "straggler"][0]
+    assert (strag["rank"], strag["severity"], strag["evidence"]) == \
+        (1, "high", {"nccl_us_per_iteration": 5, "waiting_rank": 0,
+                     "waiting_nccl_us_per_iteration": 150}), strag
     assert any("pageable" in x for x in f), f
     # the text report says the same
     code, text, err = report("report", run)
@@ -171,7 +191,7 @@ def test_unrelated_not_compared(d):
         assert code == 0, (code, out, err)
         doc = json.loads(out)
         assert doc["compared"] is False and "slowest" not in doc, doc.keys()
-        assert not any("straggler" in f for f in doc["findings"]), doc["findings"]
+        assert not any("straggler" in f for f in texts(doc)), doc["findings"]
         if dist is None:
             assert [r["rank"] for r in doc["ranks"]] == [None, None], doc["ranks"]
             assert [r["world_size"] for r in doc["ranks"]] == [None, None], doc["ranks"]
@@ -242,6 +262,8 @@ def test_relative_timestamps(d):
         assert code == 0, err
         r = json.loads(out)
         r["ranks"][0].pop("file")
+        for f in r["findings"]:
+            f.pop("file")
         outs.append(r)
     assert outs[0] == outs[1], outs
 
@@ -285,7 +307,7 @@ def test_real_ddp(d):
     assert "slowest: rank %d, median step %.3f ms" % (slow, steps[slow] / 1000) in text, text
     assert doc["ranks"][0]["nccl_us_per_iteration"] > 5000 > 200 > \
         doc["ranks"][1]["nccl_us_per_iteration"], doc["ranks"]
-    assert any(f.startswith("rank 1 is the straggler") for f in doc["findings"]), doc["findings"]
+    assert any(f.startswith("rank 1 is the straggler") for f in texts(doc)), doc["findings"]
 
 
 def located():
@@ -305,7 +327,9 @@ def located():
         {"ph": "X", "cat": "kernel", "name": "after", "pid": 0, "tid": 7, "ts": 1702, "dur": 100},
     ]
     ev += [{"ph": "X", "cat": "kernel", "name": "tiny", "pid": 0, "tid": 7, "ts": 810 + 10 * i,
-            "dur": 2} for i in range(40)]
+            "dur": 2, "args": {"correlation": 100 + i}} for i in range(40)]
+    ev += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+            "ts": 801 + 8 * i, "dur": 1, "args": {"correlation": 100 + i}} for i in range(40)]
     return {"traceEvents": ev}
 
 
@@ -335,10 +359,12 @@ def test_located(d):
     assert (r["data_loading_cpu_us"], r["data_loading_gpu_idle_us"], r["data_loading_calls"]) \
         == (600, 600, 1), r
     post = [x for x in r["ranges"] if x["name"] == "post"][0]
-    assert (post["cpu_us"], post["gpu_us"], post["gpu_span_us"]) == (500, 80, 392), post
+    # its 40 launches ran 40 x 2 us, from 810 to 1202
+    assert (post["cpu_us"], post["gpu_us"], post["gpu_span_us"], post["gpu_ops"]) == \
+        (500, 80, 392, 40), post
     assert r["iterations"]["in_order_us"] == [2000], r["iterations"]
     assert r["syncs"][0]["name"] == "cudaStreamSynchronize", r["syncs"]
-    f = doc["findings"]
+    f = texts(doc)
     for want in ("the GPU is idle 81% of the window; the longest gaps: 0.60 ms at +0.00 ms "
                  "(the CPU in 'enumerate(DataLoader)#x'",
                  "data loading stalls the GPU: 0.60 ms per iteration",
@@ -459,11 +485,12 @@ def test_real_bottlenecks(d):
         assert abs(r["data_loading_cpu_us"] - sum(e["dur"] for e in data)) < 0.01, r
         idle = sum(e["dur"] - busy_in(m, e["ts"], e["ts"] + e["dur"]) for e in data)
         assert abs(r["data_loading_gpu_idle_us"] - idle) < 0.01, r
+        # the ranges' GPU work, by correlation, as report_check computes it
+        want = report_check.ranges_reference(ev)
         for rg in r["ranges"]:
-            spans = [e for e in ev if e.get("cat") == "gpu_user_annotation" and
-                     e["name"] == rg["name"]]
-            want = sum(busy_in(m, e["ts"], e["ts"] + e["dur"]) for e in spans)
-            assert abs(rg["gpu_us"] - want) < 0.01, (rg, want)
+            gpu_us, ops, span = want[rg["name"]]
+            assert abs(rg["gpu_us"] - gpu_us) < 0.01 and rg["gpu_ops"] == ops and \
+                abs(rg["gpu_span_us"] - span) < 0.01, (rg, want[rg["name"]])
         # each kernel's median (a selection, not a sort, in gprofctl)
         for k in r["top_kernels"]:
             durs = [e["dur"] for e in gpu if e.get("cat") == "kernel" and e["name"] == k["name"]]
@@ -479,7 +506,7 @@ def test_real_bottlenecks(d):
             assert abs(busy_in(m, a, b) - s["busy_us"]) < 0.01 and \
                 s["busy_us"] < 0.6 * s["length_us"], s
         for want in wants:
-            assert any(want in f for f in doc["findings"]), (name, want, doc["findings"])
+            assert any(want in f for f in texts(doc)), (name, want, doc["findings"])
 
 
 def test_output_dir(d):
@@ -496,7 +523,7 @@ def test_output_dir(d):
     assert code == 0, (code, err)
     doc = json.loads(text)
     assert [r["rank"] for r in doc["ranks"]] == [0, 1], doc["ranks"]
-    assert any(f.startswith("rank 1 is the straggler") for f in doc["findings"]), doc["findings"]
+    assert any(f.startswith("rank 1 is the straggler") for f in texts(doc)), doc["findings"]
     two = os.path.join(out, "20261128T130000Z-aaaaaa")
     os.makedirs(two)
     write(two, "x_rank0.pt.trace.json", trace(0, 300, False), False)
@@ -512,6 +539,10 @@ def test_output_dir(d):
 
 
 if __name__ == "__main__":
-    sys.exit(runner.run([test_figures, test_unrelated_not_compared, test_bad_input, test_older_kineto_names,
+    code = (runner.run([test_figures, test_unrelated_not_compared, test_bad_input, test_older_kineto_names,
                          test_relative_timestamps, test_real_ddp,
                          test_located, test_html, test_real_bottlenecks, test_output_dir], "gprof-report-"))
+    if code == 0 and report_check.SCHEMA_MISSING:
+        print("SKIP: python3 jsonschema is missing, so the JSON was not validated")
+        code = 77
+    sys.exit(code)
