@@ -87,35 +87,26 @@ struct rcall {
 };
 struct thread { int64_t pid, tid; };
 
+static bool str_is(const void *ctx, uint32_t pos, const void *key)
+{
+	return strcmp(((const struct strtab *)ctx)->v[pos], key) == 0;
+}
+
 /* s's index in t, added when new; NONE when out of memory. */
 static uint32_t intern(struct strtab *t, const char *s)
 {
-	size_t i;
+	uint64_t h = htab_hash(s, strlen(s));
+	uint32_t pos = htab_find(&t->idx, h, str_is, t, s);
 
-	if ((t->n + 1) * 2 > t->mask + 1) {
-		size_t nmask = t->mask ? t->mask * 2 + 1 : 63, k;
-		size_t *slot = malloc((nmask + 1) * sizeof(*slot));
-
-		if (slot == NULL)
-			return NONE;
-		for (k = 0; k <= nmask; k++)
-			slot[k] = SIZE_MAX;
-		for (k = 0; k < t->n; k++) {
-			for (i = hash(t->v[k]) & nmask; slot[i] != SIZE_MAX; i = (i + 1) & nmask)
-				;
-			slot[i] = k;
-		}
-		free(t->slot);
-		t->slot = slot;
-		t->mask = nmask;
-	}
-	for (i = hash(s) & t->mask; t->slot[i] != SIZE_MAX; i = (i + 1) & t->mask)
-		if (strcmp(t->v[t->slot[i]], s) == 0)
-			return (uint32_t)t->slot[i];
-	if (!grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)) ||
+	if (pos != NONE)
+		return pos;
+	if (t->n >= NONE || !grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)) ||
 	    (t->v[t->n] = strdup(s)) == NULL)
 		return NONE;
-	t->slot[i] = t->n;
+	if (htab_add(&t->idx, h, (uint32_t)t->n) < 0) {
+		free(t->v[t->n]);
+		return NONE;
+	}
 	return (uint32_t)t->n++;
 }
 
@@ -126,7 +117,7 @@ static void strtab_free(struct strtab *t)
 	for (i = 0; i < t->n; i++)
 		free(t->v[i]);
 	free(t->v);
-	free(t->slot);
+	htab_deinit(&t->idx);
 }
 
 static bool add_span(struct rop **v, size_t *n, size_t *cap, const struct rop *r)
@@ -137,24 +128,34 @@ static bool add_span(struct rop **v, size_t *n, size_t *cap, const struct rop *r
 	return true;
 }
 
-/* The index of thread (pid, tid); NONE when out of memory. A trace has a
- * few dozen threads and runs of calls on one: the last one found first. */
+static bool thread_is(const void *ctx, uint32_t pos, const void *key)
+{
+	const struct thread *a = &((const struct rops *)ctx)->thr[pos], *b = key;
+
+	return a->pid == b->pid && a->tid == b->tid;
+}
+
+/* The index of thread (pid, tid); NONE when out of memory. Runs of calls
+ * come on one thread: the last one found is tried first; the others through
+ * thr_idx, since a trace names as many threads as it likes. */
 static uint32_t thread_of(struct rops *o, int64_t pid, int64_t tid)
 {
-	size_t i;
+	struct thread k = { pid, tid };
+	uint64_t h;
+	uint32_t i;
 
 	if (o->nthr > o->lastthr && o->thr[o->lastthr].pid == pid && o->thr[o->lastthr].tid == tid)
 		return (uint32_t)o->lastthr;
-	for (i = 0; i < o->nthr; i++)
-		if (o->thr[i].pid == pid && o->thr[i].tid == tid)
-			break;
-	if (i == o->nthr) {
-		if (i >= NONE || !grow((void **)&o->thr, &o->capthr, i + 1, sizeof(*o->thr)))
+	h = htab_hash(&k, sizeof(k));
+	if ((i = htab_find(&o->thr_idx, h, thread_is, o, &k)) == NONE) {
+		i = (uint32_t)o->nthr;
+		if (i >= NONE || !grow((void **)&o->thr, &o->capthr, i + 1, sizeof(*o->thr)) ||
+		    htab_add(&o->thr_idx, h, i) < 0)
 			return NONE;
-		o->thr[o->nthr++] = (struct thread){ pid, tid };
+		o->thr[o->nthr++] = k;
 	}
 	o->lastthr = i;
-	return (uint32_t)i;
+	return i;
 }
 
 /* Operators torch.profiler leaves out of its table (_filter_name): the
@@ -492,6 +493,7 @@ static bool place_calls(struct rops *o)
 		free(pos);
 		return false;
 	}
+	htab_deinit(&o->thr_idx); /* the positions change: no lookups after this */
 	for (i = 0; i < o->nthr; i++)
 		v[i] = (struct thread_ix){ o->thr[i], (uint32_t)i };
 	qsort(v, o->nthr, sizeof(*v), by_pid_tid);
@@ -774,6 +776,7 @@ void report_ops_free(struct rstats *st)
 	free(o->gcorr);
 	free(o->gdur);
 	free(o->thr);
+	htab_deinit(&o->thr_idx);
 	strtab_free(&o->names);
 	strtab_free(&o->shapes);
 	strtab_free(&o->modules);

@@ -28,8 +28,10 @@ struct rop {
 	double child_cpu, gself, gtotal;
 };
 
-/* Interned strings: v[i], found by hash through slot (open addressing). */
-struct strtab { char **v; size_t n, cap; size_t *slot; size_t mask; };
+#include "htab.h"
+
+/* Interned strings: v[i], found through idx. */
+struct strtab { char **v; size_t n, cap; struct htab idx; };
 
 /* A row of the table. */
 struct orow {
@@ -56,6 +58,7 @@ struct rops {
 	size_t ng, capg, capg2;
 	struct thread *thr;
 	size_t nthr, capthr, lastthr;
+	struct htab thr_idx;       /* thr by (pid, tid), until place_calls sorts them */
 	struct strtab names, shapes, modules;
 	uint64_t cpu_ops;          /* cpu_op events: the table exists when > 0 */
 	double gpu_total, gpu_unattributed, cpu_self_total;
