@@ -287,6 +287,44 @@ static int by_seq(const void *x, const void *y)
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
+/* v[i]'s depth and jump pointer, its parent's being set: the jump goes as
+ * far as the parent's two jumps when those two cover equal distances, else
+ * to the parent (Myers, "An applicative random-access stack", 1983), which
+ * gives any ancestor within O(log depth) jumps and steps. */
+static void set_jump(struct rop *v, size_t i)
+{
+	int32_t p = v[i].parent, j;
+
+	v[i].depth = 0;
+	v[i].jump = -1;
+	if (p < 0)
+		return;
+	v[i].depth = v[p].depth + 1;
+	j = v[p].jump;
+	if (j >= 0 && v[j].jump >= 0 &&
+	    v[p].depth - v[j].depth == v[j].depth - v[v[j].jump].depth)
+		v[i].jump = v[j].jump;
+	else
+		v[i].jump = p;
+}
+
+/* i, or the nearest of its ancestors that ends at or after t; -1 when none
+ * does. Ends never decrease going up (a parent encloses its children), so
+ * a jump whose target still ends before t skips only spans that do too.
+ * A trace can nest as deep as it likes: a step at a time would make this
+ * linear in the depth, and the callers' work the depth times the queries. */
+static int32_t climb(const struct rop *v, int32_t i, double t)
+{
+	htab_counts.lookups++;
+	while (i >= 0 && v[i].b < t) {
+		int32_t j = v[i].jump;
+
+		htab_counts.probes++;
+		i = j >= 0 && v[j].b < t ? j : v[i].parent;
+	}
+	return i;
+}
+
 /* Each span's parent: the innermost earlier span on its thread that
  * encloses it (torch.profiler's rule: a candidate that ends before this
  * one starts, or ends before this one ends, is no parent and is dropped). */
@@ -309,6 +347,7 @@ static bool link(struct rop *v, size_t n)
 				break;
 		}
 		v[i].parent = depth > 0 ? stack[depth - 1] : -1;
+		set_jump(v, i);
 		stack[depth++] = (int32_t)i;
 	}
 	free(stack);
@@ -337,9 +376,7 @@ static int32_t innermost(const struct rop *v, size_t n, int64_t pid, int64_t tid
 	i = (int32_t)lo - 1;
 	if (v[i].pid != pid || v[i].tid != tid)
 		return -1;
-	while (i >= 0 && v[i].b < t)
-		i = v[i].parent;
-	return i;
+	return climb(v, i, t);
 }
 
 /* ---- the CPU tree: operators and calls together ---- */
@@ -691,27 +728,32 @@ static bool calls_finish(struct rops *o)
 static bool assign_modules(struct rops *o)
 {
 	struct fwd *fwd = NULL;
+	int32_t *scope = NULL;     /* per operator: the nearest scope above it, -1 none */
 	size_t i, nfwd = 0;
 
-	if (o->nops && (fwd = malloc(o->nops * sizeof(*fwd))) == NULL)
+	if (o->nops && ((fwd = malloc(o->nops * sizeof(*fwd))) == NULL ||
+	                (scope = malloc(o->nops * sizeof(*scope))) == NULL)) {
+		free(fwd);
 		return false;
+	}
 	for (i = 0; i < o->nops; i++) {
 		struct rop *r = &o->ops[i];
 		int32_t m = innermost(o->mods, o->nmods, r->pid, r->tid, r->a);
-
 		int32_t u = r->parent;
 
-		while (m >= 0 && o->mods[m].b < r->b)
-			m = o->mods[m].parent;
+		m = climb(o->mods, m, r->b);
 		if (m >= 0)
 			r->module = o->mods[m].name;
 		/* a record_function scope inside that module (or with none) is
-		 * the nearer one */
-		while (u >= 0 && !o->ops[u].scope)
-			u = o->ops[u].parent;
+		 * the nearer one: the nearest above its parent, found there first
+		 * (parents come first) */
+		if (u >= 0 && !o->ops[u].scope)
+			u = scope[u];
+		scope[i] = u;
 		if (u >= 0 && (m < 0 || o->ops[u].a >= o->mods[m].a) &&
 		    (r->module = intern(&o->modules, o->names.v[o->ops[u].name])) == NONE) {
 			free(fwd);
+			free(scope);
 			return false;
 		}
 		if (r->parent >= 0 && o->ops[r->parent].bwd) /* parents come first */
@@ -738,6 +780,7 @@ static bool assign_modules(struct rops *o)
 			r->module = o->ops[r->parent].module;
 	}
 	free(fwd);
+	free(scope);
 	return true;
 }
 

@@ -22,6 +22,10 @@ struct rop {
 	uint32_t module;           /* interned module name, NONE when none */
 	int32_t parent;            /* the enclosing operator (index among the sorted
 	                              ops); -1 a root */
+	int32_t jump;              /* an ancestor further up (Myers' skew-binary jump
+	                              pointers), so climbing the tree takes O(log n)
+	                              steps; -1 for a root */
+	uint32_t depth;            /* its ancestors' count */
 	bool bwd;                  /* on autograd's backward pass */
 	bool scope;                /* a record_function scope (not ProfilerStep#) */
 	bool dead;                 /* merged into its parent of the same name */

@@ -59,6 +59,18 @@ def names(n):
     return _trace(ev)
 
 
+def deep_ops(n):
+    """n operators nested in one another, then n launches inside the
+    outermost only, after the inner ones ended: each launch's operator, and
+    each operator's scope, was found a parent at a time (n steps each)."""
+    ev = [_x("cpu_op", "aten::x", 1, 1, k, 2 * n - 2 * k) for k in range(n)]
+    for c in range(n):
+        ev.append(_x("cuda_runtime", "cudaLaunchKernel", 1, 1, 2 * n - 0.5, 0.001,
+                     {"correlation": c}))
+        ev.append(_x("kernel", "k", 0, 7, 3 * n + c, 1, {"correlation": c}))
+    return _trace(ev)
+
+
 def gpu_ranges(n):
     """n devices, each with a range's GPU projection and a data-loading
     range on the CPU (spans times devices, before)."""
@@ -144,7 +156,7 @@ def pickle_big_dict(n):
 
 
 TRACES = {"devices": devices, "streams": streams, "threads": threads, "names": names,
-          "gpu_ranges": gpu_ranges, "gaps": gaps, "memory": memory, "nesting": nesting,
+          "deep_ops": deep_ops, "gpu_ranges": gpu_ranges, "gaps": gaps, "memory": memory, "nesting": nesting,
           "long_name": long_name}
 PICKLES = {"pickle_lists": pickle_lists, "pickle_shared": pickle_shared,
            "pickle_big_dict": pickle_big_dict}
