@@ -19,6 +19,7 @@
 
 #include "ctl.h"
 #include "htab.h"
+#include "jscan.h"
 #include "pickle.h"
 #include "report.h"
 #include "report_mem.h"
@@ -248,9 +249,11 @@ static void print_counts(struct rstats **st, size_t n, const struct mallinfo2 *m
 	for (i = 0; i < n; i++)
 		wheres += st[i] != NULL ? st[i]->wheres : 0;
 	fprintf(stderr, "gprofctl report: counts: lookups=%llu probes=%llu wheres=%llu "
-	        "snapshot_steps=%llu snapshot_peak_bytes=%llu heap_bytes=%llu escaped=%llu\n",
+	        "rescanned=%llu snapshot_steps=%llu snapshot_peak_bytes=%llu heap_bytes=%llu "
+	        "escaped=%llu\n",
 	        (unsigned long long)htab_counts.lookups, (unsigned long long)htab_counts.probes,
-	        (unsigned long long)wheres, (unsigned long long)pk_steps,
+	        (unsigned long long)wheres, (unsigned long long)jscan_carry_scanned,
+	        (unsigned long long)pk_steps,
 	        (unsigned long long)mreport_peak_bytes,
 	        (unsigned long long)(mi->uordblks + mi->hblkhd),
 	        (unsigned long long)textout_escaped);

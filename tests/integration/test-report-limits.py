@@ -8,6 +8,7 @@ the reader must be linear in time and bounded in memory by a stated
 multiple of the file (docs/REPORT.md, Limits). The clock and RSS would hold
 that only on a quiet machine; what is held here is what gprofctl counts
 itself (GPROFCTL_REPORT_COUNTS): hash lookups and probes, "where" lookups,
+bytes of tokens cut across the reader's pieces scanned again,
 steps walking a snapshot, bytes the snapshot reader allocated, bytes malloc
 holds once the traces are read. Each builder of tests/tools/hostile_traces.py
 (many devices, streams, threads, names, ranges on many devices, live
@@ -51,7 +52,7 @@ def counts(path):
 
 
 def work(c):
-    return c["lookups"] + c["probes"] + c["wheres"] + c["snapshot_steps"]
+    return c["lookups"] + c["probes"] + c["wheres"] + c["rescanned"] + c["snapshot_steps"]
 
 
 def held(d, name, build, n, ext):
@@ -76,7 +77,7 @@ def held(d, name, build, n, ext):
         os.unlink(path)
     # the file doubles (or a little more); the work may not grow faster
     ratio = sizes[1] / sizes[0]
-    assert works[1] <= 1.1 * ratio * works[0] + 2000, \
+    assert works[1] <= 1.1 * ratio * works[0] + 5000, \
         "%s: work %d at %d bytes, %d at %d: not linear" % (name, works[0], sizes[0], works[1],
                                                            sizes[1])
     print("  %-16s %9d -> %9d bytes, work %9d -> %9d" % (name, sizes[0], sizes[1], works[0],
@@ -85,7 +86,8 @@ def held(d, name, build, n, ext):
 
 def test_traces_linear(d):
     for name, build in hostile_traces.TRACES.items():
-        held(d, name, build, 3000, ".json")
+        # a long name must cross the reader's 256 KiB pieces
+        held(d, name, build, 300000 if name == "long_name" else 3000, ".json")
 
 
 def test_pickles_linear(d):
@@ -119,7 +121,8 @@ def test_sixty_thousand_devices(d):
         f.write(data)
     code, c, err = counts(path)
     assert code == 0, err
-    assert work(c) <= 8 * 60000, c  # 3 lookups per event, probes about as many
+    # 3 lookups per event, each about 2 probes in a table at most half full
+    assert work(c) <= 12 * 60000, c
     assert c["heap_bytes"] <= TRACE_BYTES_PER_BYTE * len(data) + FIXED, c
 
 
