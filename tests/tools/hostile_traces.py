@@ -136,11 +136,11 @@ def pickle_shared(n):
     reference meets the same lists again and again."""
     blocks = b"](" + b"".join(
         b"}(" + _p_str("state") + _p_str("active_allocated") + _p_str("size") + b"K\x01" +
-        _p_str("address") + b"J" + struct.pack("<i", 4096 * i) + b"u" for i in range(n)) + b"e"
+        _p_str("address") + b"J" + struct.pack("<i", (4096 * i) & 0x7fffffff) + b"u" for i in range(n)) + b"e"
     seg = b"}(" + _p_str("device") + b"K\x00" + _p_str("blocks") + blocks + b"u"
     events = b"](" + b"".join(
         b"}(" + _p_str("action") + _p_str("alloc") + _p_str("addr") + b"J" +
-        struct.pack("<i", 4096 * i) + _p_str("size") + b"K\x01u" for i in range(n)) + b"e"
+        struct.pack("<i", (4096 * i) & 0x7fffffff) + _p_str("size") + b"K\x01u" for i in range(n)) + b"e"
     return (b"\x80\x04}(" + _p_str("segments") + b"](" + seg + b"q\x01" + b"h\x01" * n +
             b"e" + _p_str("device_traces") + b"](" + events + b"q\x02" + b"h\x02" * 200 +
             b"eu.")
