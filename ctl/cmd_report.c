@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,8 +18,12 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "htab.h"
+#include "jscan.h"
+#include "pickle.h"
 #include "report.h"
 #include "report_mem.h"
+#include "textout.h"
 
 struct inputs { char **v; size_t n, cap; };
 
@@ -204,7 +209,7 @@ static bool is_snapshot(const char *path)
  * snapshots come after the traces' report, or under "memory" in JSON
  * (with the memory of traces that have [memory] events). */
 static int run_memory(struct inputs *in, bool json, const char *html, size_t top,
-                      struct rstats **st, size_t nst, cJSON *root)
+                      struct rstats **st, size_t nst, cJSON *root, FILE *out)
 {
 	struct mreport *m = calloc(in->n ? in->n : 1, sizeof(*m));
 	size_t i, bad = 0, nm = 0, k;
@@ -244,14 +249,14 @@ static int run_memory(struct inputs *in, bool json, const char *html, size_t top
 	} else if (!json && html == NULL) {
 		for (k = 0; k < nst; k++)
 			if (st[k] != NULL && st[k]->mem != NULL) {
-				printf("\n");
-				mreport_print(stdout, st[k]->mem, top);
+				fprintf(out, "\n");
+				mreport_print(out, st[k]->mem, top);
 			}
 		for (k = 0; k < nm; k++) {
 			if (nst > 0 || k > 0)
-				printf("\n");
-			fflush(stdout);
-			mreport_print(stdout, &m[k], top);
+				fprintf(out, "\n");
+			fflush(out);
+			mreport_print(out, &m[k], top);
 		}
 	}
 	for (k = 0; k < nm; k++)
@@ -275,15 +280,42 @@ static int refused(struct rstats *const *st, size_t n)
 	return code;
 }
 
+/* With GPROFCTL_REPORT_COUNTS set: what reading cost, as the program counts
+ * it, on stderr (tests and bench/report_worst.py hold it to the input's
+ * size; docs/REPORT.md, Limits). heap: bytes malloc holds once every file
+ * is read (its own count, mallinfo2), before any output is made. */
+static void print_counts(struct rstats **st, size_t n, const struct mallinfo2 *mi)
+{
+	uint64_t wheres = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		wheres += st[i] != NULL ? st[i]->wheres : 0;
+	fprintf(stderr, "gprofctl report: counts: lookups=%llu probes=%llu wheres=%llu "
+	        "rescanned=%llu snapshot_steps=%llu snapshot_peak_bytes=%llu heap_bytes=%llu "
+	        "escaped=%llu\n",
+	        (unsigned long long)htab_counts.lookups, (unsigned long long)htab_counts.probes,
+	        (unsigned long long)wheres, (unsigned long long)jscan_carry_scanned,
+	        (unsigned long long)pk_steps,
+	        (unsigned long long)mreport_peak_bytes,
+	        (unsigned long long)(mi->uordblks + mi->hblkhd),
+	        (unsigned long long)textout_escaped);
+}
+
 static int run(struct inputs *in, bool json, const char *html, size_t top, bool by_shape)
 {
 	struct rstats **st = calloc(in->n ? in->n : 1, sizeof(*st));
 	size_t i, bad = 0, n = 0;
 	int code = EXIT_OK;
 	cJSON *root = NULL;
+	struct mallinfo2 mi;
+	/* the text report, escaped for the terminal (textout.h) */
+	FILE *out = !json && html == NULL ? textout_open(stdout) : stdout;
 
-	if (st == NULL)
+	if (st == NULL || out == NULL) {
+		free(st);
 		return EXIT_USAGE;
+	}
 	/* the traces; the snapshots are run_memory's */
 	for (i = 0; i < in->n; i++) {
 		if (is_snapshot(in->v[i]))
@@ -298,6 +330,7 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 			st[n]->ops_by_shape = by_shape;
 		n++;
 	}
+	mi = mallinfo2();
 	for (i = 0; i < n && st[i] != NULL; i++)
 		;
 	if (i == n && (code = refused(st, n)) != EXIT_OK) {
@@ -315,8 +348,8 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 			if (write_html(html, st, n, top) < 0)
 				bad++;
 		} else if (n > 0)
-			report_print(stdout, st, n, top);
-		bad += (size_t)run_memory(in, json, html, top, st, n, root);
+			report_print(out, st, n, top);
+		bad += (size_t)run_memory(in, json, html, top, st, n, root, out);
 		if (root != NULL) {
 			char *text = cJSON_Print(root);
 
@@ -325,6 +358,10 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 			cJSON_Delete(root);
 		}
 	}
+	if (out != stdout && textout_close(out) != 0)
+		bad++;
+	if (getenv("GPROFCTL_REPORT_COUNTS") != NULL)
+		print_counts(st, n, &mi);
 	for (i = 0; i < n; i++) {
 		if (st[i] != NULL)
 			report_free(st[i]);

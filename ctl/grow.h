@@ -1,8 +1,8 @@
 /*
- * grow.h: the two small helpers gprofctl's readers share (report.c,
- * report_ops.c, report_mem.c, pickle.c): an array that doubles as it fills,
- * and the FNV-1a hash their open-addressing tables use. Header-only (static
- * inline), a leaf: it includes nothing of the project.
+ * grow.h: the small helper gprofctl's readers share (report.c,
+ * report_ops.c, report_mem.c, pickle.c): an array that doubles as it fills.
+ * (Their lookups go through htab.c.) Header-only (static inline), a leaf: it
+ * includes nothing of the project.
  */
 #ifndef GPROF_CTL_GROW_H
 #define GPROF_CTL_GROW_H
@@ -27,16 +27,6 @@ static inline bool grow(void **v, size_t *cap, size_t need, size_t size)
 	*v = p;
 	*cap = c;
 	return true;
-}
-
-/* FNV-1a over a NUL-terminated string. */
-static inline uint64_t hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-	return h;
 }
 
 #endif

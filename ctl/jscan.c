@@ -26,6 +26,8 @@ struct jscan {
 	size_t depth, capstack;
 	char *carry;               /* a token cut by the end of a piece */
 	size_t ncarry, capcarry;
+	size_t carry_seen;         /* carry[0..carry_seen) looked at by may_end */
+	int carry_esc;             /* carry_seen is just after a backslash */
 	uint64_t carry_off;        /* the input offset of carry[0] */
 	char *dec;                 /* a string with escapes, decoded */
 	size_t capdec;
@@ -464,6 +466,43 @@ static int carry_add(struct jscan *j, const char *p, size_t n)
 	return 0;
 }
 
+uint64_t jscan_carry_scanned;
+
+/* Whether the carried token can end within what was added to it since the
+ * last look, by token()'s own rules: a string ends at an unescaped quote,
+ * a number at the first byte that is not numchar, a literal at the first
+ * that is not a-z (or past 5 letters). Until it can, token() need not read
+ * the carry again: it reads all of it each time, and a long token cut
+ * across many pieces would cost its length squared (issue 43). Never says
+ * no wrongly: then the carry would take bytes past the token's end. */
+static int may_end(struct jscan *j)
+{
+	unsigned char c0 = (unsigned char)j->carry[0];
+	size_t i = j->carry_seen ? j->carry_seen : 1;
+	int end = 0;
+
+	if (c0 == '"') {
+		for (; i < j->ncarry && !end; i++) {
+			if (j->carry_esc)
+				j->carry_esc = 0;
+			else if (j->carry[i] == '\\')
+				j->carry_esc = 1;
+			else if (j->carry[i] == '"')
+				end = 1;
+		}
+	} else if ((c0 >= '0' && c0 <= '9') || c0 == '-') { /* token()'s number: */
+		for (; i < j->ncarry && !end; i++)
+			end = !numchar[(unsigned char)j->carry[i]];
+	} else if (c0 == 't' || c0 == 'f' || c0 == 'n') { /* and literal */
+		for (; i < j->ncarry && !end; i++)
+			end = j->carry[i] < 'a' || j->carry[i] > 'z' || i >= 5;
+	} else {
+		end = 1;
+	}
+	j->carry_seen = j->ncarry;
+	return end;
+}
+
 /* Completes the carried token from buf; how many bytes of buf it took
  * (n when it is still not complete), or -1. */
 static long complete_carry(struct jscan *j, const char *buf, size_t n, int final)
@@ -478,6 +517,12 @@ static long complete_carry(struct jscan *j, const char *buf, size_t n, int final
 		if (carry_add(j, buf + taken, step) < 0)
 			return -1;
 		taken += step;
+		if (!may_end(j) && !(final && taken == n)) {
+			if (taken == n)
+				return (long)n; /* still incomplete: all of it carried */
+			continue;
+		}
+		jscan_carry_scanned += j->ncarry - step; /* what token() read before */
 		r = token(j, j->carry, j->carry + j->ncarry, final && taken == n, j->carry_off, &tk);
 		if (r < 0)
 			return -1;
@@ -486,7 +531,8 @@ static long complete_carry(struct jscan *j, const char *buf, size_t n, int final
 		if (taken == n)
 			return (long)n; /* still incomplete: all of it carried */
 	}
-	j->ncarry = 0;
+	j->ncarry = j->carry_seen = 0;
+	j->carry_esc = 0;
 	if (act(j, &tk, j->carry_off) < 0)
 		return -1;
 	return (long)((size_t)r - old);

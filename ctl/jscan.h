@@ -42,6 +42,11 @@ struct jscan_cb {
 
 struct jscan;
 
+/* Bytes of a carried token (one cut by the end of a piece) the tokenizer
+ * reads again, in this process: what such a token costs beyond one read
+ * (tests hold it linear). */
+extern uint64_t jscan_carry_scanned;
+
 struct jscan *jscan_new(const struct jscan_cb *cb, void *ctx);
 void jscan_free(struct jscan *j);
 /* 0, or -1 once the input is not JSON (or a callback stopped it); every

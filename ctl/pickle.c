@@ -9,7 +9,10 @@
  * 64-bit length is compared, never added to a pointer first); the stack,
  * the marks and the memo hold at most one entry per input byte (memo
  * indices above the input's size are refused); values are counted against
- * max_values. Every value is carved from a pool freed in one go, so a
+ * max_values, and every allocation against the bytes budget (account()).
+ * None, True, False, the empty tuple and the ints 0 to 255 are one shared
+ * value each (Python shares them too), so the commonest short opcodes
+ * allocate nothing but their stack slot. Every value is carved from a pool freed in one go, so a
  * failure at any point frees everything, and shared or cyclic values
  * (the memo can make a list hold itself) cost nothing extra to free.
  */
@@ -23,6 +26,14 @@
 #include "pickle.h"
 
 #define POOL_BLOCK 4096
+
+uint64_t pk_steps;
+
+/* The shared immutable values (never written: their type is all they hold). */
+static struct pk pk_none = { .type = PK_NONE }, pk_true = { .type = PK_BOOL, .u.i = 1 },
+                 pk_false = { .type = PK_BOOL, .u.i = 0 }, pk_empty = { .type = PK_TUPLE };
+/* 0..255, what BININT1 makes (set by pickle_load the first time) */
+static struct pk pk_small[256];
 
 struct vm {
 	struct pickle *p;
@@ -47,6 +58,40 @@ static int fail(struct vm *m, size_t at, const char *fmt, ...)
 	return -1;
 }
 
+/* Counts n more bytes (or fewer, n negative) against the budget: -1, said
+ * why, when they would pass it. */
+static int account(struct vm *m, int64_t n)
+{
+	struct pickle *p = m->p;
+	uint64_t max = (uint64_t)m->len * PICKLE_BYTES_PER_BYTE + PICKLE_BYTES_FIXED;
+
+	if (n > 0 && p->bytes + (uint64_t)n > max)
+		return fail(m, m->off, "reading it would take more than %llu bytes of memory (%d "
+		            "per byte of the file, which no memory snapshot needs): refused, not a "
+		            "memory snapshot", (unsigned long long)max, PICKLE_BYTES_PER_BYTE);
+	p->bytes += (uint64_t)n;
+	if (p->bytes > p->peak)
+		p->peak = p->bytes;
+	return 0;
+}
+
+/* grow() with the budget (the capacity it will reach counted first): 0,
+ * or -1 said why. */
+static int cgrow(struct vm *m, void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 16;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	if (account(m, (int64_t)((c - *cap) * size)) < 0)
+		return -1;
+	if (!grow(v, cap, need, size))
+		return fail(m, m->off, "out of memory");
+	return 0;
+}
+
 static struct pk *new_val(struct vm *m, uint8_t type)
 {
 	struct pickle *p = m->p;
@@ -59,7 +104,11 @@ static struct pk *new_val(struct vm *m, uint8_t type)
 		return NULL;
 	}
 	if (p->nblocks == 0 || p->used == POOL_BLOCK) {
-		struct pk **nb = realloc(p->blocks, (p->nblocks + 1) * sizeof(*nb));
+		struct pk **nb;
+
+		if (account(m, POOL_BLOCK * sizeof(struct pk) + sizeof(*nb)) < 0)
+			return NULL;
+		nb = realloc(p->blocks, (p->nblocks + 1) * sizeof(*nb));
 
 		if (nb == NULL)
 			return NULL;
@@ -79,8 +128,8 @@ static int push(struct vm *m, struct pk *v)
 {
 	if (v == NULL)
 		return m->p->error[0] ? -1 : fail(m, m->off, "out of memory");
-	if (!grow((void **)&m->stack, &m->scap, m->sn + 1, sizeof(*m->stack)))
-		return fail(m, m->off, "out of memory");
+	if (cgrow(m, (void **)&m->stack, &m->scap, m->sn + 1, sizeof(*m->stack)) < 0)
+		return -1;
 	m->stack[m->sn++] = v;
 	return 0;
 }
@@ -102,8 +151,8 @@ static struct pk *pop(struct vm *m, size_t at, const char *op)
 
 static int seq_add(struct vm *m, struct pk *s, struct pk *v)
 {
-	if (!grow((void **)&s->u.seq.v, &s->u.seq.cap, s->u.seq.n + 1, sizeof(*s->u.seq.v)))
-		return fail(m, m->off, "out of memory");
+	if (cgrow(m, (void **)&s->u.seq.v, &s->u.seq.cap, s->u.seq.n + 1, sizeof(*s->u.seq.v)) < 0)
+		return -1;
 	s->u.seq.v[s->u.seq.n++] = v;
 	return 0;
 }
@@ -201,9 +250,15 @@ static int from_mark(struct vm *m, size_t at, uint8_t t, const char *op)
 	n = m->sn - base;
 	if (t == PK_DICT && n % 2)
 		return fail(m, at, "%s with an odd number of keys and values", op);
+	if (t == PK_TUPLE && n == 0) {
+		m->sn = base;
+		return push(m, &pk_empty);
+	}
 	if ((v = new_val(m, t)) == NULL)
 		return push(m, NULL);
 	if (n > 0) {
+		if (account(m, (int64_t)(n * sizeof(*v->u.seq.v))) < 0)
+			return -1;
 		if ((v->u.seq.v = malloc(n * sizeof(*v->u.seq.v))) == NULL)
 			return fail(m, at, "out of memory");
 		memcpy(v->u.seq.v, m->stack + base, n * sizeof(*v->u.seq.v));
@@ -246,8 +301,8 @@ static int memo_put(struct vm *m, size_t at, uint64_t idx)
 	if (idx >= m->memocap) {
 		size_t old = m->memocap;
 
-		if (!grow((void **)&m->memo, &m->memocap, (size_t)idx + 1, sizeof(*m->memo)))
-			return fail(m, at, "out of memory");
+		if (cgrow(m, (void **)&m->memo, &m->memocap, (size_t)idx + 1, sizeof(*m->memo)) < 0)
+			return -1;
 		memset(m->memo + old, 0, (m->memocap - old) * sizeof(*m->memo));
 	}
 	m->memo[idx] = m->stack[m->sn - 1];
@@ -326,15 +381,12 @@ static int step(struct vm *m, bool *stop)
 		return arg(m, at, 8, "FRAME") ? 0 : -1;
 	case '}': return push(m, new_val(m, PK_DICT));
 	case ']': return push(m, new_val(m, PK_LIST));
-	case ')': return push(m, new_val(m, PK_TUPLE));
-	case 'N': return push(m, new_val(m, PK_NONE));
-	case 0x88: case 0x89:
-		if ((v = new_val(m, PK_BOOL)) != NULL)
-			v->u.i = op == 0x88;
-		return push(m, v);
+	case ')': return push(m, &pk_empty);
+	case 'N': return push(m, &pk_none);
+	case 0x88: case 0x89: return push(m, op == 0x88 ? &pk_true : &pk_false);
 	case '(':
-		if (!grow((void **)&m->marks, &m->mcap, m->mn + 1, sizeof(*m->marks)))
-			return fail(m, at, "out of memory");
+		if (cgrow(m, (void **)&m->marks, &m->mcap, m->mn + 1, sizeof(*m->marks)) < 0)
+			return -1;
 		m->marks[m->mn++] = m->sn;
 		return 0;
 	case 's': /* SETITEM */
@@ -363,6 +415,8 @@ static int step(struct vm *m, bool *stop)
 			return fail(m, at, "TUPLE%zu with fewer than %zu values on the stack", n, n);
 		if ((v = new_val(m, PK_TUPLE)) == NULL)
 			return push(m, NULL);
+		if (account(m, (int64_t)(n * sizeof(*v->u.seq.v))) < 0)
+			return -1;
 		if ((v->u.seq.v = malloc(n * sizeof(*v->u.seq.v))) == NULL)
 			return fail(m, at, "out of memory");
 		for (i = 0; i < n; i++)
@@ -384,7 +438,7 @@ static int step(struct vm *m, bool *stop)
 	case 'K':
 		if ((a = arg(m, at, 1, "BININT1")) == NULL)
 			return -1;
-		return integer(m, a[0]);
+		return push(m, &pk_small[a[0]]);
 	case 'M':
 		if ((a = arg(m, at, 2, "BININT2")) == NULL)
 			return -1;
@@ -471,11 +525,15 @@ static int step(struct vm *m, bool *stop)
 int pickle_load(struct pickle *p, const uint8_t *buf, size_t len)
 {
 	struct vm m = { .p = p, .b = buf, .len = len };
-	bool stop = false;
+	bool stop = false, begun = false;
 	int r = 0;
 
 	p->root = NULL;
 	p->error[0] = '\0';
+	if (pk_small[1].type != PK_INT)
+		for (r = 0; r < 256; r++)
+			pk_small[r] = (struct pk){ .type = PK_INT, .u.i = r };
+	r = 0;
 	if (len == 0 || buf[0] != 0x80) {
 		fail(&m, 0, len == 0 ? "the file is empty" : "not a pickle of protocol 2 or later "
 		     "(it does not begin with PROTO): not a memory snapshot");
@@ -488,10 +546,19 @@ int pickle_load(struct pickle *p, const uint8_t *buf, size_t len)
 			break;
 		}
 		r = step(&m, &stop);
+		/* the first opcode that made a value (or a mark) made the root */
+		if (r == 0 && p->want_dict && !begun && (m.sn > 0 || m.mn > 0)) {
+			begun = true;
+			if (m.mn > 0 || m.stack[0]->type != PK_DICT)
+				r = fail(&m, m.off - 1, "a pickle, but its value is not a dict, as a "
+				         "PyTorch memory snapshot's is: not one");
+		}
 	}
 	free(m.stack);
 	free(m.marks);
 	free(m.memo);
+	p->bytes -= (uint64_t)(m.scap * sizeof(*m.stack) + m.mcap * sizeof(*m.marks) +
+	                       m.memocap * sizeof(*m.memo));
 	if (r < 0) {
 		p->root = NULL;
 		return -1;
@@ -516,6 +583,7 @@ void pickle_free(struct pickle *p)
 	free(p->blocks);
 	p->blocks = NULL;
 	p->nblocks = p->used = p->values = 0;
+	p->bytes = 0;
 	p->root = NULL;
 }
 
@@ -523,11 +591,12 @@ const struct pk *pk_get(const struct pk *d, const char *key)
 {
 	size_t i, n = strlen(key);
 
-	if (d == NULL || d->type != PK_DICT)
+	if (d == NULL || d->type != PK_DICT || d->u.seq.n > 2 * PK_GET_MAX)
 		return NULL;
 	for (i = d->u.seq.n; i >= 2; i -= 2) { /* the last one wins, as in Python */
 		const struct pk *k = d->u.seq.v[i - 2];
 
+		pk_steps++;
 		if (k->type == PK_STR && k->u.s.n == n && memcmp(k->u.s.p, key, n) == 0)
 			return d->u.seq.v[i - 1];
 	}
@@ -556,5 +625,6 @@ size_t pk_len(const struct pk *v)
 
 const struct pk *pk_at(const struct pk *v, size_t i)
 {
+	pk_steps++;
 	return i < pk_len(v) ? v->u.seq.v[i] : NULL;
 }

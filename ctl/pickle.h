@@ -9,7 +9,17 @@
  * nothing in the file is executed or looked up. Every length is checked
  * against the bytes that remain before anything is allocated for it, memo
  * indices against the file's size, and the number of values against a
- * caller's limit, so memory is bounded by the input's size.
+ * caller's limit; every byte the reader allocates is counted (bytes, peak)
+ * and the file is refused, where it stands, once they would pass
+ * PICKLE_BYTES_PER_BYTE times its size plus PICKLE_BYTES_FIXED: memory is a
+ * stated multiple of the input, whatever the file (docs/REPORT.md, Limits).
+ * Reading is one pass, linear in the input.
+ *
+ * Walking the tree is counted too: pk_get and pk_at add what they look at
+ * to pk_steps (one process-wide count), so a walker can hold its work to a
+ * multiple of the input where shared values (the memo) would otherwise let
+ * a small file be walked without end; pk_get reads dicts of at most
+ * PK_GET_MAX keys (a bigger one reads as having none).
  *
  * Ownership: pickle_load returns a tree owned by struct pickle (every value
  * lives in its pool; strings point into the caller's buffer, which must
@@ -43,11 +53,25 @@ struct pickle {
 	struct pk **blocks;        /* the pool: every value, freed together */
 	size_t nblocks, used, values;
 	size_t max_values;         /* 0: the default, PICKLE_MAX_VALUES */
+	bool want_dict;            /* refuse at its first opcode a file whose value is
+	                              not a dict (set by the caller) */
+	uint64_t bytes, peak;      /* allocated now (the tree, and the stack while
+	                              reading), and at most */
 	size_t err_off;
 	char error[200];
 };
 
 #define PICKLE_MAX_VALUES (64u << 20)
+/* The memory a file may cost: a real snapshot needs about 3 bytes per byte
+ * (the H100 fixture: 3.1, 4.2 with the first 128 KB pool block); a file of
+ * nothing but empty lists would need 40 to 48, and is refused at 16. */
+#define PICKLE_BYTES_PER_BYTE 16
+#define PICKLE_BYTES_FIXED (1u << 20)
+/* A dict pk_get searches (snapshots' have about ten keys). */
+#define PK_GET_MAX 256
+
+/* Keys compared by pk_get and values reached by pk_at, in this process. */
+extern uint64_t pk_steps;
 
 /* Reads buf (len bytes) into p->root. 0; or -1 with p->error saying what
  * and p->err_off where. p must be zeroed (max_values may be set first). */

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "grow.h"
+#include "htab.h"
 #include "jscan.h"
 #include "report.h"
 #include "report_mem.h"
@@ -74,52 +75,38 @@ static bool spans_add(struct spans *sp, double a, double b, size_t name, int64_t
 	return true;
 }
 
-/* ---- kernels (and copies) by name: open addressing over an array ---- */
+/* ---- kernels (and copies) by name, through htab ---- */
+
+static bool kstat_is(const void *ctx, uint32_t pos, const void *key)
+{
+	return strcmp(((const struct kmap *)ctx)->v[pos].name, key) == 0;
+}
 
 static struct kstat *kmap_get(struct kmap *m, const char *name)
 {
-	size_t i;
+	uint64_t h = htab_hash(name, strlen(name));
+	uint32_t pos = htab_find(&m->idx, h, kstat_is, m, name);
 
-	if ((m->n + 1) * 2 > m->mask + 1) {
-		size_t nmask = m->mask ? m->mask * 2 + 1 : 255, k;
-		size_t *slot = malloc((nmask + 1) * sizeof(*slot));
-
-		if (slot == NULL)
-			return NULL;
-		for (k = 0; k <= nmask; k++)
-			slot[k] = SIZE_MAX;
-		for (k = 0; k < m->n; k++) {
-			for (i = hash(m->v[k].name) & nmask; slot[i] != SIZE_MAX; i = (i + 1) & nmask)
-				;
-			slot[i] = k;
-		}
-		free(m->slot);
-		m->slot = slot;
-		m->mask = nmask;
-	}
-	for (i = hash(name) & m->mask; m->slot[i] != SIZE_MAX; i = (i + 1) & m->mask)
-		if (strcmp(m->v[m->slot[i]].name, name) == 0)
-			return &m->v[m->slot[i]];
-	if (!grow((void **)&m->v, &m->cap, m->n + 1, sizeof(*m->v)))
+	if (pos != HTAB_NONE)
+		return &m->v[pos];
+	if (m->n >= HTAB_NONE || !grow((void **)&m->v, &m->cap, m->n + 1, sizeof(*m->v)))
 		return NULL;
 	memset(&m->v[m->n], 0, sizeof(m->v[m->n]));
 	if ((m->v[m->n].name = strdup(name)) == NULL)
 		return NULL;
-	m->slot[i] = m->n;
+	if (htab_add(&m->idx, h, (uint32_t)m->n) < 0) {
+		free(m->v[m->n].name);
+		return NULL;
+	}
 	return &m->v[m->n++];
 }
 
 /* name's entry, or NULL; never adds. */
 const struct kstat *report_kmap_find(const struct kmap *m, const char *name)
 {
-	size_t i;
+	uint32_t pos = htab_find(&m->idx, htab_hash(name, strlen(name)), kstat_is, m, name);
 
-	if (m->slot == NULL)
-		return NULL;
-	for (i = hash(name) & m->mask; m->slot[i] != SIZE_MAX; i = (i + 1) & m->mask)
-		if (strcmp(m->v[m->slot[i]].name, name) == 0)
-			return &m->v[m->slot[i]];
-	return NULL;
+	return pos != HTAB_NONE ? &m->v[pos] : NULL;
 }
 
 static struct kstat *kstat_add(struct kmap *m, const char *name, double dur, double bytes)
@@ -136,14 +123,30 @@ static struct kstat *kstat_add(struct kmap *m, const char *name, double dur, dou
 	return k;
 }
 
+/* A device or stream's key in st->gpu_idx. */
+struct gpu_key { int64_t dev, stream; };
+
+static bool gpu_is(const void *ctx, uint32_t pos, const void *key)
+{
+	const struct gpu *g = &((const struct rstats *)ctx)->gpus[pos];
+	const struct gpu_key *k = key;
+
+	return g->dev == k->dev && g->stream == k->stream;
+}
+
+/* Device dev's entry (stream -1), or that stream's: made when new. A
+ * trace names as many as it likes, so they are found through a hash. */
 static struct gpu *gpu_get(struct rstats *st, int64_t dev, int64_t stream)
 {
-	size_t i;
+	struct gpu_key k = { dev, stream };
+	uint64_t h = htab_hash(&k, sizeof(k));
+	uint32_t pos = htab_find(&st->gpu_idx, h, gpu_is, st, &k);
 
-	for (i = 0; i < st->ngpus; i++)
-		if (st->gpus[i].dev == dev && st->gpus[i].stream == stream)
-			return &st->gpus[i];
-	if (!grow((void **)&st->gpus, &st->capgpus, st->ngpus + 1, sizeof(*st->gpus)))
+	if (pos != HTAB_NONE)
+		return &st->gpus[pos];
+	if (st->ngpus >= HTAB_NONE ||
+	    !grow((void **)&st->gpus, &st->capgpus, st->ngpus + 1, sizeof(*st->gpus)) ||
+	    htab_add(&st->gpu_idx, h, (uint32_t)st->ngpus) < 0)
 		return NULL;
 	memset(&st->gpus[st->ngpus], 0, sizeof(st->gpus[st->ngpus]));
 	st->gpus[st->ngpus].dev = dev;
@@ -865,7 +868,7 @@ static void kmap_free(struct kmap *m)
 		free(m->v[i].d.v);
 	}
 	free(m->v);
-	free(m->slot);
+	htab_deinit(&m->idx);
 }
 
 void report_free(struct rstats *st)
@@ -889,6 +892,7 @@ void report_free(struct rstats *st)
 		free(st->gpus[i].prefix);
 	}
 	free(st->gpus);
+	htab_deinit(&st->gpu_idx);
 	free(st->steps.v);
 	if (st->mem != NULL)
 		mreport_free(st->mem);

@@ -33,6 +33,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "htab.h"
+
 struct mreport;
 struct ivals { double *v; size_t n, cap; };            /* start, end pairs (us) */
 struct durs { float *v; size_t n, cap; };
@@ -45,7 +47,7 @@ struct kstat {                 /* one kernel name, or one copy/set kind */
 	struct durs d;             /* the durations, in no order after the pass */
 };
 
-struct kmap { struct kstat *v; size_t n, cap; size_t *slot; size_t mask; };
+struct kmap { struct kstat *v; size_t n, cap; struct htab idx; }; /* idx: by name */
 
 /* A range in time: a user range on the CPU or its projection on a GPU,
  * an iteration, a synchronising call (name: its index in the map it
@@ -70,7 +72,6 @@ struct gpu {                   /* one device, or one stream of it */
 	double idle_after_sync;    /* idle in gaps that a synchronising call opened */
 	uint32_t sync_gaps;
 	struct gap top_gaps[REPORT_TOP_GAPS]; /* the longest idle gaps, longest first */
-	float bins[REPORT_BINS];   /* busy share of each slice of the window (devices only) */
 };
 
 struct rops;                   /* the operators (report_ops.c) */
@@ -94,8 +95,9 @@ struct rstats {
 	struct rranges *rr;        /* freed by report_ranges_finish */
 	struct range_gpu *range_gpu; /* per ranges entry; NULL: unknown (no GPU record linked) */
 	uint64_t gpu_unlinked;     /* GPU records no (one) call in the trace launched */
-	struct gpu *gpus;
+	struct gpu *gpus;          /* after report_read: by device, then stream (-1 first) */
 	size_t ngpus, capgpus;
+	struct htab gpu_idx;       /* gpus by (dev, stream), during the pass */
 	struct durs steps;         /* sorted; step_spans keeps their order */
 	struct stretch stretches[3]; /* the launch-bound stretches idling the GPU most */
 	size_t nstretches;
@@ -116,7 +118,14 @@ struct rstats {
 	struct rops *ops;          /* PyTorch operators, kernels by launch (report_ops.c) */
 	bool ops_by_shape;         /* the operator table per input shape (set by the caller) */
 	struct mreport *mem;       /* its [memory] events, when it has some (report_mem.c) */
+	uint32_t wheres;           /* report_where's lookups answered (REPORT_WHERE_MAX) */
 };
+
+/* report_where scans the ranges (linear in them); the outputs ask it a few
+ * times per device, and a trace names as many devices as it likes, so
+ * after this many per file it answers "not looked up" (counted in wheres):
+ * the work stays this many times the file's ranges. */
+#define REPORT_WHERE_MAX 256
 
 /* Reads path into st (zeroed here). 0; or -1 with st->error saying what
  * and where (byte offset), and st holding whatever was read before. */
@@ -135,6 +144,10 @@ void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top);
 /* Between the pass (report.c) and the figures (report_finish.c): fills
  * every figure from what the pass gathered; false when out of memory. */
 bool report_finish(struct rstats *st);
+/* The busy share of each of the REPORT_BINS slices of the window on
+ * device g, into out (the timeline; worked out when drawn, not kept per
+ * device, which a trace of many devices would make large). */
+void report_bins(const struct rstats *st, const struct gpu *g, float *out);
 /* Does s contain needle (lowercase), ignoring case? */
 bool report_has_ci(const char *s, const char *needle);
 
@@ -198,7 +211,8 @@ struct kstat **report_ranked(const struct kmap *m); /* by total, largest first; 
 const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
 /* What was running at time t, as text: the innermost user range there
  * (what the CPU was in, with cpu_first; else the range whose GPU work on
- * dev was running, falling back on each other) and the iteration. */
+ * dev was running, falling back on each other) and the iteration. Counts
+ * itself in st->wheres (the one field it changes). */
 void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
                   size_t n);
 /* A range's GPU work (k: an entry of st->ranges), or NULL when unknown. */

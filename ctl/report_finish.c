@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "report.h"
@@ -26,6 +27,16 @@ static int cmp_float(const void *a, const void *b)
 	float x = *(const float *)a, y = *(const float *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* Devices by number, each followed by its streams (-1, the device, first). */
+static int by_dev_stream(const void *a, const void *b)
+{
+	const struct gpu *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->stream < y->stream ? -1 : x->stream > y->stream;
 }
 
 static int by_end(const void *a, const void *b)
@@ -216,18 +227,6 @@ static bool data_range(const char *name)
 	return report_has_ci(name, "dataloader") || report_has_ci(name, "data_load") || report_has_ci(name, "data load");
 }
 
-/* The busiest device's busy time between a and b. */
-static double device_busy(const struct rstats *st, double a, double b)
-{
-	double busy = 0, x;
-	size_t k;
-
-	for (k = 0; k < st->ngpus; k++)
-		if (st->gpus[k].stream < 0 && (x = busy_between(&st->gpus[k], a, b)) > busy)
-			busy = x;
-	return busy;
-}
-
 /* The k-th smallest of v[0..n) (k < n), moving the others around it:
  * Hoare's selection, in linear time on average, where a sort would cost
  * n log n (a million kernels' durations). */
@@ -292,11 +291,28 @@ static bool sorted_pairs(const double *v, size_t n)
 	return true;
 }
 
+void report_bins(const struct rstats *st, const struct gpu *g, float *out)
+{
+	double w = report_window(st);
+	size_t k;
+
+	for (k = 0; k < REPORT_BINS; k++) {
+		double a = st->t0 + w * (double)k / REPORT_BINS;
+
+		out[k] = w > 0 ? (float)(busy_between(g, a, a + w / REPORT_BINS) / (w / REPORT_BINS)) : 0;
+	}
+}
+
 bool report_finish(struct rstats *st)
 {
-	double w = st->t1 > st->t0 ? st->t1 - st->t0 : 0;
-	size_t i, k;
+	const struct gpu *busiest;
+	size_t i;
 
+	/* the pass's index goes: from here on devices are found by bsearch,
+	 * and a device's streams follow it */
+	htab_deinit(&st->gpu_idx);
+	if (st->ngpus > 0)
+		qsort(st->gpus, st->ngpus, sizeof(*st->gpus), by_dev_stream);
 	if (st->sync_spans.n > 0)
 		qsort(st->sync_spans.v, st->sync_spans.n, sizeof(struct span), by_end);
 	for (i = 0; i < st->ngpus; i++) {
@@ -308,16 +324,14 @@ bool report_finish(struct rstats *st)
 			stretches(st, g);
 		if (!merge(g, &st->sync_spans, st->t0, st->t1))
 			return false;
-		for (k = 0; g->stream < 0 && w > 0 && k < REPORT_BINS; k++) {
-			double a = st->t0 + w * (double)k / REPORT_BINS;
-
-			g->bins[k] = (float)(busy_between(g, a, a + w / REPORT_BINS) / (w / REPORT_BINS));
-		}
 	}
 	/* each range's GPU work, by correlation */
 	if (!report_ranges_finish(st))
 		return false;
-	/* data loading: CPU time in its ranges, and how idle the GPU was */
+	/* data loading: CPU time in its ranges, and how idle the busiest GPU
+	 * was meanwhile (one device: a range per device would cost ranges
+	 * times devices) */
+	busiest = report_busiest(st);
 	for (i = 0; i < st->cpu_spans.n; i++) {
 		const struct span *sp = &st->cpu_spans.v[i];
 
@@ -325,7 +339,7 @@ bool report_finish(struct rstats *st)
 			continue;
 		st->data_calls++;
 		st->data_cpu += sp->b - sp->a;
-		st->data_idle += sp->b - sp->a - device_busy(st, sp->a, sp->b);
+		st->data_idle += sp->b - sp->a - (busiest ? busy_between(busiest, sp->a, sp->b) : 0);
 	}
 	for (i = 0; i < st->kernels.n; i++)
 		st->kernels.v[i].median = median_of(&st->kernels.v[i].d);
@@ -352,11 +366,20 @@ static const struct span *innermost(const struct spans *sp, int64_t dev, double 
 void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
                   size_t n)
 {
-	const struct span *g = innermost(&st->gpu_spans, dev, t), *c = innermost(&st->cpu_spans, -1, t);
-	const struct span *step = NULL;
+	const struct span *g, *c, *step = NULL;
 	const char *name = NULL;
 	size_t i;
 
+	/* the outputs hold st const; the count is the only thing changed, and
+	 * every rstats is the caller's heap object, never a const one */
+	if (st->wheres >= REPORT_WHERE_MAX) {
+		snprintf(out, n, "(not looked up: more than %d places asked in this file)",
+		         REPORT_WHERE_MAX);
+		return;
+	}
+	((struct rstats *)st)->wheres++;
+	g = innermost(&st->gpu_spans, dev, t);
+	c = innermost(&st->cpu_spans, -1, t);
 	if (c && (cpu_first || g == NULL))
 		name = st->ranges.v[c->name].name;
 	else if (g)

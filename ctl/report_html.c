@@ -76,9 +76,11 @@ static void timeline(FILE *f, struct rstats *const *st, size_t n)
 		for (j = 0; j < st[i]->ngpus; j++) {
 			const struct gpu *g = &st[i]->gpus[j];
 			double w = report_window(st[i]);
+			float bins[REPORT_BINS];
 
 			if (g->stream >= 0)
 				continue;
+			report_bins(st[i], g, bins);
 			fprintf(f, "<text x=\"0\" y=\"%d\">", y + row / 2 + 4);
 			rank_label(f, st[i], 10);
 			fprintf(f, ", GPU %lld</text>\n<text x=\"0\" y=\"%d\" class=\"small\">%.0f%% busy, "
@@ -87,7 +89,7 @@ static void timeline(FILE *f, struct rstats *const *st, size_t n)
 			fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#eee\"/>\n",
 			        left, y + 2, REPORT_BINS * bw, row - 6);
 			for (k = 0; k < REPORT_BINS; k++) {
-				int h = (int)(g->bins[k] * (row - 6) + 0.5);
+				int h = (int)(bins[k] * (row - 6) + 0.5);
 
 				if (h > 0)
 					fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
@@ -235,10 +237,9 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 		        w > 0 ? 100 * g->busy / w : 0, g->idle_bucket[0] / 1000, g->idle_bucket[1] / 1000,
 		        g->idle_bucket[2] / 1000, g->idle_bucket[3] / 1000, g->idle_bucket[4] / 1000,
 		        g->idle_after_sync / 1000, (unsigned)g->sync_gaps);
-		for (j = 0; j < s->ngpus; j++)
-			if (s->gpus[j].dev == g->dev && s->gpus[j].stream >= 0)
-				fprintf(f, "; stream %lld %.1f%%", (long long)s->gpus[j].stream,
-				        w > 0 ? 100 * s->gpus[j].busy / w : 0);
+		for (j = i + 1; j < s->ngpus && s->gpus[j].dev == g->dev; j++) /* its streams */
+			fprintf(f, "; stream %lld %.1f%%", (long long)s->gpus[j].stream,
+			        w > 0 ? 100 * s->gpus[j].busy / w : 0);
 		fprintf(f, "</p>\n<p>Longest idle gaps:</p><ul>\n");
 		for (j = 0; j < REPORT_TOP_GAPS && g->top_gaps[j].b > g->top_gaps[j].a; j++) {
 			report_where(s, g->dev, (g->top_gaps[j].a + g->top_gaps[j].b) / 2, true, where,

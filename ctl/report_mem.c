@@ -16,7 +16,14 @@
  * is attributed to the innermost operator on its thread around it.
  *
  * Work is bounded by the input: one pass to find the peak and one up to it,
- * an address table of at most one slot per entry.
+ * an address table of at most one slot per entry (keyed, htab.c); the text
+ * of an allocation (its frames, its operator) is written only for the
+ * MEM_TOP kept. A snapshot's values can be shared (the memo), so a small
+ * file can name one long list many times; every step of the walk is counted
+ * (pk_steps) and a snapshot whose walk passes MEM_STEPS_PER_BYTE times its
+ * size is refused; so is one with more than MEM_MAX_DEVICES device
+ * histories, and a pickle whose first value is not a dict (a snapshot's
+ * is) at that value, before the rest is read.
  */
 #include <errno.h>
 #include <math.h>
@@ -26,8 +33,25 @@
 
 #include "jsonint.h"
 #include "grow.h"
+#include "htab.h"
 #include "pickle.h"
 #include "report_mem.h"
+
+/* The bounds on a snapshot (docs/REPORT.md, Limits). A real one walks in
+ * under 2 steps per byte. */
+#define MEM_STEPS_PER_BYTE 32
+#define MEM_STEPS_FIXED 100000
+#define MEM_MAX_DEVICES 256
+
+uint64_t mreport_peak_bytes;
+
+/* pk_steps at which the walk of the snapshot being read stops. */
+static uint64_t steps_end = UINT64_MAX;
+
+static bool over(void)
+{
+	return pk_steps > steps_end;
+}
 
 /* ---- an address table: addr -> a value, open addressing ---- */
 
@@ -54,10 +78,14 @@ static void atab_free(struct atab *t)
 /* The slot of addr (key stored as addr+1 so 0 means empty). */
 static size_t atab_slot(const struct atab *t, uint64_t addr)
 {
-	size_t i = (size_t)((addr + 1) * 0x9E3779B97F4A7C15ull >> 17) & t->mask;
+	size_t i = (size_t)htab_hash(&addr, sizeof(addr)) & t->mask;
 
-	while (t->k[i] != 0 && t->k[i] != addr + 1)
+	/* keyed (htab.c): a file cannot choose addresses that share a chain */
+	htab_counts.lookups++;
+	while (t->k[i] != 0 && t->k[i] != addr + 1) {
+		htab_counts.probes++;
 		i = (i + 1) & t->mask;
+	}
 	return i;
 }
 
@@ -79,18 +107,25 @@ static int64_t atab_get(const struct atab *t, uint64_t addr)
 
 /* ---- the largest live allocations ---- */
 
-static void top_add(struct mdev *d, uint64_t bytes, const char *where)
-{
-	size_t i, n = d->ntop;
+/* A candidate for the largest live allocations: its size and where its
+ * text will come from (src: a snapshot's frames list, or a trace's event),
+ * written only for the MEM_TOP kept: writing it for every live allocation
+ * would walk a (shared) frames list or every operator once per allocation. */
+enum ckind { C_BEFORE, C_FRAMES, C_BLOCK, C_EVENT };
+struct cand { uint64_t bytes; enum ckind kind; const void *src; };
+struct tops { struct cand v[MEM_TOP]; size_t n; };
 
-	if (n == MEM_TOP && bytes <= d->top[n - 1].bytes)
+static void top_add(struct tops *t, uint64_t bytes, enum ckind kind, const void *src)
+{
+	size_t i, n = t->n;
+
+	if (n == MEM_TOP && bytes <= t->v[n - 1].bytes)
 		return;
 	if (n < MEM_TOP)
-		d->ntop++;
-	for (i = d->ntop - 1; i > 0 && d->top[i - 1].bytes < bytes; i--)
-		d->top[i] = d->top[i - 1];
-	d->top[i].bytes = bytes;
-	snprintf(d->top[i].where, sizeof(d->top[i].where), "%s", where);
+		t->n++;
+	for (i = t->n - 1; i > 0 && t->v[i - 1].bytes < bytes; i--)
+		t->v[i] = t->v[i - 1];
+	t->v[i] = (struct cand){ bytes, kind, src };
 }
 
 static const char *base_name(const char *p, size_t n, size_t *out)
@@ -142,7 +177,7 @@ static void frames_text(const struct pk *frames, char *out, size_t n)
 
 	out[0] = '\0';
 	for (pass = 0; pass < 2 && shown == 0; pass++) {
-		for (i = 0; i < nf && shown < 3; i++) {
+		for (i = 0; i < nf && shown < 3 && !over(); i++) {
 			const struct pk *f = pk_at(frames, i), *fn = pk_get(f, "filename"),
 			                *name = pk_get(f, "name");
 			int64_t line = 0;
@@ -169,7 +204,7 @@ static void frames_text(const struct pk *frames, char *out, size_t n)
 		return;
 	/* No Python frame: made off Python (autograd's backward thread, say):
 	 * the innermost C++ functions that are not the allocator's own. */
-	for (i = 0; i < nf && shown < 2; i++) {
+	for (i = 0; i < nf && shown < 2 && !over(); i++) {
 		const struct pk *name = pk_get(pk_at(frames, i), "name");
 		char fn[120];
 
@@ -237,25 +272,25 @@ static int one_device(struct mreport *r, const struct pk *snap, const struct pk 
 	int64_t a = 0, res = 0, net_a = 0, net_r = 0;
 	bool at_start = true;
 	struct atab t;
-	char where[320];
+	struct tops top = { .n = 0 };
 
 	if (d == NULL)
 		return -ENOMEM;
-	for (i = 0; i < pk_len(segs); i++) {
+	for (i = 0; i < pk_len(segs) && !over(); i++) {
 		const struct pk *s = pk_at(segs, i), *blocks = pk_get(s, "blocks");
 		int64_t sd = pk_get(s, "device") ? num(s, "device") : 0;
 
 		if (sd != devno)
 			continue;
 		d->end_res += (uint64_t)num(s, "total_size");
-		for (j = 0; j < pk_len(blocks); j++) {
+		for (j = 0; j < pk_len(blocks) && !over(); j++) {
 			const struct pk *b = pk_at(blocks, j), *st = pk_get(b, "state");
 
 			if (st && st->type == PK_STR && st->u.s.n >= 6 && memcmp(st->u.s.p, "active", 6) == 0)
 				d->end_alloc += (uint64_t)num(b, "size");
 		}
 	}
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && !over(); i++) {
 		const struct pk *e = pk_at(ev, i);
 		int64_t sz = num(e, "size");
 
@@ -282,7 +317,7 @@ static int one_device(struct mreport *r, const struct pk *snap, const struct pk 
 	res = (int64_t)d->start_res;
 	d->peak_alloc = (uint64_t)a;
 	d->res_at_peak = d->peak_res = (uint64_t)res;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && !over(); i++) {
 		const struct pk *e = pk_at(ev, i);
 		int64_t sz = num(e, "size");
 
@@ -305,7 +340,7 @@ static int one_device(struct mreport *r, const struct pk *snap, const struct pk 
 	/* who is live at the peak */
 	if (!atab_init(&t, n + 1))
 		return -ENOMEM;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n && !over(); i++) {
 		const struct pk *e = pk_at(ev, i);
 		int act = action_of(e);
 		uint64_t addr = (uint64_t)num(e, "addr");
@@ -324,31 +359,29 @@ static int one_device(struct mreport *r, const struct pk *snap, const struct pk 
 				atab_set(&t, addr, -2); /* freed by the peak */
 			else if (was == -1 && (at_start || i > peak_i)) {
 				/* older than the window and freed after the peak: live then */
-				snprintf(where, sizeof(where), "(allocated before the window)");
-				top_add(d, (uint64_t)num(e, "size"), where);
+				top_add(&top, (uint64_t)num(e, "size"), C_BEFORE, NULL);
 				atab_set(&t, addr, -2);
 			} else if (was == -1)
 				atab_set(&t, addr, -2);
 		}
 	}
-	for (i = 0; i <= t.mask; i++) {
+	for (i = 0; i <= t.mask && !over(); i++) {
 		if (t.k[i] == 0 || t.v[i] < 0)
 			continue;
 		{
 			const struct pk *e = pk_at(ev, (size_t)t.v[i]);
 
-			frames_text(pk_get(e, "frames"), where, sizeof(where));
-			top_add(d, (uint64_t)num(e, "size"), where);
+			top_add(&top, (uint64_t)num(e, "size"), C_FRAMES, pk_get(e, "frames"));
 		}
 	}
 	/* the end state's blocks the window never touched were live throughout */
-	for (i = 0; i < pk_len(segs); i++) {
+	for (i = 0; i < pk_len(segs) && !over(); i++) {
 		const struct pk *s = pk_at(segs, i), *blocks = pk_get(s, "blocks");
 		int64_t sd = pk_get(s, "device") ? num(s, "device") : 0, addr = num(s, "address");
 
 		if (sd != devno)
 			continue;
-		for (j = 0; j < pk_len(blocks); j++) {
+		for (j = 0; j < pk_len(blocks) && !over(); j++) {
 			const struct pk *b = pk_at(blocks, j), *st = pk_get(b, "state");
 			int64_t ba = pk_get(b, "address") ? num(b, "address") : addr;
 
@@ -358,13 +391,23 @@ static int one_device(struct mreport *r, const struct pk *snap, const struct pk 
 				continue;
 			if (atab_get(&t, (uint64_t)ba) != -1)
 				continue; /* the window allocated or freed there */
-			frames_text(pk_get(b, "frames"), where, sizeof(where));
-			if (strcmp(where, "(no Python frames recorded)") == 0)
-				snprintf(where, sizeof(where), "(allocated before the window)");
-			top_add(d, (uint64_t)num(b, "size"), where);
+			top_add(&top, (uint64_t)num(b, "size"), C_BLOCK, pk_get(b, "frames"));
 		}
 	}
 	atab_free(&t);
+	/* the text of the ones kept */
+	for (i = 0; i < top.n && !over(); i++) {
+		struct mtop *m = &d->top[d->ntop++];
+
+		m->bytes = top.v[i].bytes;
+		if (top.v[i].kind == C_BEFORE) {
+			snprintf(m->where, sizeof(m->where), "(allocated before the window)");
+			continue;
+		}
+		frames_text(top.v[i].src, m->where, sizeof(m->where));
+		if (top.v[i].kind == C_BLOCK && strcmp(m->where, "(no Python frames recorded)") == 0)
+			snprintf(m->where, sizeof(m->where), "(allocated before the window)");
+	}
 	return 0;
 }
 
@@ -384,7 +427,7 @@ static int iterations(struct mreport *r, const struct pk *notes)
 	d = &r->devs[best];
 	if ((d->its = calloc(n - 1, sizeof(*d->its))) == NULL)
 		return -ENOMEM;
-	for (i = 1; i < n; i++) {
+	for (i = 1; i < n && !over(); i++) {
 		const struct pk *p = pk_at(notes, i - 1), *c = pk_at(notes, i);
 		struct mstep *s = &d->its[d->nits++];
 
@@ -402,7 +445,7 @@ int mreport_snapshot_mem(const char *name, const uint8_t *buf, size_t len, struc
 {
 	struct pickle p = { 0 };
 	const struct pk *traces, *segs;
-	size_t i;
+	size_t i, ndev = 0;
 	int rc = -1;
 
 	memset(r, 0, sizeof(*r));
@@ -415,6 +458,8 @@ int mreport_snapshot_mem(const char *name, const uint8_t *buf, size_t len, struc
 		if (s != NULL)
 			r->rank = strtoll(s + 5, NULL, 10);
 	}
+	steps_end = pk_steps + (uint64_t)len * MEM_STEPS_PER_BYTE + MEM_STEPS_FIXED;
+	p.want_dict = true; /* a snapshot is one: anything else is refused at once */
 	if (pickle_load(&p, buf, len) < 0) {
 		snprintf(r->error, sizeof(r->error), "not a readable memory snapshot: at byte %zu, %s",
 		         p.err_off, p.error);
@@ -439,10 +484,18 @@ int mreport_snapshot_mem(const char *name, const uint8_t *buf, size_t len, struc
 		}
 		if (pk_len(ev) == 0 && pk_len(traces) > 1)
 			continue; /* a device this process never used */
+		if (++ndev > MEM_MAX_DEVICES) {
+			snprintf(r->error, sizeof(r->error), "histories of more than %d devices: more "
+			         "GPUs than a machine has, not a PyTorch memory snapshot",
+			         MEM_MAX_DEVICES);
+			goto out;
+		}
 		if (one_device(r, p.root, ev, (int64_t)i) < 0) {
 			snprintf(r->error, sizeof(r->error), "out of memory");
 			goto out;
 		}
+		if (over())
+			break;
 	}
 	if (r->ndevs == 0 || (r->ndevs == 1 && r->devs[0].events == 0))
 		snprintf(r->note, sizeof(r->note), "the snapshot holds no allocation history: its "
@@ -451,8 +504,16 @@ int mreport_snapshot_mem(const char *name, const uint8_t *buf, size_t len, struc
 		snprintf(r->error, sizeof(r->error), "out of memory");
 		goto out;
 	}
+	if (over()) {
+		snprintf(r->error, sizeof(r->error), "reading it takes more than %d steps per byte "
+		         "(its lists are shared, or its dicts large, as no PyTorch memory snapshot's "
+		         "are): refused", MEM_STEPS_PER_BYTE);
+		goto out;
+	}
 	rc = 0;
 out:
+	steps_end = UINT64_MAX;
+	mreport_peak_bytes = p.peak > mreport_peak_bytes ? p.peak : mreport_peak_bytes;
 	pickle_free(&p);
 	return rc;
 }
@@ -513,33 +574,21 @@ bool mreport_event(struct mreport *r, const struct mevent *e)
 	return true;
 }
 
+static bool name_is(const void *ctx, uint32_t pos, const void *key)
+{
+	return strcmp(((const struct mreport *)ctx)->names[pos], key) == 0;
+}
+
 /* The index of name in the trace's operator names. */
 static bool intern(struct mreport *r, const char *name, uint32_t *out)
 {
-	size_t i;
+	uint64_t h = htab_hash(name, strlen(name));
+	uint32_t pos = htab_find(&r->nidx, h, name_is, r, name);
 
-	if (r->nnames * 2 >= r->nmask) {
-		size_t cap = r->nmask ? (r->nmask + 1) * 2 : 256, k;
-		uint32_t *ns = malloc(cap * sizeof(*ns));
-
-		if (ns == NULL)
-			return false;
-		memset(ns, 0xff, cap * sizeof(*ns));
-		for (k = 0; k < r->nnames; k++) {
-			i = hash(r->names[k]) & (cap - 1);
-			while (ns[i] != UINT32_MAX)
-				i = (i + 1) & (cap - 1);
-			ns[i] = (uint32_t)k;
-		}
-		free(r->nslot);
-		r->nslot = ns;
-		r->nmask = cap - 1;
+	if (pos != HTAB_NONE) {
+		*out = pos;
+		return true;
 	}
-	for (i = hash(name) & r->nmask; r->nslot[i] != UINT32_MAX; i = (i + 1) & r->nmask)
-		if (strcmp(r->names[r->nslot[i]], name) == 0) {
-			*out = r->nslot[i];
-			return true;
-		}
 	if (r->nnames == r->capnames) {
 		size_t cap = r->capnames ? r->capnames * 2 : 64;
 		char **v = realloc(r->names, cap * sizeof(*v));
@@ -549,9 +598,12 @@ static bool intern(struct mreport *r, const char *name, uint32_t *out)
 		r->names = v;
 		r->capnames = cap;
 	}
-	if ((r->names[r->nnames] = strdup(name)) == NULL)
+	if (r->nnames >= HTAB_NONE || (r->names[r->nnames] = strdup(name)) == NULL)
 		return false;
-	r->nslot[i] = (uint32_t)r->nnames;
+	if (htab_add(&r->nidx, h, (uint32_t)r->nnames) < 0) {
+		free(r->names[r->nnames]);
+		return false;
+	}
 	*out = (uint32_t)r->nnames++;
 	return true;
 }
@@ -603,7 +655,7 @@ static void trace_device(struct mreport *r, int64_t dev, const double *steps, si
 	struct mdev *d = dev_get(r, dev);
 	size_t i, first = SIZE_MAX, peak_i = 0, k;
 	struct atab t;
-	char where[320];
+	struct tops top = { .n = 0 };
 
 	if (d == NULL)
 		return;
@@ -645,18 +697,18 @@ static void trace_device(struct mreport *r, int64_t dev, const double *steps, si
 			continue;
 		atab_set(&t, (uint64_t)e->addr, e->bytes > 0 ? (int64_t)i : -2);
 	}
-	for (k = 0; k <= t.mask; k++) {
-		const struct mevent *e;
-		const char *op;
-
-		if (t.k[k] == 0 || t.v[k] < 0)
-			continue;
-		e = &r->ev[t.v[k]];
-		op = op_at(r, e);
-		snprintf(where, sizeof(where), "%s", op ? op : "(outside any operator)");
-		top_add(d, (uint64_t)e->bytes, where);
-	}
+	for (k = 0; k <= t.mask; k++)
+		if (t.k[k] != 0 && t.v[k] >= 0)
+			top_add(&top, (uint64_t)r->ev[t.v[k]].bytes, C_EVENT, &r->ev[t.v[k]]);
 	atab_free(&t);
+	/* the operator of each one kept (op_at scans the operators) */
+	for (k = 0; k < top.n; k++) {
+		const char *op = op_at(r, top.v[k].src);
+		struct mtop *m = &d->top[d->ntop++];
+
+		m->bytes = top.v[k].bytes;
+		snprintf(m->where, sizeof(m->where), "%s", op ? op : "(outside any operator)");
+	}
 	/* per iteration: allocations in it, and allocated memory at its end
 	 * against the previous end (the first: against the window's start) */
 	if (nsteps > 0 && (d->its = calloc(nsteps, sizeof(*d->its))) != NULL) {
@@ -714,7 +766,7 @@ void mreport_free(struct mreport *r)
 	for (i = 0; i < r->nnames; i++)
 		free(r->names[i]);
 	free(r->names);
-	free(r->nslot);
+	htab_deinit(&r->nidx);
 	memset(r, 0, sizeof(*r));
 }
 

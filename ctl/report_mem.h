@@ -27,6 +27,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "htab.h"
+
 #define MEM_TOP 10
 
 struct mtop { uint64_t bytes; char where[320]; };
@@ -61,7 +63,7 @@ struct mreport {
 	struct mevent *ev; size_t nev, capev;
 	struct mop *ops; size_t nops, capops;
 	char **names; size_t nnames, capnames;
-	uint32_t *nslot; size_t nmask;
+	struct htab nidx;          /* names, by name */
 };
 
 /* Reads a snapshot file into r (zeroed here). 0; or -1 with r->error
@@ -81,6 +83,10 @@ void mreport_free(struct mreport *r);
 
 void mreport_print(FILE *f, const struct mreport *r, size_t top);
 cJSON *mreport_json(const struct mreport *r, size_t top);
+
+/* The most memory a snapshot's pickle took while read (pickle.c's count), in
+ * this process. */
+extern uint64_t mreport_peak_bytes;
 
 /* Is this file name a memory snapshot's (*.pickle)? */
 bool mreport_is_snapshot(const char *name);

@@ -78,35 +78,26 @@
 #include "report_ops.h"
 
 
+static bool str_is(const void *ctx, uint32_t pos, const void *key)
+{
+	return strcmp(((const struct strtab *)ctx)->v[pos], key) == 0;
+}
+
 /* s's index in t, added when new; NONE when out of memory. */
 static uint32_t intern(struct strtab *t, const char *s)
 {
-	size_t i;
+	uint64_t h = htab_hash(s, strlen(s));
+	uint32_t pos = htab_find(&t->idx, h, str_is, t, s);
 
-	if ((t->n + 1) * 2 > t->mask + 1) {
-		size_t nmask = t->mask ? t->mask * 2 + 1 : 63, k;
-		size_t *slot = malloc((nmask + 1) * sizeof(*slot));
-
-		if (slot == NULL)
-			return NONE;
-		for (k = 0; k <= nmask; k++)
-			slot[k] = SIZE_MAX;
-		for (k = 0; k < t->n; k++) {
-			for (i = hash(t->v[k]) & nmask; slot[i] != SIZE_MAX; i = (i + 1) & nmask)
-				;
-			slot[i] = k;
-		}
-		free(t->slot);
-		t->slot = slot;
-		t->mask = nmask;
-	}
-	for (i = hash(s) & t->mask; t->slot[i] != SIZE_MAX; i = (i + 1) & t->mask)
-		if (strcmp(t->v[t->slot[i]], s) == 0)
-			return (uint32_t)t->slot[i];
-	if (!grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)) ||
+	if (pos != NONE)
+		return pos;
+	if (t->n >= NONE || !grow((void **)&t->v, &t->cap, t->n + 1, sizeof(*t->v)) ||
 	    (t->v[t->n] = strdup(s)) == NULL)
 		return NONE;
-	t->slot[i] = t->n;
+	if (htab_add(&t->idx, h, (uint32_t)t->n) < 0) {
+		free(t->v[t->n]);
+		return NONE;
+	}
 	return (uint32_t)t->n++;
 }
 
@@ -117,7 +108,7 @@ static void strtab_free(struct strtab *t)
 	for (i = 0; i < t->n; i++)
 		free(t->v[i]);
 	free(t->v);
-	free(t->slot);
+	htab_deinit(&t->idx);
 }
 
 static bool add_span(struct rop **v, size_t *n, size_t *cap, const struct rop *r)
@@ -128,24 +119,41 @@ static bool add_span(struct rop **v, size_t *n, size_t *cap, const struct rop *r
 	return true;
 }
 
-/* The index of thread (pid, tid); NONE when out of memory. A trace has a
- * few dozen threads and runs of calls on one: the last one found first. */
+static bool thread_is(const void *ctx, uint32_t pos, const void *key)
+{
+	const struct thread *a = &((const struct rops *)ctx)->thr[pos], *b = key;
+
+	return a->pid == b->pid && a->tid == b->tid;
+}
+
+/* The index of thread (pid, tid); NONE when out of memory. Runs of calls
+ * come on one thread: the last one found is tried first; the others through
+ * thr_idx, since a trace names as many threads as it likes. */
 static uint32_t thread_of(struct rops *o, int64_t pid, int64_t tid)
 {
-	size_t i;
+	struct thread k = { pid, tid };
+	uint64_t h;
+	uint32_t i;
 
 	if (o->nthr > o->lastthr && o->thr[o->lastthr].pid == pid && o->thr[o->lastthr].tid == tid)
 		return (uint32_t)o->lastthr;
-	for (i = 0; i < o->nthr; i++)
-		if (o->thr[i].pid == pid && o->thr[i].tid == tid)
-			break;
-	if (i == o->nthr) {
-		if (i >= NONE || !grow((void **)&o->thr, &o->capthr, i + 1, sizeof(*o->thr)))
+	h = htab_hash(&k, sizeof(k));
+	if ((i = htab_find(&o->thr_idx, h, thread_is, o, &k)) == NONE) {
+		i = (uint32_t)o->nthr;
+		if (i >= NONE || !grow((void **)&o->thr, &o->capthr, i + 1, sizeof(*o->thr)) ||
+		    htab_add(&o->thr_idx, h, i) < 0)
 			return NONE;
-		o->thr[o->nthr++] = (struct thread){ pid, tid };
+		o->thr[o->nthr++] = k;
 	}
 	o->lastthr = i;
-	return (uint32_t)i;
+	return i;
+}
+
+uint32_t report_ops_thread(const struct rops *o, int64_t pid, int64_t tid)
+{
+	struct thread k = { pid, tid };
+
+	return htab_find(&o->thr_idx, htab_hash(&k, sizeof(k)), thread_is, o, &k);
 }
 
 /* Operators torch.profiler leaves out of its table (_filter_name): the
@@ -279,6 +287,44 @@ static int by_seq(const void *x, const void *y)
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
+/* v[i]'s depth and jump pointer, its parent's being set: the jump goes as
+ * far as the parent's two jumps when those two cover equal distances, else
+ * to the parent (Myers, "An applicative random-access stack", 1983), which
+ * gives any ancestor within O(log depth) jumps and steps. */
+static void set_jump(struct rop *v, size_t i)
+{
+	int32_t p = v[i].parent, j;
+
+	v[i].depth = 0;
+	v[i].jump = -1;
+	if (p < 0)
+		return;
+	v[i].depth = v[p].depth + 1;
+	j = v[p].jump;
+	if (j >= 0 && v[j].jump >= 0 &&
+	    v[p].depth - v[j].depth == v[j].depth - v[v[j].jump].depth)
+		v[i].jump = v[j].jump;
+	else
+		v[i].jump = p;
+}
+
+/* i, or the nearest of its ancestors that ends at or after t; -1 when none
+ * does. Ends never decrease going up (a parent encloses its children), so
+ * a jump whose target still ends before t skips only spans that do too.
+ * A trace can nest as deep as it likes: a step at a time would make this
+ * linear in the depth, and the callers' work the depth times the queries. */
+static int32_t climb(const struct rop *v, int32_t i, double t)
+{
+	htab_counts.lookups++;
+	while (i >= 0 && v[i].b < t) {
+		int32_t j = v[i].jump;
+
+		htab_counts.probes++;
+		i = j >= 0 && v[j].b < t ? j : v[i].parent;
+	}
+	return i;
+}
+
 /* Each span's parent: the innermost earlier span on its thread that
  * encloses it (torch.profiler's rule: a candidate that ends before this
  * one starts, or ends before this one ends, is no parent and is dropped). */
@@ -301,6 +347,7 @@ static bool link(struct rop *v, size_t n)
 				break;
 		}
 		v[i].parent = depth > 0 ? stack[depth - 1] : -1;
+		set_jump(v, i);
 		stack[depth++] = (int32_t)i;
 	}
 	free(stack);
@@ -329,9 +376,7 @@ static int32_t innermost(const struct rop *v, size_t n, int64_t pid, int64_t tid
 	i = (int32_t)lo - 1;
 	if (v[i].pid != pid || v[i].tid != tid)
 		return -1;
-	while (i >= 0 && v[i].b < t)
-		i = v[i].parent;
-	return i;
+	return climb(v, i, t);
 }
 
 /* ---- the CPU tree: operators and calls together ---- */
@@ -485,6 +530,7 @@ static bool place_calls(struct rops *o)
 		free(pos);
 		return false;
 	}
+	htab_deinit(&o->thr_idx); /* the positions change: no lookups after this */
 	for (i = 0; i < o->nthr; i++)
 		v[i] = (struct thread_ix){ o->thr[i], (uint32_t)i };
 	qsort(v, o->nthr, sizeof(*v), by_pid_tid);
@@ -682,27 +728,32 @@ static bool calls_finish(struct rops *o)
 static bool assign_modules(struct rops *o)
 {
 	struct fwd *fwd = NULL;
+	int32_t *scope = NULL;     /* per operator: the nearest scope above it, -1 none */
 	size_t i, nfwd = 0;
 
-	if (o->nops && (fwd = malloc(o->nops * sizeof(*fwd))) == NULL)
+	if (o->nops && ((fwd = malloc(o->nops * sizeof(*fwd))) == NULL ||
+	                (scope = malloc(o->nops * sizeof(*scope))) == NULL)) {
+		free(fwd);
 		return false;
+	}
 	for (i = 0; i < o->nops; i++) {
 		struct rop *r = &o->ops[i];
 		int32_t m = innermost(o->mods, o->nmods, r->pid, r->tid, r->a);
-
 		int32_t u = r->parent;
 
-		while (m >= 0 && o->mods[m].b < r->b)
-			m = o->mods[m].parent;
+		m = climb(o->mods, m, r->b);
 		if (m >= 0)
 			r->module = o->mods[m].name;
 		/* a record_function scope inside that module (or with none) is
-		 * the nearer one */
-		while (u >= 0 && !o->ops[u].scope)
-			u = o->ops[u].parent;
+		 * the nearer one: the nearest above its parent, found there first
+		 * (parents come first) */
+		if (u >= 0 && !o->ops[u].scope)
+			u = scope[u];
+		scope[i] = u;
 		if (u >= 0 && (m < 0 || o->ops[u].a >= o->mods[m].a) &&
 		    (r->module = intern(&o->modules, o->names.v[o->ops[u].name])) == NONE) {
 			free(fwd);
+			free(scope);
 			return false;
 		}
 		if (r->parent >= 0 && o->ops[r->parent].bwd) /* parents come first */
@@ -729,6 +780,7 @@ static bool assign_modules(struct rops *o)
 			r->module = o->ops[r->parent].module;
 	}
 	free(fwd);
+	free(scope);
 	return true;
 }
 
@@ -768,6 +820,7 @@ void report_ops_free(struct rstats *st)
 	free(o->gdur);
 	free(o->gts);
 	free(o->thr);
+	htab_deinit(&o->thr_idx);
 	strtab_free(&o->names);
 	strtab_free(&o->shapes);
 	strtab_free(&o->modules);

@@ -23,14 +23,20 @@ struct rop {
 	uint32_t module;           /* interned module name, NONE when none */
 	int32_t parent;            /* the enclosing operator (index among the sorted
 	                              ops); -1 a root */
+	int32_t jump;              /* an ancestor further up (Myers' skew-binary jump
+	                              pointers), so climbing the tree takes O(log n)
+	                              steps; -1 for a root */
+	uint32_t depth;            /* its ancestors' count */
 	bool bwd;                  /* on autograd's backward pass */
 	bool scope;                /* a record_function scope (not ProfilerStep#) */
 	bool dead;                 /* merged into its parent of the same name */
 	double child_cpu, gself, gtotal;
 };
 
-/* Interned strings: v[i], found by hash through slot (open addressing). */
-struct strtab { char **v; size_t n, cap; size_t *slot; size_t mask; };
+#include "htab.h"
+
+/* Interned strings: v[i], found through idx. */
+struct strtab { char **v; size_t n, cap; struct htab idx; };
 
 /* A row of the table. */
 struct orow {
@@ -67,9 +73,15 @@ struct rops {
 	size_t ng, capg, capg2, capg3;
 	struct thread *thr;
 	size_t nthr, capthr, lastthr;
+	struct htab thr_idx;       /* thr by (pid, tid), until place_calls sorts them */
 	struct strtab names, shapes, modules;
 	uint64_t cpu_ops;          /* cpu_op events: the table exists when > 0 */
 	double gpu_total, gpu_unattributed, cpu_self_total;
 };
+
+/* The operator table's index of thread (pid, tid), or NONE (a thread that
+ * made no CUDA call and ran no operator); found through thr_idx, so valid
+ * until report_ops_finish sorts the threads. */
+uint32_t report_ops_thread(const struct rops *o, int64_t pid, int64_t tid);
 
 #endif

@@ -62,6 +62,7 @@ static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size
 	struct okey *k = malloc((o->nops ? o->nops : 1) * sizeof(*k));
 	struct orow *r = malloc((cap ? cap : 1) * sizeof(*r));
 	size_t i, j, nk = 0, m = 0;
+	uint32_t *row = NULL;
 
 	*n = 0;
 	if (k == NULL || r == NULL) {
@@ -91,11 +92,23 @@ static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size
 	free(k);
 	/* the calls' rows (no shapes, no module, no kernels of their own: none
 	 * in the findings'), into an operator's of the same name if any */
+	if (!modules && o->ncrows) {
+		/* the operator row of each name without shapes, by name: a scan
+		 * per call row would cost call names times operator names */
+		if ((row = malloc((o->names.n ? o->names.n : 1) * sizeof(*row))) == NULL) {
+			free(r);
+			return NULL;
+		}
+		for (j = 0; j < o->names.n; j++)
+			row[j] = NONE;
+		for (j = 0; j < m; j++)
+			if (r[j].shape == NONE)
+				row[r[j].name] = (uint32_t)j;
+	}
 	for (i = 0; i < o->ncrows && !modules; i++) {
 		const struct orow *c = &o->crows[i];
 
-		for (j = 0; j < m && !(r[j].name == c->name && r[j].shape == NONE); j++)
-			;
+		j = row[c->name] != NONE ? row[c->name] : m;
 		if (j == m) {
 			r[m++] = *c;
 		} else {
@@ -105,6 +118,7 @@ static struct orow *rows(const struct rops *o, bool by_shape, bool modules, size
 			r[j].gpu_total += c->gpu_total;
 		}
 	}
+	free(row);
 	g_names = (const char *const *)o->names.v;
 	if (m)
 		qsort(r, m, sizeof(*r), by_row);

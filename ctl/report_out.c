@@ -411,11 +411,10 @@ static void print_one(FILE *f, const struct rstats *s, size_t top)
 		        (w - g->busy) / 1000);
 		for (b = 0; b < 5; b++)
 			fprintf(f, " %s %.3f ms%s", bucket[b], g->idle_bucket[b] / 1000, b < 4 ? "," : "\n");
-		for (b = 0; b < s->ngpus; b++)
-			if (s->gpus[b].dev == g->dev && s->gpus[b].stream >= 0)
-				fprintf(f, "  stream %lld: busy %.3f ms (%.1f%%)\n",
-				        (long long)s->gpus[b].stream, s->gpus[b].busy / 1000,
-				        w > 0 ? 100 * s->gpus[b].busy / w : 0);
+		for (b = i + 1; b < s->ngpus && s->gpus[b].dev == g->dev; b++) /* its streams */
+			fprintf(f, "  stream %lld: busy %.3f ms (%.1f%%)\n",
+			        (long long)s->gpus[b].stream, s->gpus[b].busy / 1000,
+			        w > 0 ? 100 * s->gpus[b].busy / w : 0);
 	}
 	if (s->steps.n)
 		fprintf(f, "iterations: %zu, median %.3f ms, min %.3f, max %.3f (max/min %.2f)\n",

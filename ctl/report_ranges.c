@@ -137,18 +137,6 @@ static size_t lower(const struct rr_work *w, size_t n, uint32_t thr, double ts)
 	return lo;
 }
 
-/* The operator table's index of thread (pid, tid), or NONE: a thread that
- * made no CUDA call launched nothing. */
-static uint32_t thread_index(const struct rops *o, int64_t pid, int64_t tid)
-{
-	size_t i;
-
-	for (i = 0; i < o->nthr; i++)
-		if (o->thr[i].pid == pid && o->thr[i].tid == tid)
-			return (uint32_t)i;
-	return NONE;
-}
-
 /*
  * The GPU work of each launch: GPU records grouped by correlation id (a
  * graph launch has several), each group claimed by the earliest call with
@@ -334,7 +322,7 @@ static bool attribute(struct rstats *st, const struct rops *o, struct rranges *r
 		stack[depth++] = i;
 		if (open[r->name]++ > 0)
 			continue;
-		if ((thr = thread_index(o, r->pid, r->tid)) == NONE)
+		if ((thr = report_ops_thread(o, r->pid, r->tid)) == NONE)
 			continue;
 		a = lower(w, n, thr, r->a);
 		b = lower(w, n, thr, r->b);

@@ -6,7 +6,9 @@
  * three outputs (text, JSON, HTML). Properties beyond "no crash, no leak,
  * no UB": the answer is 0 exactly when no error was set; the JSON output
  * prints and parses; the figures are deterministic (the JSON of two reads
- * is the same text); every figure in it is finite.
+ * is the same text); every figure in it is finite; the text report, written
+ * through textout as gprofctl writes it, holds no control byte but the
+ * newline, no DEL and no C1 control (issue 43).
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +19,20 @@
 
 #include "fuzz.h"
 #include "report.h"
+#include "textout.h"
+
+/* The text as a terminal gets it: printable ASCII, newlines, and UTF-8
+ * of no C1 control (textout lets through only well-formed sequences). */
+static void terminal_safe(const unsigned char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		FUZZ_CHECK(s[i] >= 0x20 || s[i] == '\n');
+		FUZZ_CHECK(s[i] != 0x7f);
+		FUZZ_CHECK(!(s[i] == 0xc2 && i + 1 < n && s[i + 1] >= 0x80 && s[i + 1] <= 0x9f));
+	}
+}
 
 static void all_finite(const cJSON *j)
 {
@@ -63,7 +79,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK((back = cJSON_Parse(ja)) != NULL);
 	cJSON_Delete(back);
 	/* the two "ranks" side by side: comparison, straggler, findings */
-	report_print(sink, v, 2, 5);
+	{
+		char *text = NULL;
+		size_t len = 0;
+		FILE *mem = open_memstream(&text, &len), *out;
+
+		FUZZ_CHECK(mem != NULL && (out = textout_open(mem)) != NULL);
+		report_print(out, v, 2, 5);
+		FUZZ_CHECK(textout_close(out) == 0);
+		fclose(mem);
+		terminal_safe((const unsigned char *)text, len);
+		free(text);
+	}
 	report_html(sink, v, 2, 5);
 	free(ja);
 	free(jb);

@@ -117,6 +117,14 @@ for sub in sorted(os.listdir(traces)):
 write("report", "empty-events", b'{"traceEvents":[]}')
 write("report", "cut", b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":')
 write("report", "not-json", b"hello")
+# names with terminal escapes, C1 controls and bytes that are not UTF-8
+# (issue 43: the text report must show them as \\xHH)
+write("report", "escapes", b'{"traceEvents":[' + b",".join(
+    b'{"ph":"X","cat":"%s","name":"%s","pid":%d,"tid":7,"ts":%d,"dur":5}' % (c, n, p, t)
+    for t, (c, n, p) in enumerate([
+        (b"kernel", b"k\\u001b]0;title\\u0007", 0), (b"user_annotation", b"r\\u001b[2J", 1),
+        (b"kernel", b"c1\xc2\x9bx", 0), (b"cpu_op", b"bad\xff\xfe", 1),
+        (b"cuda_runtime", b"cr\\r\\u007f", 1)])) + b"]}")
 # the operator table's torch.profiler rules: a list-of-tensors argument, a
 # CUPTI overhead record (pid -1), an unlinked call on another thread, an
 # operator merged into its parent of the same name, one left out

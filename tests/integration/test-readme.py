@@ -180,7 +180,7 @@ def test_first_trace(d):
         assert not errs, errs
         assert re.search(r"^iterations: 5, median ", out, re.M), out
         for name in ("data", "forward", "backward"):
-            assert re.search(r"^ +[0-9.]+ +0\.000 +0\.000 +5 %s$" % name, out, re.M), (name, out)
+            assert re.search(r"^ +[0-9.]+ +0\.000 +0\.000 +0 +5 %s$" % name, out, re.M), (name, out)
         assert "registered pid %d" % demo in open(log).read()
     finally:
         if bash is not None and bash.returncode is None:

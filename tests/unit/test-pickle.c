@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -170,7 +171,8 @@ static void test_bad_stacks(void **state)
 /* max_values bounds the memory a file can make the reader take. */
 static void test_value_limit(void **state)
 {
-	static const char in[] = "\x80\x02(K\x01K\x02K\x03K\x04l.";
+	/* BININT2: the ints 0..255 (BININT1) are shared, and not counted */
+	static const char in[] = "\x80\x02(M\x01\x01M\x02\x01M\x03\x01M\x04\x01l.";
 	struct pickle p = { .max_values = 4 };
 
 	(void)state;
@@ -184,6 +186,93 @@ static void test_value_limit(void **state)
 	pickle_free(&p);
 }
 
+/* A file of n empty lists under a dict root: the most values per byte. */
+static uint8_t *lists(size_t n, size_t *len)
+{
+	uint8_t *b = malloc(n + 6);
+
+	assert_non_null(b);
+	memcpy(b, "\x80\x04}(", 4);
+	memset(b + 4, ']', n);
+	memcpy(b + 4 + n, "l.", 2); /* never reached: refused before */
+	*len = n + 6;
+	return b;
+}
+
+/* Issue 43: the memory a file costs is counted, and a file is refused
+ * where it would pass PICKLE_BYTES_PER_BYTE times its size (the old reader
+ * took 48 bytes per byte of such a file); what it counts grows linearly. */
+static void test_memory_bound(void **state)
+{
+	static const size_t sizes[] = { 1u << 20, 2u << 20, 4u << 20 };
+	uint64_t peak[3];
+	size_t i, len;
+
+	(void)state;
+	for (i = 0; i < 3; i++) {
+		struct pickle p = { 0 };
+		uint8_t *b = lists(sizes[i], &len);
+
+		assert_int_equal(pickle_load(&p, b, len), -1);
+		assert_non_null(strstr(p.error, "bytes of memory"));
+		assert_true(p.err_off < len);
+		peak[i] = p.peak;
+		assert_true(p.peak <= (uint64_t)len * PICKLE_BYTES_PER_BYTE + PICKLE_BYTES_FIXED);
+		pickle_free(&p);
+		assert_int_equal(p.bytes, 0);
+		free(b);
+	}
+	assert_true(peak[1] <= 2 * peak[0] + PICKLE_BYTES_FIXED);
+	assert_true(peak[2] <= 2 * peak[1] + PICKLE_BYTES_FIXED);
+}
+
+/* Plain data well under the bound is read whole, and costs what is counted:
+ * n small ints in a list (shared values: a slot each). */
+static void test_memory_counted(void **state)
+{
+	size_t n = 100000, len = 2 * n + 6, i;
+	uint8_t *b = malloc(len);
+	struct pickle p = { 0 };
+
+	(void)state;
+	assert_non_null(b);
+	memcpy(b, "\x80\x04(", 3);
+	for (i = 0; i < n; i++) {
+		b[3 + 2 * i] = 'K';
+		b[4 + 2 * i] = (uint8_t)i;
+	}
+	memcpy(b + 3 + 2 * n, "l.", 3);
+	assert_int_equal(pickle_load(&p, b, len - 1), 0);
+	assert_int_equal(pk_len(p.root), n);
+	assert_int_equal(p.values, 1); /* the list; the ints are shared */
+	assert_true(p.peak > 8 * n && p.peak <= 8 * len + PICKLE_BYTES_FIXED);
+	pickle_free(&p);
+	free(b);
+}
+
+/* want_dict: a file whose value is not a dict is refused at its first
+ * opcode, before the rest is read; a dict is read as before. */
+static void test_want_dict(void **state)
+{
+	struct pickle p = { .want_dict = true };
+
+	(void)state;
+	assert_int_equal(LOAD(&p, "\x80\x02]]]]]]]]."), -1);
+	assert_non_null(strstr(p.error, "not a dict"));
+	assert_int_equal(p.err_off, 2);
+	pickle_free(&p);
+	memset(&p, 0, sizeof(p));
+	p.want_dict = true;
+	assert_int_equal(LOAD(&p, "\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00}."), 0);
+	assert_int_equal(p.root->type, PK_DICT);
+	pickle_free(&p);
+	memset(&p, 0, sizeof(p));
+	p.want_dict = true;
+	assert_int_equal(LOAD(&p, "\x80\x02(}l."), -1); /* a mark first: a list or tuple */
+	assert_non_null(strstr(p.error, "not a dict"));
+	pickle_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +283,9 @@ int main(void)
 		cmocka_unit_test(test_lengths_and_cuts),
 		cmocka_unit_test(test_bad_stacks),
 		cmocka_unit_test(test_value_limit),
+		cmocka_unit_test(test_memory_bound),
+		cmocka_unit_test(test_memory_counted),
+		cmocka_unit_test(test_want_dict),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
