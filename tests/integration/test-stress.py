@@ -333,19 +333,22 @@ class Stress:
             # CI under ASan on 2 cores). Those have no launch in the trace,
             # and are told apart by what CUPTI numbers, not by the clock
             # (timestamps once judged them, and a loaded machine queued 28
-            # such kernels past the allowance): correlation ids are given
-            # in launch order across threads, so a kernel launched before
-            # the window has an id below every call the window recorded.
-            # Beyond those, one kernel per other CUDA thread whose call
-            # straddled a window's edge (its id taken after another
-            # thread's first recorded call, its start before the window).
+            # such kernels past the allowance). The stand-in gives ids in
+            # call order across threads and writes a call's record after
+            # its body; a call is in the trace when its record is written
+            # inside the window. A launch whose record came before the
+            # window therefore has an id below every recorded call but
+            # those another thread had in flight as the window opened (one
+            # per other thread, whose id was taken earlier): below the
+            # THREADS-th smallest id recorded. Beyond those, one kernel per
+            # other CUDA thread whose call straddled the window's end.
             extra = len(kernels) - launches
             calls = [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")]
             have = {e.get("args", {}).get("correlation") for e in calls}
-            first = min((e["args"]["correlation"] for e in calls
-                         if isinstance(e.get("args", {}).get("correlation"), int)), default=0)
+            ids = sorted(c for c in have if isinstance(c, int))
+            bar = ids[min(self.threads, len(ids)) - 1] if ids else 0
             late = [k for k in kernels if k.get("args", {}).get("correlation") not in have and
-                    k.get("args", {}).get("correlation", first + 1) > first]
+                    k.get("args", {}).get("correlation", bar + 1) > bar]
             if self.stuck:
                 # CUPTI numbered nothing after the first burst: records kept
                 # by time, tied to nothing (no flows), none dropped as repeats;
@@ -357,7 +360,7 @@ class Stress:
             elif self.fake and (ends != launches or extra < 0 or len(late) >= self.threads or
                                 (self.threads == 1 and extra != 0)):
                 self.bad.append("%s trace %s: %d kernels, %d flow ends, %d launches, %d kernels "
-                                "without a launch, numbered after the window's first call" % (
+                                "without a launch, numbered after the window's first calls" % (
                                     kind, path, len(kernels), ends, launches, len(late)))
         if self.mode != "nvtx" and not ARGS.refused:
             expected = set(ARGS.kernels.split("|")) if ARGS.kernels else KERNELS
