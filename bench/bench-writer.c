@@ -3,7 +3,7 @@
  * Kineto trace (issue 4's target: >= 1,000,000 events/s on one core).
  *
  * It drives the agent's real gpu.c and writer.c (linked from the agent's
- * static core) with CUPTI replaced by bench/fake_cupti.c, loaded through
+ * static core) with CUPTI replaced by tests/integration/fake_cupti.c, loaded through
  * the agent's own GPROF_CUPTI_PATH path: per launch one runtime API record
  * and its kernel (8 in 10), copy or set, i.e. four trace events with the
  * flow arrows. Only writer_write is timed (thread CPU time and wall).

@@ -880,3 +880,29 @@ int kc_poll(struct kc *k, int type, int64_t job, char *config, size_t cap, int t
 	config[plen] = 0;
 	return (int)plen;
 }
+
+/* Runs the group of cases the arguments choose (harness.h says how). */
+int td_main(int argc, char **argv, const struct CMUnitTest *plain, size_t nplain,
+            const struct CMUnitTest *root, size_t nroot)
+{
+	bool as_root = argc > 1 && strcmp(argv[1], "--root") == 0;
+	const struct CMUnitTest *group = as_root ? root : plain;
+	size_t n = as_root ? nroot : nplain;
+	const char *prog = argv[0];
+
+	if (as_root) {
+		argc--;
+		argv++;
+	}
+	if (n == 0) {
+		printf("no %s cases in %s: skipped (77)\n", as_root ? "root" : "plain", prog);
+		return 77;
+	}
+	if (as_root && geteuid() != 0) {
+		printf("%zu cases need root (other users, mounts): skipped (77); CI runs as root\n", n);
+		return 77;
+	}
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return _cmocka_run_group_tests(as_root ? "root" : "plain", group, n, NULL, NULL);
+}

@@ -12,6 +12,8 @@
  *         trace of a given size, and exits when its parent closes a pipe.
  *   kc_*  this process as a Kineto client (shared/DYNOLOG_COMPAT.md 2):
  *         its datagram socket, and one poll for a config.
+ *   td_main  a test file's main(): its cases in two groups, the plain
+ *         ones and those that need root, which meson runs as two tests.
  */
 #ifndef GPROF_HARNESS_H
 #define GPROF_HARNESS_H
@@ -179,5 +181,20 @@ void kc_close(struct kc *k);
 /* One poll: "req" of this type with this process and its parent; returns
  * the config's length (0: nothing to do) and copies it into config, or -1. */
 int kc_poll(struct kc *k, int type, int64_t job, char *config, size_t cap, int timeout_ms);
+
+/*
+ * A test file's main(): runs one of its two groups of cases, chosen by the
+ * first argument. `plain` runs by default; `root` (the cases that act as
+ * other users or mount filesystems) runs with --root, and exits 77 (meson's
+ * SKIP) as a whole when this process is not root, so that a case that
+ * could not run is never counted as passed while the cases that did run
+ * still count (meson registers NAME and NAME-root: tests/integration/
+ * meson.build). An empty group exits 77 too. The next argument, if any, is
+ * a cmocka name filter. Returns what main() returns.
+ */
+struct CMUnitTest;
+int td_main(int argc, char **argv, const struct CMUnitTest *plain, size_t nplain,
+            const struct CMUnitTest *root, size_t nroot);
+#define TD_NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

@@ -3,7 +3,7 @@
  * keeps at its edges, fed record sequences built to break them (issue
  * 29), through the agent's real gpu.c,
  * gpu_events.c and writer.c, with CUPTI replaced by the stand-in
- * (bench/fake_cupti.c, fake_cupti_record). Ranges are real: pushed and
+ * (tests/integration/fake_cupti.c, fake_cupti_record). Ranges are real: pushed and
  * popped through rec.c on this thread and a second one; each launch's API
  * record takes its times from inside its range, and its kernel runs on a
  * GPU 20 ms behind. tests/integration/test-projection.py checks the traces.

@@ -6,7 +6,7 @@
  * NVTX-range iteration bursts all have something to count.
  *
  * With STRESS_FAKE_CUDA=1 it plays a CUDA program against the stand-in
- * libcupti named by GPROF_CUPTI_PATH (bench/fake_cupti.c): it calls
+ * libcupti named by GPROF_CUPTI_PATH (tests/integration/fake_cupti.c): it calls
  * InitializeInjection() as the CUDA driver would, and each "CUDA call" is
  * fake_cuda_call(), which runs CUPTI's callbacks and writes activity
  * records on this thread. The stand-in aborts the process if the agent

@@ -88,7 +88,7 @@ class Daemon:
         def get():
             try:
                 with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.port,
-                                            timeout=10) as r:
+                                            timeout=TIMEOUT) as r:
                     return r.read().decode()
             except urllib.error.HTTPError as e:
                 assert e.code == 503, e  # the first sample not yet taken

@@ -418,7 +418,7 @@ static void test_full_trace(void **state)
 		m.u.trace_download.trace_id = trace_id;
 		m.u.trace_download.file = files[0];
 		assert_int_equal(tc_send(&q, &m), 0);
-		assert_non_null(f = tc_recv_frame(&q, 10000));
+		assert_non_null(f = tc_recv_frame(&q, TD_TIMEOUT_MS));
 		free(f);
 		tc_close(&q);
 		msg_init(&m, MSG_DAEMON_STATUS, 0);

@@ -68,9 +68,10 @@ def settled(dm, base):
     """True once gprofd holds no more of fds() than base. A leak stays; what
     settles is no leak: the last gprofctl's connection, whose close the
     daemon reads a moment after gprofctl exits, and a manifest the store's
-    writer is still fsyncing on the thread pool (tens of ms). So: within
-    5 s, looked at every 50 ms."""
-    deadline = time.monotonic() + 5
+    writer is still fsyncing on the thread pool (tens of ms). So: looked at
+    every 50 ms until it settles, TIMEOUT being a hang guard (a leak waits
+    it out, then fails)."""
+    deadline = time.monotonic() + TIMEOUT
     while len(fds(dm)) > len(base) and time.monotonic() < deadline:
         time.sleep(0.05)
     return len(fds(dm)) <= len(base)
@@ -163,19 +164,23 @@ def test_agent_killed(d):
         killed(p)
         assert dm.wait("unregistered pid %d" % p.pid), dm.log()
         alive(dm)
-        # mid-capture: a long duration window, the program killed inside it
+        # mid-capture: an hour's window, the program killed inside it.
+        # gprofctl learns at once (the agent's connection closed), not at the
+        # window's end: its answer comes while the window is still open (the
+        # wait for it is a hang guard, an hour short of the window's end)
         p = app(d, dm.sock, "mid")
         assert dm.wait("registered pid %d" % p.pid), dm.log()
         mark = dm.mark()
-        t = ctl(dm, "trace", "--job", "mid", "--duration-ms", "20000", "--output-dir", out,
-                "--timeout", str(TIMEOUT))
+        t = ctl(dm, "trace", "--job", "mid", "--duration-ms", "3600000", "--output-dir", out,
+                "--timeout", "4000")
         assert dm.wait("started by", start=mark), dm.log()
         assert p.stdout.readline().startswith(b"step"), "the program stopped"
-        t0 = time.monotonic()
         killed(p)
-        res, err = t.communicate(timeout=TIMEOUT + 10)
-        # gprofctl learns at once (the agent's connection closed), not at the window's end
-        assert time.monotonic() - t0 < 10, time.monotonic() - t0
+        try:
+            res, err = t.communicate(timeout=TIMEOUT + 10)
+        except subprocess.TimeoutExpired:
+            t.kill()
+            raise AssertionError("gprofctl still waits for a window whose program was killed")
         doc = json.loads(res)
         proc = doc["hosts"][0]["processes"][0]
         assert t.returncode == 1 and proc["state"] == "failed" and \
@@ -260,8 +265,7 @@ def test_agent_disk_full(d):
     the program's own mount namespace, filled by this test through
     /proc/PID/root): the trace fails with the reason, the partial file is
     removed, the program runs on, and the traces delivered before and after
-    (once there is room again) are whole. Needs root (mount)."""
-    assert os.geteuid() == 0, "needs root: it mounts a small tmpfs (CI runs as root)"
+    (once there is room again) are whole. Needs root (mount): the root group."""
     dm = daemonlog.Daemon(GPROFD, d, TIMEOUT)
     out = os.path.join(d, "out")
     disk = os.path.join(d, "agentdisk")
@@ -329,5 +333,5 @@ def test_agent_disk_full(d):
 
 if __name__ == "__main__":
     print("FAULTS_SEED=%d" % SEED)
-    sys.exit(runner.run([test_agent_killed, test_gprofctl_killed_downloading, test_agent_disk_full],
-                        "gprof-faults-"))
+    sys.exit(runner.run([test_agent_killed, test_gprofctl_killed_downloading], "gprof-faults-",
+                        root=[test_agent_disk_full]))

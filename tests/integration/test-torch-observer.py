@@ -74,6 +74,7 @@ import runner  # noqa: E402
 
 OPEN, OPS, SHAPES, MODULES, UNASKED = 1, 2, 4, 8, 128
 STEPS = 3  # a window's steps
+HANG = 120  # s: how long a wait for an event may last, a hang guard (never a speed bound)
 
 
 class Agent:
@@ -273,11 +274,10 @@ def test_observer(d):
     # 1: not built yet, asked: kineto-cpu for this window, a build in the background
     ev, note, t0, t1 = window(agent, poll, loop, parse=False)  # torch.profiler's file
     assert "building it in the background" in note, note
-    t = time.monotonic()
-    while not ops._build.done and time.monotonic() - t < 120:
+    while not ops._build.done:  # (a build that never ends: meson's timeout)
         loop.step()  # the job runs on while it builds
         time.sleep(0.05)
-    assert ops._build.done and ops._build.error is None, ops._build.error
+    assert ops._build.error is None, ops._build.error
     assert build_ops.load_built(torch) is not None
 
     # 2-4: the observer, plain, with shapes, with shapes and modules; then
@@ -289,21 +289,23 @@ def test_observer(d):
         assert note == "", note
         check_window(ev, ref, STEPS, tid, t0, t1, bool(opts & SHAPES), bool(opts & MODULES))
 
-    # 5: another thread, and a scope of its open across the window's end
-    go, ran, stop, held = (threading.Event() for _ in range(4))
+    # 5: another thread, and a scope of its open across the window's end:
+    # the thread holds it until the window has ended (events, not sleeps;
+    # the waits' limit is a hang guard)
+    go, ran, stop, held, ended = (threading.Event() for _ in range(5))
     seen = {}
 
     def worker():
         seen["tid"] = threading.get_native_id()
         a = torch.ones(8, 8)
-        go.wait(10)  # inside the window
+        go.wait(HANG)  # inside the window
         while not stop.is_set():
             torch.mm(a, a)
             ran.set()
-            time.sleep(0.001)
+            time.sleep(0.001)  # a pace, not a synchronisation: fewer events
         with torch.autograd.profiler.record_function("gprof-test-held"):
             held.set()
-            time.sleep(0.3)
+            ended.wait(HANG)
 
     th = threading.Thread(target=worker)
     th.start()
@@ -311,12 +313,15 @@ def test_observer(d):
     def during(i):
         go.set()
         if i == STEPS - 1:
-            ran.wait(10)
+            assert ran.wait(HANG), "the other thread never ran an operator in the window"
             stop.set()
-            held.wait(10)
+            assert held.wait(HANG), "the other thread never opened its scope"
 
-    ev, note, t0, t1 = window(agent, poll, loop, 0, during=during)
-    th.join()
+    try:
+        ev, note, t0, t1 = window(agent, poll, loop, 0, during=during)
+    finally:
+        ended.set()
+        th.join()
     other = [e for e in ev if e["ph"] == "X" and e["tid"] == seen["tid"]]
     assert seen["tid"] != tid and [e for e in other if e["name"] == "aten::mm"], other
     assert not [e for e in other if e["name"] in ("aten::addmm", "AddmmBackward0")], other
@@ -404,16 +409,30 @@ def test_start_stop(d):
         assert "not this user's alone" in str(e), e
     finally:
         os.chmod(so, mode)
-    if os.geteuid() == 0:  # (CI runs as root) one owned by another user: nobody's
-        os.chown(so, 65534, -1)
-        try:
-            build_ops.library(torch)
-            raise AssertionError("another user's observer library accepted")
-        except PermissionError as e:
-            assert "owned by uid 65534" in str(e), e
-        finally:
-            os.chown(so, 0, -1)
     assert build_ops.library(torch) == so
+
+
+def test_library_of_another_user(d):
+    """(The root group: CI runs as root.) An observer library owned by
+    another user (nobody) is refused before anything loads it. The checks
+    come before the load, so a file at the built library's path, with its
+    stamp, stands in for a build."""
+    import torch
+    from gprof_agent import build_ops
+    os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(d, "ext")
+    bd = build_ops.build_dir(torch)
+    os.makedirs(bd, mode=0o700)
+    with open(os.path.join(bd, build_ops.STAMP), "w") as f:
+        f.write(build_ops._stamp(torch))
+    so = os.path.join(bd, build_ops.name(torch) + ".so")
+    open(so, "w").close()
+    assert build_ops.library(torch) == so  # this user's: accepted
+    os.chown(so, 65534, -1)
+    try:
+        build_ops.library(torch)
+        raise AssertionError("another user's observer library accepted")
+    except PermissionError as e:
+        assert "owned by uid 65534" in str(e), e
 
 
 JOB = r"""
@@ -529,7 +548,7 @@ def main():
         log = os.path.join(d, "agent.log")
         if os.path.exists(log):
             print("---- agent.log\n" + open(log).read()[-3000:])
-    return runner.run(tests, "gprof-torch-observer-", on_fail)
+    return runner.run(tests, "gprof-torch-observer-", on_fail, root=[test_library_of_another_user])
 
 
 if __name__ == "__main__":

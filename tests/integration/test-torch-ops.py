@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch operators on the agent path (issue 27), with no torch: a real
 gprofd and gprofctl, and a real python process that loads the agent (as
-CUDA's injection would), the stand-in CUPTI (bench/fake_cupti.c) and the
+CUDA's injection would), the stand-in CUPTI (tests/integration/fake_cupti.c) and the
 stand-in torch (tests/fixtures/torch_ops: a Kineto-shaped CPU profiler,
 operators that launch kernels through the stand-in CUPTI, backward on
 autograd's own thread), with GPROF_TORCH_STEPS=1 and python/ on its path
