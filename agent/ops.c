@@ -56,6 +56,7 @@
 #include "gprof_agent.h"
 #include "msg.h"
 #include "ops.h"
+#include "opsfile.h"
 #include "state.h"
 #include "tw.h"
 
@@ -682,6 +683,38 @@ static const char *read_events(const char *p, const char *end, struct scan *s, u
 	return p < end ? NULL : "the event array is cut short";
 }
 
+/* Drops the flow ends kept since n0 whose other end was not kept (outside
+ * the window) or whose id repeats: a lone end is an error to Perfetto and
+ * HTA. Out of memory, every flow end of the file goes. */
+static void drop_unpaired(size_t n0)
+{
+	size_t n = nev - n0, i, k = n0, m = 0;
+	int64_t *id = malloc((n ? n : 1) * sizeof(*id));
+	bool *start = malloc((n ? n : 1) * sizeof(*start)), *drop = calloc(n ? n : 1, 1);
+	bool all = id == NULL || start == NULL || drop == NULL;
+
+	for (i = n0; !all && i < nev; i++)
+		if (ev[i].cat >= CAT_FLOW_S && ev[i].cat <= CAT_FLOW_F) {
+			id[m] = ev[i].flow_id;
+			start[m++] = ev[i].cat == CAT_FLOW_S;
+		}
+	all = all || opsfile_unpaired(id, start, m, drop) < 0;
+	for (i = n0, m = 0; i < nev; i++) {
+		bool flow = ev[i].cat >= CAT_FLOW_S && ev[i].cat <= CAT_FLOW_F;
+
+		if (flow && (all || drop[m++])) {
+			free(ev[i].name);
+			cJSON_free(ev[i].args);
+			continue;
+		}
+		ev[k++] = ev[i];
+	}
+	nev = k;
+	free(id);
+	free(start);
+	free(drop);
+}
+
 /* Adds the events of one file to those kept; on an error none of its. */
 static const char *parse_more(const char *buf, size_t len, uint64_t t0, uint64_t t1,
                               size_t *bad, size_t *outside)
@@ -699,6 +732,8 @@ static const char *parse_more(const char *buf, size_t len, uint64_t t0, uint64_t
 			free(ev[nev].name);
 			cJSON_free(ev[nev].args);
 		}
+	} else {
+		drop_unpaired(n0);
 	}
 	*bad = s.bad;
 	*outside = s.outside;
@@ -728,45 +763,6 @@ bool ops_get(size_t i, int *tid, uint64_t *start, uint64_t *end, const char **na
 	*name = ev[i].name;
 	*args = ev[i].args;
 	return true;
-}
-
-/* The file, opened without following a link: a regular file of ours, no
- * larger than cap. */
-static char *slurp(const char *path, const char *what, size_t cap, size_t *len, char *why,
-                   size_t n)
-{
-	struct stat st;
-	char *buf = NULL;
-	size_t got = 0;
-	ssize_t k;
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-
-	if (fd < 0) {
-		snprintf(why, n, "cannot open %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
-		snprintf(why, n, "%s is not a regular file of this process's user", path);
-		goto out;
-	}
-	if ((uint64_t)st.st_size > cap) {
-		snprintf(why, n, "the %s (%lld MB) is larger than its cap of %zu MB "
-		         "(with the other file, a quarter of the burst's budget: GPROF_AGENT_MAX_MB)",
-		         what, (long long)(st.st_size >> 20), cap >> 20);
-		goto out;
-	}
-	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-		snprintf(why, n, "no memory for the %s", what);
-		goto out;
-	}
-	while (got < (size_t)st.st_size &&
-	       (k = read(fd, buf + got, (size_t)st.st_size - got)) > 0)
-		got += (size_t)k;
-	buf[got] = '\0';
-	*len = got;
-out:
-	close(fd);
-	return buf;
 }
 
 /* With the lock held: removes the window's files and directory (nothing
@@ -815,7 +811,7 @@ static size_t collect_file(const char *path, const char *what, const char *whose
 	size_t bad = 0, outside = 0, len = 0, n0 = nev;
 	const char *err;
 	char why[300];
-	char *buf = slurp(path, what, cap, &len, why, sizeof(why));
+	char *buf = opsfile_slurp(path, what, cap, &len, why, sizeof(why));
 
 	if (buf == NULL) {
 		add_note("%s left out: %s", whose, why);

@@ -45,6 +45,8 @@ static void test_kineto_base_after(void **state)
 		"\"pid\": 9, \"tid\": 77, \"ts\": 1.0, \"dur\": 100},\n"
 		"{\"ph\": \"s\", \"id\": 4, \"pid\": 9, \"tid\": 77, \"ts\": 11.0, \"cat\": \"fwdbwd\", "
 		"\"name\": \"fwdbwd\"},\n"
+		"{\"ph\": \"f\", \"id\": 4, \"pid\": 9, \"tid\": 77, \"ts\": 50.0, \"cat\": \"fwdbwd\", "
+		"\"name\": \"fwdbwd\", \"bp\": \"e\"},\n"
 		"{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, "
 		"\"ts\": 12, \"dur\": 1},\n"
 		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"late\", \"pid\": 9, \"tid\": 77, "
@@ -61,7 +63,7 @@ static void test_kineto_base_after(void **state)
 	assert_null(parse(t, 1000000000000ull, 1000000500000ull, &bad, &outside));
 	assert_int_equal(bad, 0);
 	assert_int_equal(outside, 1); /* "late"; the kernel and ProfilerStep are not taken */
-	assert_int_equal(ops_count(), 2);
+	assert_int_equal(ops_count(), 3); /* the operator and the flow's two ends */
 	get(0, &tid, &s, &e, &name, &args);
 	assert_int_equal(tid, 77);
 	assert_int_equal(s, 1000000010500ull);
@@ -72,6 +74,40 @@ static void test_kineto_base_after(void **state)
 	get(1, &tid, &s, &e, &name, &args);
 	assert_null(name); /* the flow */
 	assert_int_equal(s, 1000000011000ull);
+	ops_end();
+}
+
+/* A flow is kept whole or not at all: an end whose other end lies outside
+ * the window, or whose id repeats, goes (a lone end is an error to
+ * Perfetto and HTA; seen in duration windows on an H200, 2026-11-29). */
+static void test_flows_paired(void **state)
+{
+#define FLOW(ph, id, ts) "{\"ph\": \"" ph "\", \"id\": " id ", \"pid\": 1, \"tid\": 2, " \
+	"\"ts\": " ts ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"},"
+	const char *t = "{\"traceEvents\": ["
+		FLOW("s", "1", "10") FLOW("f", "1", "20")        /* whole: kept */
+		FLOW("s", "2", "30") FLOW("f", "2", "500")       /* its end after the window */
+		FLOW("s", "3", "200") FLOW("f", "3", "40")       /* its start after the window */
+		FLOW("s", "5", "50") FLOW("f", "5", "60") FLOW("s", "5", "70") /* a repeated id */
+		"{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op\", \"pid\": 1, "
+		"\"tid\": 2, \"ts\": 15, \"dur\": 1}]}";
+#undef FLOW
+	size_t bad, outside, i;
+	uint64_t s, e, seen = 0;
+	const char *name, *args;
+	int tid;
+
+	(void)state;
+	assert_null(parse(t, 0, 100000, &bad, &outside));
+	assert_int_equal(bad, 0);
+	assert_int_equal(outside, 2);
+	assert_int_equal(ops_count(), 3);
+	for (i = 0; i < 3; i++) {
+		get(i, &tid, &s, &e, &name, &args);
+		seen |= (uint64_t)1 << (s / 1000);
+	}
+	/* the op at 15 us and flow 1's ends at 10 and 20 us */
+	assert_int_equal(seen, ((uint64_t)1 << 10) | ((uint64_t)1 << 15) | ((uint64_t)1 << 20));
 	ops_end();
 }
 
@@ -206,6 +242,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kineto_base_after),
+		cmocka_unit_test(test_flows_paired),
 		cmocka_unit_test(test_absolute_exact),
 		cmocka_unit_test(test_legacy_array),
 		cmocka_unit_test(test_bad_events),
