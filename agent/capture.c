@@ -113,17 +113,10 @@ static void asked_names(char *buf, size_t n)
 static void add_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void add_note(const char *fmt, ...)
 {
-	size_t n = strlen(note);
 	va_list ap;
 
-	if (n + 3 >= sizeof(note))
-		return;
-	if (n > 0) {
-		memcpy(note + n, "; ", 3);
-		n += 2;
-	}
 	va_start(ap, fmt);
-	vsnprintf(note + n, sizeof(note) - n, fmt, ap);
+	agent_note_add(note, sizeof(note), fmt, ap);
 	va_end(ap);
 }
 

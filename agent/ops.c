@@ -109,21 +109,14 @@ static void cond_init(void)
 	pthread_condattr_destroy(&a);
 }
 
+/* Appends to the trace's note, "; "-separated. */
 static void add_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void add_note(const char *fmt, ...)
 {
-	size_t n = strlen(note);
 	va_list ap;
 
-	if (n + 3 >= sizeof(note))
-		return;
-	if (n > 0) {
-		memcpy(note + n, "; ", 2);
-		n += 2;
-		note[n] = '\0';
-	}
 	va_start(ap, fmt);
-	vsnprintf(note + n, sizeof(note) - n, fmt, ap);
+	agent_note_add(note, sizeof(note), fmt, ap);
 	va_end(ap);
 }
 

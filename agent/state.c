@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "state.h"
@@ -28,6 +29,19 @@ uint64_t agent_now_ns(void)
 }
 
 /* Log lines go only to $GPROF_AGENT_LOG, never to the host's stdio. */
+void agent_note_add(char *note, size_t cap, const char *fmt, va_list ap)
+{
+	size_t n = strlen(note);
+
+	if (n + 3 >= cap)
+		return;
+	if (n > 0) {
+		memcpy(note + n, "; ", 3);
+		n += 2;
+	}
+	vsnprintf(note + n, cap - n, fmt, ap);
+}
+
 void agent_log(const char *fmt, ...)
 {
 	char line[1024];

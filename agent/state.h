@@ -20,6 +20,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -116,6 +117,10 @@ extern struct agent A AGENT_HIDDEN;
 AGENT_HIDDEN uint64_t agent_now_ns(void);
 /* A line to $GPROF_AGENT_LOG (never to the host's stdio); any thread. */
 AGENT_HIDDEN void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Appends the formatted text to the NUL-terminated note[cap], "; " after
+ * what is there; what does not fit is cut (a trace's gprof_note). */
+AGENT_HIDDEN void agent_note_add(char *note, size_t cap, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 /* Wakes the agent thread's loop (link.c); any thread, never blocks. */
 AGENT_HIDDEN void agent_wake(void);
 
