@@ -11,8 +11,10 @@ What must hold:
     installs), builds with the README's options, in which no test and no
     benchmark is a target (meson setup of a scratch folder with those
     options, meson introspect), and installs gprofd, gprofctl, the agent
-    and the demo job; the second command is what .ci/run runs;
-  first-trace: the "First trace" block, run as it is by bash -e as a
+    and the demo job, then runs gprofd; the second command is what
+    .ci/run runs;
+  first-trace: the first command's last step (gprofd, in the background
+    here) and then the "First trace" block, run as it is by bash -e as a
     fresh local user (made with useradd, as root; else skipped, 77) in a
     private network namespace (the daemon's default ports and Kineto's
     abstract socket are then its own), with gprofd and gprofctl on PATH
@@ -73,6 +75,7 @@ def test_quick_start(d):
     assert steps[0] == "./.ci/deps --runtime", steps
     assert steps[1].startswith("./.ci/build build "), steps
     assert steps[2] == "meson install -C build", steps
+    assert steps[3] == "gprofd", steps  # the daemon on its embedded defaults, in the foreground
     runtime, full = deps("--runtime"), deps()
     assert runtime < full, (runtime, full)
     assert not runtime & TEST_ONLY and TEST_ONLY <= full, (runtime & TEST_ONLY, TEST_ONLY - full)
@@ -138,9 +141,14 @@ class User:
 def test_first_trace(d):
     if os.geteuid() != 0:
         raise Skip("not root: cannot make the user and the network namespace")
-    lines = block(open(os.path.join(SRC, "README.md")).read(), "<!-- first-trace")
-    script = "\n".join(lines) + "\n"
-    assert "gprofd" in script and "gprofctl trace" in script and "gprofctl report" in script
+    readme = open(os.path.join(SRC, "README.md")).read()
+    lines = block(readme, "<!-- first-trace")
+    assert not [l for l in lines if l.split()[:1] == ["gprofd"]], lines  # the first command's
+    # the first command's last step (the daemon, in the foreground there: in
+    # the background here, its log kept), then the block as it is
+    daemon = block(readme, "<!-- quick-start-run")[0].split("&&")[-1].strip()
+    script = "%s 2>gprofd.log &\n" % daemon + "\n".join(lines) + "\n"
+    assert "gprofctl trace" in script and "gprofctl report" in script
     base = tempfile.mkdtemp(prefix="gprof-readme-")
     os.chmod(base, 0o755)
     user = User(base)
