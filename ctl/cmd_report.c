@@ -371,7 +371,47 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 	return code != EXIT_OK ? code : bad ? EXIT_FAILED : EXIT_OK;
 }
 
+/* What report says on stderr names files and quotes what it read (a file's
+ * name, why it is refused): written through the escaping stream too, for
+ * the whole command, by swapping glibc's stderr (a variable) and putting it
+ * back after. err_escape and err_restore come in pairs. */
+static FILE *err_raw;
+
+static void err_escape(void)
+{
+	FILE *e = textout_open(stderr);
+
+	if (e != NULL) {
+		setvbuf(e, NULL, _IOLBF, 0); /* a message shows when its line ends */
+		err_raw = stderr;
+		stderr = e;
+	}
+}
+
+static void err_restore(void)
+{
+	FILE *e = stderr;
+
+	if (err_raw != NULL) {
+		stderr = err_raw;
+		err_raw = NULL;
+		textout_close(e);
+	}
+}
+
+static int report_dir_escaped(const char *dir, bool json);
+
 int report_dir(const char *dir, bool json)
+{
+	int code;
+
+	err_escape();
+	code = report_dir_escaped(dir, json);
+	err_restore();
+	return code;
+}
+
+static int report_dir_escaped(const char *dir, bool json)
 {
 	struct inputs in = { 0 };
 	int code;
@@ -388,7 +428,20 @@ int report_dir(const char *dir, bool json)
 	return code;
 }
 
+static int report_main(struct opts *o, int argc, char **argv);
+
 int cmd_report(struct opts *o, int argc, char **argv)
+{
+	int code;
+
+	err_escape();
+	code = report_main(o, argc, argv);
+	err_restore();
+	return code;
+}
+
+/* gprofctl report's options and inputs; stderr is escaped meanwhile. */
+static int report_main(struct opts *o, int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "top", required_argument, NULL, 't' },

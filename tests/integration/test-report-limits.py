@@ -183,6 +183,10 @@ def test_escapes(d):
         assert prefix in text, (prefix, text[:3000])
     escaped = int(r.stderr.decode().split("escaped=")[1].split()[0])
     assert escaped > 0
+    # what report says on stderr names the file: escaped there too
+    r = subprocess.run([GPROFCTL, "report", name + ".gone"], capture_output=True, timeout=60)
+    assert r.returncode != 0 and r.stdout == b"", r
+    assert b"\\x1b]0;file\\x07" in r.stderr and control_free(r.stderr), r.stderr
 
 
 if __name__ == "__main__":
