@@ -22,6 +22,7 @@ and `gprofctl list` polled until the daemon has what a step needs.
 import glob
 import gzip
 import json
+import re
 import os
 import subprocess
 import sys
@@ -93,6 +94,34 @@ def steps_of(path):
                   if e.get("name", "").startswith("ProfilerStep#"))
 
 
+def note_of(path):
+    """The trace's gprof_note, or ""."""
+    ev = json.load(gzip.open(path, "rt"))["traceEvents"]
+    notes = [e["args"]["note"] for e in ev if e.get("ph") == "M" and e.get("name") == "gprof_note"]
+    return " ".join(notes)
+
+
+def began_together(res, files, nums, step, roundup=10):
+    """Every rank began on the step the daemon chose, or, where the request
+    reached it after that step had passed (its lead is 250 ms of steps: a
+    loaded machine can take longer; issue 37: no bound on time), on a later
+    multiple of the roundup with its note saying so: what the agent
+    promises whatever the timing. How many were late."""
+    late = 0
+    for f, n in zip(sorted(files, key=lambda f: rank_of(f)[0]), nums):
+        if n[0] == step:
+            continue
+        late += 1
+        assert n[0] > step and n[0] % roundup == 0, (f, n, step)
+        # the process's note, in gprofctl's summary (and the trace's, where it has one)
+        pid = int(os.path.basename(f).split("_")[1])
+        said = " ".join(p.get("note", "") for h in res["hosts"] for p in h["processes"]
+                        if p["pid"] == pid) + " " + note_of(f)
+        assert "step %d, where the job's processes were to begin together, had passed" % step \
+            in said, (f, n, step, said)
+    return late
+
+
 def rank_of(path):
     doc = json.load(gzip.open(path, "rt"))
     di = doc.get("distributedInfo", {})
@@ -159,8 +188,16 @@ def storm(d, dm, n, requests, seed):
         assert [rank_of(f) for f in files] == [(r, n) for r in range(n)], (tid, files)
         if kind != "duration":
             nums = [steps_of(f) for f in files]
-            assert all(x == nums[0] for x in nums) and nums[0], (
-                kind, tid, nums, [l for l in dm.log().splitlines() if tid[:-1] in l])
+            assert all(nums), (kind, tid, nums)
+            chosen = re.findall(r"trace %s: (?:every process is free; )?every process begins "
+                                r"at step (\d+)" % re.escape(tid), dm.log())
+            if chosen:  # the same steps on all, or a late rank's note says why not
+                a = p.args
+                r = int(a[a.index("--iteration-roundup") + 1]) if "--iteration-roundup" in a else 1
+                began_together(res, files, nums, int(chosen[-1]), r)
+            else:
+                assert all(x == nums[0] for x in nums), (
+                    kind, tid, nums, [l for l in dm.log().splitlines() if tid[:-1] in l])
         seen[kind] = seen.get(kind, 0) + 1
 
     for i in range(requests):
@@ -233,10 +270,14 @@ def agent_job(d, n, requests=0):
             print(dm.log()[-3000:])
             raise
         nums = check_ranks(res, files, launcher, [launcher, helper], n)
-        # every rank began on the step the daemon chose, though rank 0 counted 17 more
-        assert all(x == nums[0] for x in nums), nums
-        assert dm.wait("every process begins at step %d" % nums[0][0]), dm.log()
-        assert nums[0][0] % 10 == 0, nums  # the roundup: all start on a multiple of 10
+        # every rank began on the step the daemon chose, though rank 0 counted
+        # 17 more (or, reached too late on a loaded machine, says why not)
+        m = re.findall(r"every process begins at step (\d+)", dm.log())
+        assert m, dm.log()
+        step = int(m[-1])
+        assert step % 10 == 0, step  # the roundup: all start on a multiple of 10
+        late = began_together(res, files, nums, step)
+        print("ranks began on step %d: %d of %d late" % (step, late, n))
         for f in files:
             summary, err = validate(f, steps=5, ranges=["forward", "layer0", "backward"])
             assert not err, err
