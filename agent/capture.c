@@ -19,7 +19,8 @@
  *           activities (enabling ahead of an iteration boundary keeps the
  *           expensive first enable off the captured iterations), then
  *   WAIT_TIME (a wall-clock start) or ARMED (iteration mode: rec.c opens
- *           the window on an application thread at the boundary) or
+ *           the window on an application thread at the boundary; while
+ *           either lasts, what CUPTI records is shed every 20 ms) or
  *   OPEN    (recording; ends by rec_end: the N-th boundary, the duration
  *           timer here, the byte limit, or a cancel), then
  *   finish: CUPTI drained, harvested and released (gpu.c), the trace
@@ -53,6 +54,10 @@
 #include "writer.h"
 
 enum phase { P_IDLE, P_WAIT_TIME, P_ARMED, P_OPEN };
+/* how often, while CUPTI is on and the window not open yet, what CUPTI
+ * recorded meanwhile is shed (gpu_shed): a buffer is 4 MB, and a fast loop
+ * fills one in some 20 ms at most */
+#define SHED_EVERY_NS (20u * 1000 * 1000)
 static enum phase phase;
 static bool gpu_on;
 /* Said with the writing and uploading statuses, so the daemon's record of
@@ -354,10 +359,14 @@ int capture_timeout_ms(void)
 		return wait;
 	if (phase == P_WAIT_TIME)
 		due = A.win.start_at_ns;
+	else if (phase == P_ARMED && gpu_on)
+		due = now + SHED_EVERY_NS;
 	else if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE)
 		due = atomic_load(&A.t_start) + (uint64_t)A.win.duration_ms * 1000000u;
 	else
 		return -1;
+	if (gpu_on && phase == P_WAIT_TIME && due > now + SHED_EVERY_NS)
+		due = now + SHED_EVERY_NS;
 	return due <= now ? 0 : (int)((due - now + 999999) / 1000000);
 }
 
@@ -503,6 +512,10 @@ void capture_tick(void)
 		phase = P_OPEN; /* an application thread opened it at a boundary */
 		status(A.win.trace_id, MSG_TS_CAPTURING, NULL, 0, 0, 0);
 	}
+	/* CUPTI is on ahead of the window: what it gave back meanwhile is
+	 * not the window's, and goes before it fills the burst's budget */
+	if (gpu_on && (phase == P_ARMED || phase == P_WAIT_TIME))
+		gpu_shed();
 	if (phase == P_OPEN && A.win.duration_ms > 0 && atomic_load(&A.end_reason) == END_NONE) {
 		uint64_t end = atomic_load(&A.t_start) + (uint64_t)A.win.duration_ms * 1000000u;
 

@@ -747,6 +747,12 @@ void gpu_stop(void)
 	          (unsigned long long)atomic_load(&graph_keeps));
 }
 
+void gpu_shed(void)
+{
+	if (atomic_load(&cs) == CS_TRACING)
+		gpu_buf_shed();
+}
+
 uint64_t gpu_dropped(void)
 {
 	/* with our own API records lost past the byte limit */

@@ -25,6 +25,10 @@ AGENT_HIDDEN int gpu_start(int64_t activities, uint64_t max_bytes, char *why, si
  * on, named with CUPTI's reason ("sync left out: CUPTI refused it
  * (CUPTI_ERROR_NOT_SUPPORTED)"), into buf; "" when it took them all. */
 AGENT_HIDDEN void gpu_left_out(char *buf, size_t n);
+/* Between gpu_start and the window's opening (the agent thread, often):
+ * frees the records CUPTI handed back meanwhile, none of them the
+ * window's, so a long wait for the window cannot fill its budget. */
+AGENT_HIDDEN void gpu_shed(void);
 /* Disables, flushes, copies out what the writer needs, and gives CUPTI
  * back; from here to the next gpu_start the agent makes no CUPTI call. */
 AGENT_HIDDEN void gpu_stop(void);

@@ -13,7 +13,8 @@
  * any runtime call, so every kernel has its launch. The entry
  * leaves its timestamp in CUPTI's per-call slot (correlationData); the
  * exit writes a CUpti_ActivityAPI record, shaped as CUPTI's, into the
- * calling thread's chunk. A full chunk, and at the burst's end every
+ * calling thread's chunk (once the window is open: before it, only the
+ * call's correlation id is noted, gpu_buf_note_pre). A full chunk, and at the burst's end every
  * chunk, is handed to gpu_buf.c as a finished buffer (gpu_buf_add_own),
  * beside CUPTI's, so the tail, the harvest and the writer read both alike.
  * It calls only downward: gpu_buf.c (the byte limit, the buffer list).
@@ -105,7 +106,7 @@ static void seal(void)
 	for (; c != NULL; c = next) {
 		next = c->next;
 		if (c->used > 0 && c->gen == g) {
-			gpu_buf_add_own(c, c->data, c->used);
+			gpu_buf_add_own(c, c->data, c->used, sizeof(*c));
 		} else {
 			if (c->gen == g)
 				gpu_buf_uncharge(sizeof(*c));
@@ -185,7 +186,7 @@ static void hand_over(struct chunk *c)
 	if (*p == c)
 		*p = c->next;
 	pthread_mutex_unlock(&open_lock);
-	gpu_buf_add_own(c, c->data, c->used);
+	gpu_buf_add_own(c, c->data, c->used, sizeof(*c));
 }
 
 void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_CallbackData *cb,
@@ -219,6 +220,14 @@ void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_Cal
 	 * slot is 0, or not ours): not recorded. */
 	if (!atomic_load(&on) || *cb->correlationData == 0 || *cb->correlationData > now)
 		goto out;
+	/* The window not open yet (CUPTI is on ahead of an iteration boundary
+	 * or a start time): the call ended before it, and is not the trace's.
+	 * Only its id is kept, the bound on what was launched before the
+	 * window (gpu_buf.c): no record to write, and none to shed. */
+	if (atomic_load_explicit(&A.t_start, memory_order_acquire) == 0) {
+		gpu_buf_note_pre(cb->correlationId);
+		goto out;
+	}
 	c = my_chunk;
 	if (c != NULL && my_gen != atomic_load(&gen))
 		c = NULL; /* an earlier burst's: gpu_buf.c owns or freed it */

@@ -13,6 +13,20 @@
  * Buffers that arrive after the harvest (finalize's own flush: empty, the
  * kinds being off) are freed unread at gpu_buf_reset.
  *
+ * Before the window opens (an iteration burst armed until its boundary, a
+ * start time not reached) CUPTI is already on, so that its costly first
+ * enable stays out of the captured steps, and what it records then is not
+ * the window's. The agent thread sheds it (gpu_buf_shed, capture.c calls
+ * it while the window is not open): every buffer that came back while the
+ * window was still closed holds only records completed before it opened,
+ * and is freed at once, its bytes given back to the burst's budget; only
+ * the highest correlation id of its API calls is kept (gpu_buf_pre_corr),
+ * the bound gpu_events.c needs for work launched before the window.
+ * Without it a burst armed for long (a far start step, a slow step) filled
+ * its budget before the window opened, and the window's own GPU records
+ * were dropped: a stand-in stress run under load delivered a trace of 618
+ * launches and no kernel (CI, 2026-11-29).
+ *
  * The harvest (gpu_buf_harvest, gpu.c calls it while CUPTI is still held)
  * indexes every record, copies kernel names into the agent's own arena
  * (rewriting the record's pointer, the buffer being ours), clears the
@@ -39,13 +53,19 @@ static struct gpu_buf_cupti cupti; /* gpu_buf_init */
 
 /* A finished buffer: CUPTI's (owner == buf), or a chunk of the agent's
  * own API records (gpu_api.c; own, owner the chunk). */
-struct done_buf { uint8_t *buf; size_t valid; void *owner; bool own; };
+struct done_buf { uint8_t *buf; size_t valid; void *owner; size_t charged; bool own; };
 static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct done_buf *done;
 static size_t n_done, cap_done;
 static atomic_uint_fast64_t buf_bytes, n_dropped;
 static atomic_uint_fast64_t handed, returned; /* buffers given to CUPTI, given back: this burst */
-static atomic_bool cut;
+/* when a charge last failed (agent_now_ns; 0: none this burst): the burst
+ * is cut only if that was after its window opened */
+static atomic_uint_fast64_t cut_ns;
+/* shed before the window opened: the highest API correlation id, and what
+ * was freed (gpu_buf_shed) */
+static atomic_uint_fast32_t pre_corr;
+static uint64_t shed_bufs, shed_recs, shed_dropped;
 static uint64_t max_bytes = AGENT_DEFAULT_MAX_BYTES;
 static uint64_t incomplete;
 
@@ -147,7 +167,7 @@ void CUPTIAPI gpu_buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, 
 	if (buffer == NULL)
 		return;
 	atomic_fetch_add(&returned, 1);
-	add_done((struct done_buf){ buffer, valid, buffer, false });
+	add_done((struct done_buf){ buffer, valid, buffer, BUF_SIZE, false });
 }
 
 /* Walks a chunk of own records (gpu_api.c: GPU_BUF_OWN_REC apart) as
@@ -173,8 +193,11 @@ static bool next_record(const struct done_buf *d, CUpti_Activity **rec)
 bool gpu_buf_charge(size_t bytes)
 {
 	if (atomic_fetch_add(&buf_bytes, bytes) + bytes > max_bytes) {
+		uint64_t now = agent_now_ns(), was = atomic_load(&cut_ns);
+
 		atomic_fetch_sub(&buf_bytes, bytes);
-		atomic_store(&cut, true);
+		while (was < now && !atomic_compare_exchange_weak(&cut_ns, &was, now))
+			;
 		return false;
 	}
 	return true;
@@ -185,9 +208,72 @@ void gpu_buf_uncharge(size_t bytes)
 	atomic_fetch_sub(&buf_bytes, bytes);
 }
 
-void gpu_buf_add_own(void *owner, uint8_t *buf, size_t valid)
+void gpu_buf_add_own(void *owner, uint8_t *buf, size_t valid, size_t charged)
 {
-	add_done((struct done_buf){ buf, valid, owner, true });
+	add_done((struct done_buf){ buf, valid, owner, charged, true });
+}
+
+void gpu_buf_note_pre(uint32_t corr)
+{
+	uint_fast32_t was = atomic_load_explicit(&pre_corr, memory_order_relaxed);
+
+	while (was < corr && !atomic_compare_exchange_weak(&pre_corr, &was, corr))
+		;
+}
+
+uint32_t gpu_buf_pre_corr(void)
+{
+	return (uint32_t)atomic_load(&pre_corr);
+}
+
+size_t gpu_buf_shed(void)
+{
+	struct done_buf *list;
+	size_t i, n;
+	uint64_t dropped;
+
+	pthread_mutex_lock(&buf_lock);
+	/* read under the lock, after every buffer now listed was added: if
+	 * the window is not open now, it was not when they came back */
+	if (n_done == 0 || atomic_load(&A.t_start) != 0) {
+		pthread_mutex_unlock(&buf_lock);
+		return 0;
+	}
+	list = done;
+	n = n_done;
+	done = NULL;
+	n_done = cap_done = 0;
+	/* CUPTI counts the records it dropped as a buffer comes back: these
+	 * were dropped before the window too */
+	dropped = atomic_exchange(&n_dropped, 0);
+	pthread_mutex_unlock(&buf_lock);
+	/* ours now: read and freed without the lock (application threads
+	 * take it to hand over their records) */
+	for (i = 0; i < n; i++) {
+		CUpti_Activity *rec = NULL;
+
+		while (next_record(&list[i], &rec)) {
+			shed_recs++;
+			if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
+			    rec->kind == CUPTI_ACTIVITY_KIND_DRIVER)
+				gpu_buf_note_pre(((CUpti_ActivityAPI *)rec)->correlationId);
+		}
+		free(list[i].owner);
+		gpu_buf_uncharge(list[i].charged);
+	}
+	free(list);
+	shed_bufs += n;
+	shed_dropped += dropped;
+	/* the next buffers CUPTI asks for during the window come ready */
+	pool_fill();
+	return n;
+}
+
+void gpu_buf_shed_stats(uint64_t *bufs, uint64_t *nrecs, uint64_t *dropped)
+{
+	*bufs = shed_bufs;
+	*nrecs = shed_recs;
+	*dropped = shed_dropped;
 }
 
 
@@ -341,7 +427,9 @@ void gpu_buf_limit(uint64_t limit)
 {
 	max_bytes = limit;
 	atomic_store(&buf_bytes, 0);
-	atomic_store(&cut, false);
+	atomic_store(&cut_ns, 0);
+	atomic_store(&pre_corr, 0);
+	shed_bufs = shed_recs = shed_dropped = 0;
 	incomplete = 0;
 }
 
@@ -378,7 +466,10 @@ uint64_t gpu_buf_dropped(void)
 
 bool gpu_buf_cut(void)
 {
-	return atomic_load(&cut);
+	uint64_t c = atomic_load(&cut_ns);
+
+	/* a window that never opened (cancelled while armed) counts whole */
+	return c != 0 && c >= atomic_load(&A.t_start);
 }
 
 void gpu_buf_reset(void)

@@ -46,7 +46,16 @@ AGENT_HIDDEN void CUPTIAPI gpu_buf_complete(CUcontext ctx, uint32_t stream, uint
 #define GPU_BUF_OWN_REC ((sizeof(CUpti_ActivityAPI) + 7) & ~(size_t)7)
 AGENT_HIDDEN bool gpu_buf_charge(size_t bytes);
 AGENT_HIDDEN void gpu_buf_uncharge(size_t bytes);
-AGENT_HIDDEN void gpu_buf_add_own(void *owner, uint8_t *buf, size_t valid);
+AGENT_HIDDEN void gpu_buf_add_own(void *owner, uint8_t *buf, size_t valid, size_t charged);
+
+/* Before the window opens (see gpu_buf.c): the agent thread frees what came
+ * back (the number of buffers freed); an API call not recorded because the
+ * window was not open yet gives its correlation id (gpu_api.c); the highest
+ * such id; what was shed this burst. */
+AGENT_HIDDEN size_t gpu_buf_shed(void);
+AGENT_HIDDEN void gpu_buf_note_pre(uint32_t corr);
+AGENT_HIDDEN uint32_t gpu_buf_pre_corr(void);
+AGENT_HIDDEN void gpu_buf_shed_stats(uint64_t *bufs, uint64_t *recs, uint64_t *dropped);
 
 /* Indexes every record and copies out what points into CUPTI (kernel
  * names, callback names); CUPTI still held. */

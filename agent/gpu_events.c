@@ -523,7 +523,10 @@ static void write_api(struct tw *w, CUpti_Activity *r, void *ud)
 
 void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 {
-	struct pass p = { .t0 = t0, .t1 = t1, .post_min = UINT32_MAX, .in_min = UINT32_MAX };
+	/* calls made before the window and shed then (gpu_buf.c) left their
+	 * highest id: the lower bound, as their records would have been */
+	struct pass p = { .t0 = t0, .t1 = t1, .post_min = UINT32_MAX, .in_min = UINT32_MAX,
+	                  .pre_max = gpu_buf_pre_corr() };
 	size_t size = 16;
 
 	if (!gpu_loaded())
@@ -568,9 +571,17 @@ void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 		          "it, so only those between its first and last traced calls are kept",
 		          A.win.trace_id,
 		          (unsigned long long)p.unbounded);
-	agent_log("trace %s: %zu CUPTI buffers, %llu API records (%llu in the window, %llu with a "
-	          "repeated id), %llu GPU records kept, %llu records dropped or incomplete",
-	          A.win.trace_id, p.nbuf, (unsigned long long)p.napi, (unsigned long long)p.kept_api,
-	          (unsigned long long)p.dup_api, (unsigned long long)p.kept_gpu,
-	          (unsigned long long)gpu_dropped());
+	{
+		uint64_t sb, sr, sd;
+
+		gpu_buf_shed_stats(&sb, &sr, &sd);
+		agent_log("trace %s: %zu CUPTI buffers, %llu API records (%llu in the window, %llu "
+		          "with a repeated id), %llu GPU records kept, %llu records dropped or "
+		          "incomplete; before the window opened: %llu buffers freed as they came "
+		          "(%llu records, %llu dropped)",
+		          A.win.trace_id, p.nbuf, (unsigned long long)p.napi,
+		          (unsigned long long)p.kept_api, (unsigned long long)p.dup_api,
+		          (unsigned long long)p.kept_gpu, (unsigned long long)gpu_dropped(),
+		          (unsigned long long)sb, (unsigned long long)sr, (unsigned long long)sd);
+	}
 }

@@ -34,6 +34,7 @@ void gpu_left_out(char *buf, size_t n)
 void gpu_stop(void) {}
 uint64_t gpu_dropped(void) { return 0; }
 bool gpu_cut(void) { return false; }
+void gpu_shed(void) { }
 void gpu_write(struct tw *w, uint64_t t0, uint64_t t1)
 {
 	(void)w;
