@@ -167,6 +167,39 @@ def test_duration(d):
         dm.kill()
 
 
+def test_no_tmpfile(d):
+    """A trace directory on a file system without O_TMPFILE (NFS, an old
+    kernel; played by an LD_PRELOAD library that refuses it, counting):
+    the agent falls back to a file with a random name, unlinked at once,
+    and the trace is delivered whole; nothing is left in the directory."""
+    shim = os.environ.get("NOTMPFILE_SHIM")
+    if not shim or not os.path.exists(shim):
+        print("SKIP: NOTMPFILE_SHIM not built")
+        sys.exit(77)
+    tdir = os.path.join(d, "tdir")
+    os.mkdir(tdir, 0o700)
+    count = os.path.join(d, "refused")
+    dm = Daemon(d)
+    # ASan's runtime need not come first: the shim only forwards
+    app = App(d, dm.sock, LD_PRELOAD=shim, NOTMPFILE_COUNT=count, GPROF_AGENT_TRACE_DIR=tdir,
+              ASAN_OPTIONS=(os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0")
+              .lstrip(":"))
+    try:
+        assert dm.wait("registered pid %d" % app.p.pid), dm.log()
+        for _ in range(2):
+            path, _ = trace(d, dm.sock, "--duration-ms", "100")
+            check(path, rank=3, ranges=["forward"])
+        left = os.listdir(tdir)
+        assert left == [], "files left in the trace directory: %s" % left
+    finally:
+        rc, out, err = app.finish()
+        dm.kill()
+    assert rc == 0, err[-2000:]
+    refused = int(open(count).read())
+    # one burst file a trace: the fallback ran for each
+    assert refused >= 2, "O_TMPFILE refused %d times: the fallback never ran" % refused
+
+
 def test_no_rank(d):
     """A process with no rank writes no distributedInfo (issue 26): not "rank
     0 of 1", which made unrelated traces look like ranks of one job; its
@@ -622,7 +655,8 @@ def agent_log(d):
 
 
 def main():
-    return runner.run([test_iterations, test_range_across_steps, test_duration, test_no_rank,
+    return runner.run([test_iterations, test_range_across_steps, test_duration, test_no_tmpfile,
+                       test_no_rank,
                        test_start_at, test_cut_at_limit, test_memory_bound,
                        test_memory_cap_default_limits, test_deep_nesting,
                        test_memset_with_memcpy,
