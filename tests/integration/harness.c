@@ -244,7 +244,15 @@ int td_restart(struct td *t, const char *config_yaml, const char *const *extra)
 
 void td_signal(struct td *t, int sig)
 {
+	int status;
+
 	kill(t->pid, sig);
+	/* a stop is complete only when the kernel says the child stopped:
+	 * kill() returns while it may still run (another core, a loaded
+	 * machine), and a test relying on it stopped would race it */
+	if (sig == SIGSTOP)
+		while (waitpid(t->pid, &status, WUNTRACED) < 0 && errno == EINTR)
+			;
 }
 
 int td_stop(struct td *t)
@@ -530,8 +538,23 @@ int tc_hello(struct tc *c, int role)
 
 void tc_ctl(struct tc *c, const char *sock)
 {
+	struct msg m;
+	int r;
+
 	assert_int_equal(tc_connect_unix(c, sock), 0);
-	assert_int_equal(tc_hello(c, MSG_ROLE_CTL), 0);
+	r = tc_hello(c, MSG_ROLE_CTL);
+	if (r < 0) {
+		/* a daemon that refuses a connection at accept sends why, then
+		 * closes: what it said is still there to read (a load test's
+		 * first hello once met EPIPE, and nothing said which refusal) */
+		print_error("hello to %s failed: %s\n", sock, strerror(-r));
+		if (tc_recv(c, &m) == 0) {
+			if (m.type == MSG_ERROR)
+				print_error("the daemon said: %s\n", m.u.error.message);
+			msg_deinit(&m);
+		}
+	}
+	assert_int_equal(r, 0);
 }
 
 void tc_call(struct tc *c, struct msg *req, struct msg *r)
