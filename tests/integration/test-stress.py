@@ -485,9 +485,9 @@ def test_long_armed(d):
     the buffers freed before the window. (A stand-in stress run under load
     once delivered a window of 618 launches and no kernel: the armed phase
     had filled the budget; CI, 2026-11-29.)"""
-    # 12 MB for CUPTI's side; the armed phase alone records some 3 kernels
-    # of ~250 bytes a step, tens of MB over the steps it waits
-    dm = daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, "limits:\n  trace_bytes: 24M\n")
+    # 8 MB for CUPTI's side; the armed phase alone records 3 kernels of
+    # some 240 bytes a step, about 21 MB over the 30,000 steps it waits
+    dm = daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, "limits:\n  trace_bytes: 16M\n")
     env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
                GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d,
                STRESS_FAKE_CUDA="1", GPROF_CUPTI_PATH=ARGS.fake_cupti, GPROF_SOCKET=dm.sock)
@@ -497,7 +497,7 @@ def test_long_armed(d):
         assert app.stdout.readline() == b"ready\n"
         assert dm.wait("registered pid "), dm.log()
         # the process's step as the daemon knows it; the roundup past it by
-        # 60,000 makes the common start step the roundup itself
+        # 30,000 makes the common start step the roundup itself
         lst = subprocess.run([ARGS.gprofctl, "--socket", dm.sock, "--json", "list"],
                              capture_output=True, text=True, timeout=TIMEOUT)
         assert lst.returncode == 0, lst.stderr
@@ -506,7 +506,7 @@ def test_long_armed(d):
         steps = max(int(p.get("steps", 0)) for p in procs)
         out = os.path.join(d, "out")
         p = ctl(dm, "trace", "--job", JOB, "--iterations", "5", "--iteration-roundup",
-                str(steps + 60000), "--output-dir", out, "--timeout", str(TIMEOUT * 3))
+                str(steps + 30000), "--output-dir", out, "--timeout", str(TIMEOUT * 3))
         r, err = p.communicate(timeout=TIMEOUT * 3 + 10)
         assert p.returncode == 0, (r, err)
         files = glob.glob(os.path.join(out, "*", "*.pt.trace.json.gz"))
@@ -525,7 +525,7 @@ def test_long_armed(d):
             (doc["gprof_trace_cut"], doc["gprof_dropped_records"])
         log = open(os.path.join(d, "agent.log")).read()
         print("  step %d, roundup %d: %d launches, %d kernels; %s" % (
-            steps, steps + 60000, len(launches), len(kernels),
+            steps, steps + 30000, len(launches), len(kernels),
             "".join(l for l in log.splitlines(True) if "CUPTI buffers" in l).strip()))
         shed = re.findall(r"before the window opened: (\d+) buffers freed as they came "
                           r"\((\d+) records", log)
