@@ -105,10 +105,6 @@ struct daemon {
 	struct daemon_hooks {
 		/* registry -> trace, metrics: p is removed and about to be freed */
 		void (*proc_gone)(struct daemon *d, struct proc *p);
-		/* trace -> kineto: leave t's config for tp's Kineto client; withdraw
-		 * p's config not yet handed over */
-		void (*kineto_capture)(struct daemon *d, struct trace *t, struct tproc *tp);
-		void (*kineto_withdraw)(struct proc *p);
 		/* store -> trace: is trace id running (its directory in use)? */
 		bool (*trace_running)(struct daemon *d, const char *id);
 	} hooks;

@@ -1,8 +1,11 @@
 /*
- * kineto: see kineto.h (ownership, callers).
+ * kineto: see kineto.h (ownership, callers). The capture back end
+ * (kineto_backend, backend.h) is at the end of the collecting part; the
+ * datagram endpoint and the file collection feed it.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +23,8 @@
 #include "peer.h"
 #include "kstep.h"
 #include "kconfig.h"
+#include "deliver.h"
+#include "ident.h"
 #include "kipc.h"
 #include "log.h"
 #include "registry.h"
@@ -28,6 +33,19 @@
 
 #define KFILE "kineto.pt.trace.json" /* Kineto writes kineto_<pid>.pt.trace.json */
 #define KINETO_FALLBACK_MS "500"  /* Kineto's own default duration */
+
+/* A Kineto client's state, the back end's own (proc->be_data). pending,
+ * fallback, fallback_at_us and offers: the config being offered (kineto.h). */
+struct kclient {
+	int64_t last_seen_us;      /* its last poll */
+	char *pending;             /* on-demand config for its next free poll (owned) */
+	int offers;                /* times pending was handed over */
+	char *fallback;            /* an iteration config's duration fallback, from
+	                              fallback_at_us on; set while it is offered (owned) */
+	int64_t fallback_at_us;
+};
+
+static const struct backend kineto_backend;
 
 struct kwatch {
 	struct kwatch *next;
@@ -59,6 +77,7 @@ struct ingest {
 	int64_t made_steps;    /* ProfilerStep# events added (kstep.c) */
 	int result;            /* 0 done, 1 incomplete (wait), -1 failed */
 	char why[240];
+	struct delivery dl;    /* its way into the store, once compressed (deliver.h) */
 };
 
 /* Counts a pattern across buffer boundaries. The pattern's first byte
@@ -124,17 +143,18 @@ static bool watch_has_file(const struct kwatch *w)
 	return lstat(path, &st) == 0;
 }
 
-void kineto_withdraw(struct proc *p)
+/* Withdraws c's config not yet handed over (and stops offering it). */
+static void withdraw(struct kclient *c)
 {
-	free(p->pending);
-	free(p->fallback);
-	p->pending = p->fallback = NULL;
+	free(c->pending);
+	free(c->fallback);
+	c->pending = c->fallback = NULL;
 }
 
 /* What to hand p at a poll that says whether its activity profiler is free
  * (NULL: nothing); w is the watch of p's trace. A config with a fallback is
  * an iteration config, offered until taken (kineto.h). */
-static const char *choose_config(struct proc *p, const struct kwatch *w, bool free_,
+static const char *choose_config(struct kclient *p, const struct kwatch *w, bool free_,
                                  bool *one_shot, bool *fell_back)
 {
 	*one_shot = true;
@@ -146,11 +166,11 @@ static const char *choose_config(struct proc *p, const struct kwatch *w, bool fr
 	/* offered before and now busy: Kineto took it */
 	if (!free_) {
 		if (p->offers > 0)
-			kineto_withdraw(p);
+			withdraw(p);
 		return NULL;
 	}
 	if (p->offers > 0 && (w == NULL || watch_has_file(w))) {
-		kineto_withdraw(p); /* taken, and already done */
+		withdraw(p); /* taken, and already done */
 		return NULL;
 	}
 	if (clock_now_us() >= p->fallback_at_us) {
@@ -171,6 +191,81 @@ static void sweep_arm(struct daemon *d)
 		uv_timer_start(&d->kineto_timer, on_sweep, 1000, 1000);
 }
 
+/* A Kineto client says nothing of its rank: read RANK, LOCAL_RANK,
+ * WORLD_SIZE (or SLURM's, MPI's) from its environment, where /proc lets
+ * the daemon (root, or the process's own user); -1 where it cannot. The
+ * environment is the one the process started with, which is where a
+ * launcher puts them. */
+static void identity(struct daemon *d, struct proc *p)
+{
+	char path[PATH_MAX];
+	struct ident id;
+	size_t len = 0, cap = 64 << 10;
+	char *env = malloc(cap);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/proc/%d/environ",
+	         strcmp(d->cfg.proc_root, "/") == 0 ? "" : d->cfg.proc_root, (int)p->pid);
+	fd = env ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0) {
+		free(env);
+		return;
+	}
+	/* at most 1 MiB: the variables sought are set by launchers, early */
+	while ((n = read(fd, env + len, cap - len)) > 0) {
+		len += (size_t)n;
+		if (len == cap) {
+			char *more = cap < (1u << 20) ? realloc(env, cap * 2) : NULL;
+
+			if (more == NULL)
+				break;
+			env = more;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	ident_read_environ(&id, env, len);
+	free(env);
+	p->rank = id.rank;
+	p->local_rank = id.local_rank;
+	p->world_size = id.world_size;
+}
+
+/* Registers a client seen polling: pid and uid from its credentials, its
+ * ancestors from /proc, its job id from the datagram, its rank from its
+ * environment. 0, -ENOSPC, -ENOMEM. */
+static int add_client(struct daemon *d, const struct ucred *cred, int64_t job_id,
+                      struct proc **out)
+{
+	struct kclient *c = calloc(1, sizeof(*c));
+	int32_t anc[PROC_PPIDS_MAX];
+	char job[32] = "";
+	struct proc *p;
+	int n, r;
+
+	if (c == NULL)
+		return -ENOMEM;
+	/* Kineto's job id is SLURM_JOB_ID or 0: 0 means none */
+	if (job_id != 0)
+		snprintf(job, sizeof(job), "%lld", (long long)job_id);
+	/* Its ancestors from /proc, not from the datagram: a list taken on
+	 * trust let any user declare another's process its launcher, and
+	 * so have it skipped from that user's traces (issue 23, case 12). */
+	n = peer_ancestors(cred->pid, anc, PROC_PPIDS_MAX);
+	r = registry_add_client(d, &kineto_backend, cred->pid, cred->uid, job, anc, n, &p);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	identity(d, p);
+	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
+	c->last_seen_us = p->registered_us;
+	p->be_data = c;
+	*out = p;
+	return 0;
+}
+
 static void on_req(struct daemon *d, const struct kipc_req *req, const struct ucred *cred,
                    const struct sockaddr_un *from, socklen_t fromlen)
 {
@@ -178,16 +273,12 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 	const char *config = NULL;
 	struct proc *p = registry_find_live(d, cred->pid, cred->uid);
 	bool one_shot = true, fell_back = false;
-	int32_t anc[PROC_PPIDS_MAX];
+	struct kclient *c = NULL;
 	struct kwatch *w = NULL;
 	int n;
 
 	if (p == NULL) {
-		/* Its ancestors from /proc, not from the datagram: a list taken on
-		 * trust let any user declare another's process its launcher, and
-		 * so have it skipped from that user's traces (issue 23, case 12). */
-		n = peer_ancestors(cred->pid, anc, PROC_PPIDS_MAX);
-		if (registry_add_kineto(d, cred->pid, cred->uid, req->job_id, anc, n, &p) < 0) {
+		if (add_client(d, cred, req->job_id, &p) < 0) {
 			reply(d, from, fromlen, out, kipc_encode_config_reply(out, sizeof(out), "", 0));
 			return;
 		}
@@ -195,11 +286,12 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		         (unsigned)p->uid, *p->job_id ? p->job_id : "none");
 		sweep_arm(d);
 	}
-	if (p->kind == MSG_KIND_KINETO) {
-		p->last_seen_us = clock_now_us();
+	if (p->be == &kineto_backend) {
+		c = p->be_data;
+		c->last_seen_us = clock_now_us();
 		w = watch_of(d, p);
 		/* the activities bit clear: busy (or a bare heartbeat) */
-		config = choose_config(p, w, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
+		config = choose_config(c, w, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
 		                       &fell_back);
 	}
 	n = kipc_encode_config_reply(out, sizeof(out), config ? config : "",
@@ -210,14 +302,14 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		struct tproc *tp = t ? trace_tproc(t, p->pid) : NULL;
 
 		d->cnt.kineto_configs++;
-		if (p->offers++ == 0 && tp != NULL)
+		if (c->offers++ == 0 && tp != NULL)
 			trace_set_state(t, tp, MSG_TS_CAPTURING, NULL);
 		if (fell_back && w != NULL)
 			w->fell_back = true;
 		log_debug("kineto: %s delivered to pid %d (offer %d)", fell_back ?
-		          "duration fallback" : "config", (int)p->pid, p->offers);
+		          "duration fallback" : "config", (int)p->pid, c->offers);
 		if (one_shot)
-			kineto_withdraw(p);
+			withdraw(c);
 	}
 }
 
@@ -426,9 +518,10 @@ static void ingest_work(uv_work_t *req)
 		in->result = 1;
 		goto out;
 	}
-	/* durable before it is renamed into the store and acknowledged */
+	/* durable before deliver.c renames it into the store and it is
+	 * acknowledged */
 	out = open(in->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (out < 0 || fsync(out) != 0) {
+	if (out < 0 || fsync(out) != 0 || fstat(out, &st) != 0) {
 		snprintf(in->why, sizeof(in->why), "flushing the trace to disk failed: %s",
 		         strerror(errno));
 		if (out >= 0)
@@ -437,11 +530,6 @@ static void ingest_work(uv_work_t *req)
 		goto out;
 	}
 	close(out);
-	if (rename(in->tmp, in->final) != 0 || stat(in->final, &st) != 0) {
-		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
-		unlink(in->tmp);
-		goto out;
-	}
 	in->bytes = st.st_size;
 	/* the process's own optimizer steps (GPU rows repeat the annotation);
 	 * the plain count where the scan could not read the events */
@@ -466,37 +554,23 @@ static void ingest_end(struct ingest *in)
 	free(in);
 }
 
-/* Kineto's file is stored and recorded in the trace's manifest (result
- * 0), or not: only now is the process done (store.h), or failed. */
-static void ingest_recorded(void *arg, int result)
+/* deliver.c's outcome: Kineto's file is stored and recorded in the
+ * trace's manifest (result 0), and the process about to be done (store.h);
+ * or it is removed and the process failed. */
+static void ingest_delivered(struct delivery *dl, struct tproc *tp, int result, int code,
+                             const char *why)
 {
-	struct ingest *in = arg;
+	struct ingest *in = (struct ingest *)(void *)((char *)dl - offsetof(struct ingest, dl));
 	struct kwatch *w = in->w;
 	struct trace *t = trace_find(w->d, w->trace_id);
-	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
-	bool mine = tp != NULL && strcmp(tp->file, in->name) == 0;
 
-	if (mine)
-		tp->recording = false;
-	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp)) {
-		/* a part that ended meanwhile keeps nothing */
-		unlink(in->final);
-		if (mine) {
-			tp->file[0] = 0;
-			tp->stored_bytes = 0;
-			snprintf(in->why, sizeof(in->why), "cannot record the trace in its manifest: "
-			         "%s%s", strerror(-result), result == -ENOSPC ?
-			         " (the daemon's disk is full)" : "");
-			if (result < 0)
-				trace_set_state(t, tp, MSG_TS_FAILED, in->why);
-		}
-		ingest_end(in);
-		return;
-	}
-	tp->bytes = in->bytes;
+	(void)code;
+	(void)why;
 	/* Kineto turns an iteration request it cannot count into a time-based
 	 * capture, silently: the file says so; tell the user. */
-	if (t->win.iterations > 0 && in->steps != t->win.iterations && w->fell_back)
+	if (result < 0 || tp == NULL || t == NULL)
+		;
+	else if (t->win.iterations > 0 && in->steps != t->win.iterations && w->fell_back)
 		snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
 		         "iterations: the process reported no optimizer step to Kineto "
 		         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
@@ -507,7 +581,6 @@ static void ingest_recorded(void *arg, int result)
 		snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
 		         "iterations: the trace holds %lld optimizer steps, %lld were asked "
 		         "for", (long long)in->steps, (long long)t->win.iterations);
-	trace_set_state(t, tp, MSG_TS_DONE, NULL);
 	ingest_end(in);
 }
 
@@ -517,7 +590,6 @@ static void ingest_done(uv_work_t *req, int status)
 	struct kwatch *w = in->w;
 	struct trace *t = trace_find(w->d, w->trace_id);
 	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
-	int r;
 
 	(void)status;
 	if (in->result == 1) {
@@ -530,25 +602,19 @@ static void ingest_done(uv_work_t *req, int status)
 	watch_close(w);
 	if (w->d->stopping && w->d->kineto_base_private)
 		rmdir(w->d->kineto_base); /* kineto_stop left it for this one */
-	/* a part that ended meanwhile stores nothing: no byte on disk goes
-	 * uncounted */
-	if (in->result == 0 && (tp == NULL || t->finished || trace_tproc_ended(tp))) {
-		unlink(in->final);
-		ingest_end(in);
-		return;
-	}
 	if (in->result < 0) {
 		if (tp != NULL)
 			trace_set_state(t, tp, MSG_TS_FAILED, in->why);
 		ingest_end(in);
 		return;
 	}
-	snprintf(tp->file, sizeof(tp->file), "%s", in->name);
-	tp->stored_bytes = in->bytes;
-	tp->recording = true;
-	r = store_record(w->d, trace_stored(t, MSG_TRACE_RUNNING, true), ingest_recorded, in);
-	if (r < 0)
-		ingest_recorded(in, r);
+	in->dl.d = w->d;
+	snprintf(in->dl.trace_id, sizeof(in->dl.trace_id), "%s", w->trace_id);
+	in->dl.pid = w->pid;
+	snprintf(in->dl.name, sizeof(in->dl.name), "%s", in->name);
+	in->dl.bytes = in->bytes;
+	in->dl.done = ingest_delivered;
+	deliver_file(&in->dl, in->tmp);
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -638,9 +704,14 @@ static int base_dir(struct daemon *d, struct perr *err)
 	return 0;
 }
 
-void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
+/* The back end's start (backend.h): leaves t's on-demand config for tp's
+ * client, to be handed over at its next poll, and watches for the file it
+ * will write. */
+static void kineto_part_start(struct trace *t, struct tproc *tp)
 {
+	struct daemon *d = t->d;
 	struct proc *p = tp->proc;
+	struct kclient *c = p->be_data;
 	char config[PATH_MAX + 1024], why[300];
 	struct kwatch *w;
 	struct perr err;
@@ -708,8 +779,8 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 		snprintf(config + n, sizeof(config) - (size_t)n,
 		         "PROFILE_START_TIME=%lld\nACTIVITIES_DURATION_MSECS=%lld\nREQUEST_TRACE_ID=%s",
 		         (long long)(t->win.start_at_us / 1000), (long long)t->win.duration_ms, t->id);
-	kineto_withdraw(p);
-	p->offers = 0;
+	withdraw(c);
+	c->offers = 0;
 	if (t->win.iterations > 0) {
 		/* the fallback needs Kineto's 5 s warm-up, the capture and the
 		 * writing: leave it 20 s of the trace's time, or at least half */
@@ -720,22 +791,76 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 			room_us = t->timeout_ms * 500;
 		if (wait_us > room_us)
 			wait_us = room_us;
-		if (asprintf(&p->pending, "%s0", config) < 0)
-			p->pending = NULL;
-		if (asprintf(&p->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
-			p->fallback = NULL;
-		p->fallback_at_us = clock_now_us() + wait_us;
+		if (asprintf(&c->pending, "%s0", config) < 0)
+			c->pending = NULL;
+		if (asprintf(&c->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
+			c->fallback = NULL;
+		c->fallback_at_us = clock_now_us() + wait_us;
 		w->wait_s = wait_us / 1000000;
-		if (p->fallback == NULL)
-			kineto_withdraw(p);
+		if (c->fallback == NULL)
+			withdraw(c);
 	} else
-		p->pending = strdup(config);
-	if (p->pending == NULL) {
+		c->pending = strdup(config);
+	if (c->pending == NULL) {
 		trace_set_state(t, tp, MSG_TS_FAILED, "out of memory");
 		return;
 	}
 	trace_set_state(t, tp, MSG_TS_WAITING, NULL);
 }
+
+/* Kineto has no way to take a memory snapshot. */
+static const char *kineto_refuse(const struct trace *t)
+{
+	if (t->win.memory_snapshot)
+		return "a memory snapshot needs the agent: this process is traced through Kineto's "
+		       "daemon mode (KINETO_USE_DAEMON); start it with libgprof_agent and "
+		       "GPROF_TORCH_STEPS=1 (gprofctl launch does both)";
+	return NULL;
+}
+
+/* A part ending early: Kineto must not start a config it was not handed
+ * yet (one it took cannot be called back; its file is not stored). */
+static void kineto_cancel(struct trace *t, struct tproc *tp, const char *why)
+{
+	(void)t;
+	(void)why;
+	withdraw(tp->proc->be_data);
+}
+
+/* A client that stopped polling, or a Kineto that took the config and
+ * wrote nothing. */
+static void kineto_timed_out(const struct trace *t, const struct tproc *tp, char *why,
+                             size_t size)
+{
+	snprintf(why, size, "timed out after %lld s while %s: %s",
+	         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state),
+	         tp->state == MSG_TS_WAITING ? "the process did not poll for its "
+	         "config (is it still running with KINETO_USE_DAEMON=1?)" :
+	         "Kineto took the config but wrote no trace (did the job reach the "
+	         "iterations? is another profiler active in it?)");
+}
+
+/* The client is forgotten: its state goes with it. */
+static void kineto_forget(struct proc *p)
+{
+	struct kclient *c = p->be_data;
+
+	if (c != NULL)
+		withdraw(c);
+	free(c);
+	p->be_data = NULL;
+}
+
+static const struct backend kineto_backend = {
+	.name = "kineto",
+	.kind = MSG_KIND_KINETO,
+	.counts_steps = false,     /* Kineto reports no steps to the daemon */
+	.refuse = kineto_refuse,
+	.start = kineto_part_start,
+	.cancel = kineto_cancel,
+	.timed_out = kineto_timed_out,
+	.forget = kineto_forget,
+};
 
 /* ---- life cycle ---- */
 
@@ -749,11 +874,12 @@ static void on_sweep(uv_timer_t *timer)
 
 	for (p = d->procs; p != NULL; p = next) {
 		next = p->next;
-		if (p->kind == MSG_KIND_KINETO && now - p->last_seen_us > limit) {
+		if (p->be == &kineto_backend &&
+		    now - ((struct kclient *)p->be_data)->last_seen_us > limit) {
 			log_info("kineto client pid %d silent for %llu s: forgotten", (int)p->pid,
 			         (unsigned long long)d->cfg.kineto_expiry_s);
 			registry_remove(d, p);
-		} else if (p->kind == MSG_KIND_KINETO)
+		} else if (p->be == &kineto_backend)
 			clients = true;
 	}
 	/* watches whose process has ended one way or another */

@@ -328,8 +328,6 @@ static void on_proc_gone(struct daemon *d, struct proc *p)
 static void install_hooks(struct daemon *d)
 {
 	d->hooks.proc_gone = on_proc_gone;
-	d->hooks.kineto_capture = kineto_capture;
-	d->hooks.kineto_withdraw = kineto_withdraw;
 	d->hooks.trace_running = trace_running;
 }
 
