@@ -47,6 +47,19 @@ struct kclient {
 
 static const struct backend kineto_backend;
 
+/* The service's state, its own: the daemon holds a pointer (d->kineto),
+ * made by kineto_start and freed by kineto_free. */
+struct kineto {
+	int fd;
+	bool open;
+	bool fd_passed;            /* fd is the socket systemd passed: never unlinked */
+	uv_poll_t poll;
+	uv_timer_t timer;
+	struct kwatch *watches;
+	char base[PATH_MAX];       /* where per-trace directories go (base_dir) */
+	bool base_private;         /* a mkdtemp directory beside a taken kineto.trace_dir */
+};
+
 struct kwatch {
 	struct kwatch *next;
 	struct daemon *d;
@@ -108,7 +121,7 @@ static void count_feed(struct counter *c, const uint8_t *p, size_t n)
 static void reply(struct daemon *d, const struct sockaddr_un *to, socklen_t tolen,
                   const uint8_t *buf, int n)
 {
-	if (n > 0 && sendto(d->kineto_fd, buf, (size_t)n, MSG_DONTWAIT,
+	if (n > 0 && sendto(d->kineto->fd, buf, (size_t)n, MSG_DONTWAIT,
 	                    (const struct sockaddr *)to, tolen) < 0)
 		log_debug("kineto: reply to a client failed: %s", strerror(errno));
 }
@@ -120,7 +133,7 @@ static struct kwatch *watch_of(struct daemon *d, const struct proc *p)
 
 	if (p->busy == NULL)
 		return NULL;
-	for (w = d->kwatches; w != NULL; w = w->next)
+	for (w = d->kineto->watches; w != NULL; w = w->next)
 		if (w->pid == p->pid && strcmp(w->trace_id, p->busy->id) == 0)
 			return w;
 	return NULL;
@@ -187,8 +200,8 @@ static void on_sweep(uv_timer_t *timer);
  * or a file watch): an idle daemon wakes for nothing. */
 static void sweep_arm(struct daemon *d)
 {
-	if (d->kineto_open && !uv_is_active((uv_handle_t *)&d->kineto_timer))
-		uv_timer_start(&d->kineto_timer, on_sweep, 1000, 1000);
+	if (d->kineto->open && !uv_is_active((uv_handle_t *)&d->kineto->timer))
+		uv_timer_start(&d->kineto->timer, on_sweep, 1000, 1000);
 }
 
 /* A Kineto client says nothing of its rank: read RANK, LOCAL_RANK,
@@ -353,7 +366,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 		struct cmsghdr *cm;
 		ssize_t n;
 
-		n = recvmsg(d->kineto_fd, &mh, MSG_DONTWAIT);
+		n = recvmsg(d->kineto->fd, &mh, MSG_DONTWAIT);
 		if (n < 0)
 			break;
 		d->cnt.kineto_datagrams++;
@@ -395,7 +408,7 @@ static void watch_close(struct kwatch *w)
 	if (w->closing)
 		return;
 	w->closing = true;
-	for (pp = &w->d->kwatches; *pp != NULL; pp = &(*pp)->next)
+	for (pp = &w->d->kineto->watches; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == w) {
 			*pp = w->next;
 			break;
@@ -600,8 +613,8 @@ static void ingest_done(uv_work_t *req, int status)
 	 * client's directory gone. */
 	remove_dir(w->dir);
 	watch_close(w);
-	if (w->d->stopping && w->d->kineto_base_private)
-		rmdir(w->d->kineto_base); /* kineto_stop left it for this one */
+	if (w->d->stopping && w->d->kineto->base_private)
+		rmdir(w->d->kineto->base); /* kineto_stop left it for this one */
 	if (in->result < 0) {
 		if (tp != NULL)
 			trace_set_state(t, tp, MSG_TS_FAILED, in->why);
@@ -673,20 +686,20 @@ static bool ours(const char *path, struct stat *st)
 static int base_dir(struct daemon *d, struct perr *err)
 {
 	const char *want = d->cfg.kineto_trace_dir;
-	char *base = d->kineto_base;
+	char *base = d->kineto->base;
 	struct stat st;
 
 	if (base[0] && ours(base, &st))
 		return 0;
 	if (mkdir(want, 0711) == 0 || (errno == EEXIST && ours(want, &st))) {
-		snprintf(base, sizeof(d->kineto_base), "%s", want);
-		d->kineto_base_private = false;
+		snprintf(base, sizeof(d->kineto->base), "%s", want);
+		d->kineto->base_private = false;
 		return 0;
 	}
 	if (errno != EEXIST)
 		return perr_set(err, -errno, "kineto.trace_dir %s: %s", want, strerror(errno));
-	if (snprintf(base, sizeof(d->kineto_base), "%s.XXXXXX", want) >=
-	    (int)sizeof(d->kineto_base) || mkdtemp(base) == NULL || chmod(base, 0711) != 0) {
+	if (snprintf(base, sizeof(d->kineto->base), "%s.XXXXXX", want) >=
+	    (int)sizeof(d->kineto->base) || mkdtemp(base) == NULL || chmod(base, 0711) != 0) {
 		int r = -errno;
 
 		base[0] = 0;
@@ -694,7 +707,7 @@ static int base_dir(struct daemon *d, struct perr *err)
 		                "gprofd's), and a private one beside it cannot be made: %s", want,
 		                strerror(-r));
 	}
-	d->kineto_base_private = true;
+	d->kineto->base_private = true;
 	if (lstat(want, &st) == 0)
 		log_warn("kineto.trace_dir %s is not gprofd's (a %s of uid %u, mode %03o): "
 		         "Kineto traces go to %s instead; remove it or choose another "
@@ -728,7 +741,7 @@ static void kineto_part_start(struct trace *t, struct tproc *tp)
 	w->rank = p->rank;
 	snprintf(w->trace_id, sizeof(w->trace_id), "%s", t->id);
 	r = base_dir(d, &err);
-	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->kineto_base, t->id, (int)p->pid);
+	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->kineto->base, t->id, (int)p->pid);
 	if (r == 0 && mkdir(w->dir, 0700) != 0)
 		r = perr_set(&err, -errno, "cannot create %s: %s", w->dir, strerror(errno));
 	/* the traced process writes there as itself */
@@ -753,8 +766,8 @@ static void kineto_part_start(struct trace *t, struct tproc *tp)
 		return;
 	}
 	w->ev.data = w;
-	w->next = d->kwatches;
-	d->kwatches = w;
+	w->next = d->kineto->watches;
+	d->kineto->watches = w;
 	sweep_arm(d);
 	/* The on-demand config, as `dyno gputrace` would write it. An
 	 * iteration config says ACTIVITIES_DURATION_MSECS=0: a Kineto that has
@@ -883,7 +896,7 @@ static void on_sweep(uv_timer_t *timer)
 			clients = true;
 	}
 	/* watches whose process has ended one way or another */
-	for (w = d->kwatches; w != NULL; w = wnext) {
+	for (w = d->kineto->watches; w != NULL; w = wnext) {
 		struct trace *t = trace_find(d, w->trace_id);
 		struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
 
@@ -894,7 +907,7 @@ static void on_sweep(uv_timer_t *timer)
 			watch_close(w);
 		}
 	}
-	if (!clients && d->kwatches == NULL)
+	if (!clients && d->kineto->watches == NULL)
 		uv_timer_stop(timer);
 }
 
@@ -942,6 +955,9 @@ int kineto_start(struct daemon *d, struct perr *err)
 	socklen_t len;
 	int one = 1, r;
 
+	if ((d->kineto = calloc(1, sizeof(*d->kineto))) == NULL)
+		return perr_set(err, -ENOMEM, "out of memory");
+	d->kineto->fd = -1;
 	if (!d->cfg.kineto_enabled) {
 		take_passed(d, NULL, 0); /* closes one passed */
 		return 0;
@@ -952,22 +968,22 @@ int kineto_start(struct daemon *d, struct perr *err)
 		r = kipc_addr_abstract(&sa, &len, d->cfg.kineto_socket_name);
 	if (r < 0)
 		return perr_set(err, r, "kineto socket name too long");
-	if ((d->kineto_fd = take_passed(d, &sa, len)) >= 0) {
-		d->kineto_fd_passed = true;
+	if ((d->kineto->fd = take_passed(d, &sa, len)) >= 0) {
+		d->kineto->fd_passed = true;
 		goto serve;
 	}
 	if (d->cfg.kineto_socket_dir[0])
 		mkdir(d->cfg.kineto_socket_dir, 0755);
-	d->kineto_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (d->kineto_fd < 0)
+	d->kineto->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (d->kineto->fd < 0)
 		return perr_set(err, -errno, "kineto socket: %s", strerror(errno));
 	if (d->cfg.kineto_socket_dir[0])
 		unlink(sa.sun_path);
-	if (bind(d->kineto_fd, (struct sockaddr *)&sa, len) != 0) {
+	if (bind(d->kineto->fd, (struct sockaddr *)&sa, len) != 0) {
 		char who[256] = "";
 
 		r = -errno;
-		close(d->kineto_fd);
+		close(d->kineto->fd);
 		/* an abstract name any local user may have taken first: say who,
 		 * since PyTorch jobs would send their requests to that process */
 		if (r == -EADDRINUSE && !d->cfg.kineto_socket_dir[0])
@@ -983,16 +999,16 @@ int kineto_start(struct daemon *d, struct perr *err)
 	if (d->cfg.kineto_socket_dir[0])
 		chmod(sa.sun_path, 0666);
 serve:
-	setsockopt(d->kineto_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-	uv_poll_init(d->loop, &d->kineto_poll, d->kineto_fd);
-	d->kineto_poll.data = d;
-	uv_poll_start(&d->kineto_poll, UV_READABLE, on_readable);
-	uv_timer_init(d->loop, &d->kineto_timer);
-	d->kineto_timer.data = d;
-	d->kineto_open = true;
+	setsockopt(d->kineto->fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	uv_poll_init(d->loop, &d->kineto->poll, d->kineto->fd);
+	d->kineto->poll.data = d;
+	uv_poll_start(&d->kineto->poll, UV_READABLE, on_readable);
+	uv_timer_init(d->loop, &d->kineto->timer);
+	d->kineto->timer.data = d;
+	d->kineto->open = true;
 	log_info("serving Kineto clients (KINETO_USE_DAEMON=1) on %s%s%s", d->cfg.kineto_socket_dir[0] ?
 	         "" : "@", d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name,
-	         d->kineto_fd_passed ? " (the socket systemd passed)" : "");
+	         d->kineto->fd_passed ? " (the socket systemd passed)" : "");
 	return 0;
 }
 
@@ -1000,31 +1016,45 @@ void kineto_stop(struct daemon *d)
 {
 	struct kwatch *w;
 
+	if (d->kineto == NULL)
+		return;
 	/* the traces still running end with the daemon: what Kineto wrote for
 	 * them goes, and their directories (one being ingested goes when that
 	 * ends: ingest_done) */
-	while ((w = d->kwatches) != NULL) {
+	while ((w = d->kineto->watches) != NULL) {
 		if (!w->ingesting)
 			remove_dir(w->dir);
 		watch_close(w);
 	}
 	/* the private base goes when empty (a per-trace directory a person
 	 * should look at keeps it): nothing of a stopped daemon stays in /tmp */
-	if (d->kineto_base_private)
-		rmdir(d->kineto_base);
-	if (!d->kineto_open)
+	if (d->kineto->base_private)
+		rmdir(d->kineto->base);
+	if (!d->kineto->open)
 		return;
-	d->kineto_open = false;
-	uv_poll_stop(&d->kineto_poll);
-	uv_close((uv_handle_t *)&d->kineto_poll, NULL);
-	uv_close((uv_handle_t *)&d->kineto_timer, NULL);
-	close(d->kineto_fd);
+	d->kineto->open = false;
+	uv_poll_stop(&d->kineto->poll);
+	uv_close((uv_handle_t *)&d->kineto->poll, NULL);
+	uv_close((uv_handle_t *)&d->kineto->timer, NULL);
+	close(d->kineto->fd);
 	/* a socket file systemd made stays: systemd hands it to the next start */
-	if (d->cfg.kineto_socket_dir[0] && !d->kineto_fd_passed) {
+	if (d->cfg.kineto_socket_dir[0] && !d->kineto->fd_passed) {
 		char path[PATH_MAX + 80];
 
 		snprintf(path, sizeof(path), "%s/%s", d->cfg.kineto_socket_dir,
 		         d->cfg.kineto_socket_name);
 		unlink(path);
 	}
+}
+
+bool kineto_serving(struct daemon *d, bool *passed)
+{
+	*passed = d->kineto != NULL && d->kineto->fd_passed;
+	return d->kineto != NULL && d->kineto->open;
+}
+
+void kineto_free(struct daemon *d)
+{
+	free(d->kineto);
+	d->kineto = NULL;
 }

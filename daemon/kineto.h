@@ -40,9 +40,12 @@
  * directory on the thread pool and handed to deliver.c, which stores,
  * records and acknowledges it as it does an agent's upload.
  *
- * Ownership: the daemon owns the socket, its poll handle, the expiry timer
- * and the list of file watches (d->kwatches); a watch is freed in its
- * handle's close callback. Each client's struct kclient is this file's,
+ * Ownership: the service's state is a struct kineto of kineto.c's own
+ * (d->kineto), made by kineto_start and freed by kineto_free once the
+ * loop has run out; it owns the socket, its poll handle, the expiry timer
+ * and the list of file watches; a watch is freed in its handle's close
+ * callback (or, with an ingest in flight, when that ends). A socket
+ * systemd passed is the server's hand-off (d->kineto_passed, server.c). Each client's struct kclient is this file's,
  * freed when the registry forgets the process (the table's forget).
  *
  * Floor: a back end above trace, registry, store and deliver (it reports
@@ -53,6 +56,8 @@
 #ifndef GPROFD_KINETO_H
 #define GPROFD_KINETO_H
 
+#include <stdbool.h>
+
 #include "daemon.h"
 #include "perr.h"
 
@@ -62,5 +67,11 @@ int kineto_start(struct daemon *d, struct perr *err);
 /* Closes the socket and every file watch; what Kineto wrote for traces
  * still running goes. */
 void kineto_stop(struct daemon *d);
+
+/* Frees the service (after the loop has run out; NULL-safe). */
+void kineto_free(struct daemon *d);
+
+/* Is the socket served? *passed: it is the one systemd passed. */
+bool kineto_serving(struct daemon *d, bool *passed);
 
 #endif

@@ -688,10 +688,3 @@ void trace_shutdown(struct daemon *d)
 		trace_free(d, t);
 	}
 }
-
-bool trace_running(struct daemon *d, const char *id)
-{
-	struct trace *t = trace_find(d, id);
-
-	return t != NULL && !t->finished;
-}

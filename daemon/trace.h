@@ -150,9 +150,6 @@ void trace_fill(const struct trace *t, struct msg *m, struct msg_trace_proc *pro
  * those whose file waits to be recorded (tproc.recording). NULL when out
  * of memory. */
 struct stored *trace_stored(const struct trace *t, int state, bool running);
-/* Is trace id in memory and not finished (its directory still in use)?
- * The store asks it through d->hooks.trace_running. */
-bool trace_running(struct daemon *d, const char *id);
 
 /* p is about to be freed (d->hooks.proc_gone, from registry_remove):
  * its unfinished parts fail, and no tproc points at it any more. */

@@ -152,9 +152,7 @@ static int setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->d.cfg.state_dir, sizeof(f->d.cfg.state_dir), "%s", f->dir);
 	snprintf(f->d.host, sizeof(f->d.host), "testhost");
-	f->d.store_lock_fd = -1;
 	f->d.hooks.proc_gone = on_proc_gone;
-	f->d.hooks.trace_running = trace_running;
 	assert_int_equal(store_init(&f->d, &err), 0);
 	f->peer.known = true;
 	f->peer.uid = 1000;
@@ -205,7 +203,7 @@ static struct trace *start(struct fix *f, bool queue, int *code, struct perr *er
 /* Runs the loop until the store's writer has nothing left. */
 static void drain(struct fix *f)
 {
-	while (f->d.store_jobs != NULL)
+	while (!store_idle(&f->d))
 		uv_run(&f->loop, UV_RUN_ONCE);
 }
 
@@ -334,7 +332,6 @@ static void test_trace_done(void **state)
 	trace_set_state(t, tp, MSG_TS_CAPTURING, NULL);
 	trace_set_state(t, tp, MSG_TS_WRITING, NULL);
 	trace_set_state(t, tp, MSG_TS_UPLOADING, NULL);
-	assert_true(trace_running(&f->d, t->id));
 	deliver(f, t, 100, &g, 1234);
 	assert_int_equal(g.calls, 0);      /* not before its manifest is on disk */
 	assert_true(tp->recording);
@@ -349,7 +346,6 @@ static void test_trace_done(void **state)
 	assert_null(p->busy);
 	assert_int_equal(f->d.pending_traces, 0);
 	assert_int_equal(f->d.cnt.traces_ended[MSG_TRACE_DONE], 1);
-	assert_false(trace_running(&f->d, t->id));
 	s = store_find(&f->d, t->id);
 	assert_non_null(s);
 	assert_int_equal(s->nfiles, 1);
@@ -442,6 +438,9 @@ static void test_trace_cancel(void **state)
 	deliver(f, t, 100, &g, 10);
 	drain(f);
 	assert_int_equal(trace_tproc(t, 100)->state, MSG_TS_DONE);
+	/* its manifest job has ended while the trace runs on: the directory
+	 * is still in use, and keeps the file */
+	assert_true(exists(f, t->id, g.dl.name));
 	assert_int_equal(trace_cancel(&f->d, t, "stop it"), 1);
 	assert_int_equal(sim.cancels, 1);
 	assert_string_equal(sim.cancel_why, "stop it");
@@ -450,6 +449,7 @@ static void test_trace_cancel(void **state)
 	assert_int_equal(t->state, MSG_TRACE_CANCELLED);
 	drain(f);
 	assert_non_null(store_find(&f->d, t->id)); /* what was delivered stays */
+	assert_true(exists(f, t->id, g.dl.name));
 	/* a file that comes after its part was cancelled is not stored */
 	deliver(f, t, 101, &g, 10);
 	assert_int_equal(g.calls, 1);
@@ -609,7 +609,6 @@ static void test_store_locked(void **state)
 	memset(&d2, 0, sizeof(d2));
 	d2.loop = &f->loop;
 	d2.cfg = f->d.cfg;
-	d2.store_lock_fd = -1;
 	d2.hooks = f->d.hooks;
 	assert_int_equal(store_init(&d2, &err), -EBUSY);
 	assert_non_null(strstr(err.msg, "pid"));
