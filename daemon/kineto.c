@@ -16,12 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <zlib.h>
-
 #include "clock.h"
 #include "kineto.h"
 #include "peer.h"
-#include "kstep.h"
+#include "kingest.h"
 #include "kconfig.h"
 #include "deliver.h"
 #include "ident.h"
@@ -80,41 +78,11 @@ struct kwatch {
 struct ingest {
 	uv_work_t req;
 	struct kwatch *w;
-	char src[PATH_MAX];
-	char tmp[PATH_MAX];
+	struct kingest k;      /* the pool's job: its file, and what it found */
 	char final[PATH_MAX];
 	char name[160];
-	uint64_t limit;
-	int64_t bytes;
-	int64_t steps;         /* "Optimizer.step#..." annotations in the file */
-	int64_t made_steps;    /* ProfilerStep# events added (kstep.c) */
-	int result;            /* 0 done, 1 incomplete (wait), -1 failed */
-	char why[240];
 	struct delivery dl;    /* its way into the store, once compressed (deliver.h) */
 };
-
-/* Counts a pattern across buffer boundaries. The pattern's first byte
- * occurs nowhere else in it, so on a mismatch matching restarts at 0 or 1. */
-struct counter {
-	const char *pat;
-	size_t len, matched;
-	int64_t count;
-};
-
-static void count_feed(struct counter *c, const uint8_t *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (p[i] == (uint8_t)c->pat[c->matched]) {
-			if (++c->matched == c->len) {
-				c->count++;
-				c->matched = 0;
-			}
-		} else
-			c->matched = p[i] == (uint8_t)c->pat[0];
-	}
-}
 
 /* ---- the datagram endpoint ---- */
 
@@ -439,120 +407,12 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-/* Thread pool: compress the file into the store, streaming. */
+/* Thread pool: kingest.c compresses the file into the trace's directory. */
 static void ingest_work(uv_work_t *req)
 {
 	struct ingest *in = req->data;
-	uint8_t buf[1 << 16];
-	struct counter steps = { "\"Optimizer.step#", 16, 0, 0 };
-	struct kstep ks = { 0 };
-	uint64_t copied = 0;
-	char last = 0;
-	struct stat st;
-	ssize_t n;
-	gzFile gz = NULL;
-	int fd, out = -1;
-	size_t i;
 
-	in->result = -1;
-	/* The path is the traced user's to shape: O_NONBLOCK so a FIFO (or a
-	 * device) put there opens at once instead of holding this pool thread
-	 * until a writer comes, O_NOFOLLOW so a link is not followed; then
-	 * nothing but a regular file of that user is read. */
-	fd = open(in->src, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		snprintf(in->why, sizeof(in->why), "cannot read the trace Kineto wrote: %s",
-		         strerror(errno));
-		goto out;
-	}
-	/* never follow what the traced user put there to a file it cannot read */
-	if (!S_ISREG(st.st_mode) || st.st_uid != in->w->uid) {
-		snprintf(in->why, sizeof(in->why), "%s is not a regular file of the traced user; "
-		         "not collected", in->src);
-		goto out;
-	}
-	if ((uint64_t)st.st_size > in->limit) {
-		snprintf(in->why, sizeof(in->why), "the trace is larger than limits.trace_bytes");
-		goto out;
-	}
-	out = open(in->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (out < 0 || (gz = gzdopen(out, "wb6")) == NULL) {
-		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
-		if (out >= 0)
-			close(out);
-		goto out;
-	}
-	/* Kineto writes no ProfilerStep#: make them from the optimizer steps
-	 * (kstep.c) and put them first in traceEvents while compressing. */
-	if (kstep_scan(fd, in->w->pid, &ks) < 0 || lseek(fd, 0, SEEK_SET) != 0)
-		kstep_free(&ks);
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		size_t cut = (size_t)n;
-		bool insert = false;
-
-		/* a file that grows while it is read stops at the limit too */
-		if (copied + (uint64_t)n > in->limit) {
-			snprintf(in->why, sizeof(in->why), "the trace is larger than "
-			         "limits.trace_bytes");
-			gzclose(gz);
-			unlink(in->tmp);
-			goto out;
-		}
-		count_feed(&steps, buf, (size_t)n);
-		if (ks.len && ks.insert_at > copied && ks.insert_at <= copied + (uint64_t)n) {
-			cut = (size_t)(ks.insert_at - copied);
-			insert = true;
-		}
-		if (gzwrite(gz, buf, (unsigned)cut) != (int)cut ||
-		    (insert && gzwrite(gz, ks.events, (unsigned)ks.len) != (int)ks.len) ||
-		    (cut < (size_t)n &&
-		     gzwrite(gz, buf + cut, (unsigned)((size_t)n - cut)) != (int)((size_t)n - cut))) {
-			snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
-			gzclose(gz);
-			unlink(in->tmp);
-			goto out;
-		}
-		copied += (uint64_t)n;
-		for (i = (size_t)n; i > 0; i--)
-			if (buf[i - 1] != ' ' && buf[i - 1] != '\n' && buf[i - 1] != '\r' &&
-			    buf[i - 1] != '\t') {
-				last = (char)buf[i - 1];
-				break;
-			}
-	}
-	if (gzclose(gz) != Z_OK) {
-		snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
-		unlink(in->tmp);
-		goto out;
-	}
-	if (last != '}') {
-		/* still being written by a Kineto that does not rename: wait */
-		unlink(in->tmp);
-		in->result = 1;
-		goto out;
-	}
-	/* durable before deliver.c renames it into the store and it is
-	 * acknowledged */
-	out = open(in->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (out < 0 || fsync(out) != 0 || fstat(out, &st) != 0) {
-		snprintf(in->why, sizeof(in->why), "flushing the trace to disk failed: %s",
-		         strerror(errno));
-		if (out >= 0)
-			close(out);
-		unlink(in->tmp);
-		goto out;
-	}
-	close(out);
-	in->bytes = st.st_size;
-	/* the process's own optimizer steps (GPU rows repeat the annotation);
-	 * the plain count where the scan could not read the events */
-	in->steps = ks.optimizer_steps > 0 ? ks.optimizer_steps : steps.count;
-	in->made_steps = ks.made;
-	in->result = 0;
-out:
-	kstep_free(&ks);
-	if (fd >= 0)
-		close(fd);
+	kingest_run(&in->k);
 }
 
 /* The ingest's last step: w is freed here when its handle closed meanwhile
@@ -583,17 +443,17 @@ static void ingest_delivered(struct delivery *dl, struct tproc *tp, int result, 
 	 * capture, silently: the file says so; tell the user. */
 	if (result < 0 || tp == NULL || t == NULL)
 		;
-	else if (t->win.iterations > 0 && in->steps != t->win.iterations && w->fell_back)
+	else if (t->win.iterations > 0 && in->k.steps != t->win.iterations && w->fell_back)
 		snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
 		         "iterations: the process reported no optimizer step to Kineto "
 		         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
 		         "Kineto's 500 ms fallback ran; the trace holds %lld optimizer steps "
 		         "(is it training yet? Kineto counts optimizer.step() calls)",
-		         (long long)w->wait_s, (long long)in->steps);
-	else if (t->win.iterations > 0 && in->steps != t->win.iterations)
+		         (long long)w->wait_s, (long long)in->k.steps);
+	else if (t->win.iterations > 0 && in->k.steps != t->win.iterations)
 		snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
 		         "iterations: the trace holds %lld optimizer steps, %lld were asked "
-		         "for", (long long)in->steps, (long long)t->win.iterations);
+		         "for", (long long)in->k.steps, (long long)t->win.iterations);
 	ingest_end(in);
 }
 
@@ -605,7 +465,7 @@ static void ingest_done(uv_work_t *req, int status)
 	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
 
 	(void)status;
-	if (in->result == 1) {
+	if (in->k.result == 1) {
 		ingest_end(in);
 		return;
 	}
@@ -615,9 +475,9 @@ static void ingest_done(uv_work_t *req, int status)
 	watch_close(w);
 	if (w->d->stopping && w->d->kineto->base_private)
 		rmdir(w->d->kineto->base); /* kineto_stop left it for this one */
-	if (in->result < 0) {
+	if (in->k.result < 0) {
 		if (tp != NULL)
-			trace_set_state(t, tp, MSG_TS_FAILED, in->why);
+			trace_set_state(t, tp, MSG_TS_FAILED, in->k.why);
 		ingest_end(in);
 		return;
 	}
@@ -625,9 +485,9 @@ static void ingest_done(uv_work_t *req, int status)
 	snprintf(in->dl.trace_id, sizeof(in->dl.trace_id), "%s", w->trace_id);
 	in->dl.pid = w->pid;
 	snprintf(in->dl.name, sizeof(in->dl.name), "%s", in->name);
-	in->dl.bytes = in->bytes;
+	in->dl.bytes = in->k.bytes;
 	in->dl.done = ingest_delivered;
-	deliver_file(&in->dl, in->tmp);
+	deliver_file(&in->dl, in->k.tmp);
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -653,12 +513,14 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	w->ingesting = true;
 	in->w = w;
 	in->req.data = in;
-	in->limit = w->d->cfg.max_trace_bytes;
-	snprintf(in->src, sizeof(in->src), "%s/%s", w->dir, filename);
+	in->k.limit = w->d->cfg.max_trace_bytes;
+	in->k.pid = w->pid;
+	in->k.uid = w->uid;
+	snprintf(in->k.src, sizeof(in->k.src), "%s/%s", w->dir, filename);
 	store_file_name(w->d->host, w->pid, w->rank, MSG_FMT_TRACE, in->name, sizeof(in->name));
 	store_mkdir(w->d, w->trace_id);
 	store_path(w->d, w->trace_id, in->name, in->final, sizeof(in->final));
-	snprintf(in->tmp, sizeof(in->tmp), "%s.tmp", in->final);
+	snprintf(in->k.tmp, sizeof(in->k.tmp), "%s.tmp", in->final);
 	if (uv_queue_work(w->d->loop, &in->req, ingest_work, ingest_done) < 0) {
 		w->ingesting = false;
 		free(in);

@@ -37,7 +37,7 @@
  * backend table (backend.h), through which the trace engine starts,
  * cancels and times out their parts (kineto_part_start: the config and a
  * file watch). A file Kineto wrote is compressed into the trace's
- * directory on the thread pool and handed to deliver.c, which stores,
+ * directory on the thread pool (kingest.c) and handed to deliver.c, which stores,
  * records and acknowledges it as it does an agent's upload.
  *
  * Ownership: the service's state is a struct kineto of kineto.c's own
