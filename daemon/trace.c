@@ -1,6 +1,7 @@
 /*
- * trace: see trace.h (ownership, callers). It sends only to conns (an
- * agent's proc->conn, a follower's), never to a session.
+ * trace: see trace.h (ownership, callers). It sends only to followers'
+ * conns, never to a session; a process is reached only through its part's
+ * back end (tp->be, backend.h).
  */
 #include <errno.h>
 #include <stdio.h>
