@@ -11,8 +11,10 @@
 #include "commit.h"
 #include "component.h"
 #include "daemon.h"
+#include "kineto.h"
 #include "mgpu.h"
 #include "mset.h"
+#include "store.h"
 
 static const char *const names[COMP_COUNT] = {
 	[COMP_UNIX] = "unix", [COMP_TCP] = "tcp", [COMP_TLS] = "tls",
@@ -156,6 +158,7 @@ static void scan_sockets(struct daemon *d, struct components *k)
 void component_scan(struct daemon *d)
 {
 	struct components *k = d->comp;
+	bool passed;
 	int i;
 
 	if (k == NULL || !k->ready)
@@ -164,11 +167,11 @@ void component_scan(struct daemon *d)
 	k->gpu_required = d->cfg.gpu_required != 0; /* a reload may change it */
 	scan_sockets(d, k);
 	/* Kineto: down is set where its start failed (main.c), with the reason */
-	if (d->kineto_open) {
+	if (kineto_serving(d, &passed)) {
 		snprintf(k->c[COMP_KINETO].detail, sizeof(k->c[COMP_KINETO].detail), "%s%s%s%s",
 		         d->cfg.kineto_socket_dir[0] ? d->cfg.kineto_socket_dir : "@",
 		         d->cfg.kineto_socket_dir[0] ? "/" : "", d->cfg.kineto_socket_name,
-		         d->kineto_fd_passed ? " (passed by systemd)" : "");
+		         passed ? " (passed by systemd)" : "");
 		k->c[COMP_KINETO].state = COMP_UP;
 	} else if (!d->cfg.kineto_enabled) {
 		snprintf(k->c[COMP_KINETO].detail, sizeof(k->c[COMP_KINETO].detail),
@@ -178,8 +181,8 @@ void component_scan(struct daemon *d)
 	for (i = 1; i < COMP_OUTCOMES; i++)
 		k->outcomes[i] = d->cnt.traces_ended[i];
 	k->outcomes[COMP_OUTCOME_REFUSED] = d->cnt.traces_refused;
-	k->store_traces = d->nstored;
-	k->store_bytes = d->stored_bytes;
+	k->store_traces = store_count(d);
+	k->store_bytes = store_bytes(d);
 	k->conn_bytes = d->cnt.conn_bytes;
 	k->conn_bytes_peak = d->cnt.conn_bytes_peak;
 	k->conns_memory_closed = d->cnt.conns_memory_closed;

@@ -12,8 +12,8 @@
  * not at fault) and down (wanted but not working: the fault, "degraded",
  * which makes gprofctl status exit 4).
  *
- * Writers: the loop (sockets, Kineto, the store, trace outcomes:
- * component_scan), metrics_start (its HTTP endpoint) and the sampler
+ * Writers: the loop (sockets, Kineto through kineto_serving, the store
+ * through store_count and store_bytes, trace outcomes: component_scan), metrics_start (its HTTP endpoint) and the sampler
  * thread (NVML, each cycle). Readers: the loop (the status reply) and the
  * sampler (component_sample). So the table has a mutex of its own, held
  * only to copy a few hundred bytes; nothing blocks under it.

@@ -6,15 +6,22 @@
  *   server   listening sockets; accepts connections      (server.c)
  *   sessions client connections: each a session (bus.c, session.h)
  *            holding its transport (conn.c), uploads, download
- *   registry traceable processes                         (registry.c)
+ *   registry traceable processes, each with its capture
+ *            back end (backend.h)                         (registry.c)
  *   traces   traces in progress and recently finished    (trace.c)
- *   store    trace files on disk, retention              (store.c)
+ *   store    trace files on disk, retention: opaque,
+ *            d->store (store.h)                           (store.c)
+ *   kineto   the Kineto service: opaque, d->kineto        (kineto.c)
+ *   metrics  opaque, d->metrics                           (metrics.c)
  *
- * All of it lives on one libuv loop thread; only file I/O runs on libuv's
- * thread pool, and its callbacks come back to the loop.
+ * All of it lives on one libuv loop thread. Work leaves it for libuv's
+ * thread pool (file I/O: uploads, downloads, manifests, Kineto files) and
+ * for the metrics' own threads (the sampler, the HTTP server), which hand
+ * their results back under a lock (metrics.h); everything in this struct
+ * is touched on the loop thread only.
  *
  * Floor: the root object, below every module but the leaves; no .c of
- * its own. d->hooks are the engines' upward calls (see there).
+ * its own. d->hooks.proc_gone is the one upward call left (see there).
  */
 #ifndef GPROFD_DAEMON_H
 #define GPROFD_DAEMON_H
@@ -32,9 +39,8 @@ struct conn_share;
 struct proc;
 struct trace;
 struct tproc;
-struct stored;
-struct sjob;
-struct kwatch;
+struct store;
+struct kineto;
 struct tls_ctx;
 
 struct components;
@@ -73,44 +79,29 @@ struct daemon {
 	struct trace *traces;
 	size_t pending_traces;
 
-	/* store.c */
-	int store_lock_fd;         /* holds the flock on <state_dir>/gprofd.lock */
-	struct sjob *store_jobs;   /* the writer's queue; the first runs when... */
-	bool store_job_running;    /* ...this is set */
-	struct stored *stored;     /* newest first */
-	uint64_t stored_bytes;
-	size_t nstored;
+	/* store.c (opaque: store.h) */
+	struct store *store;
 	uv_timer_t retention_timer;
 	uv_timer_t deadline_timer;  /* conn_deadlines, every second */
 
-	/* kineto.c */
-	int kineto_fd;
-	bool kineto_open;
-	bool kineto_passed;        /* kineto_passed_fd came from systemd (server.c) */
+	/* kineto.c (opaque: kineto.h) */
+	struct kineto *kineto;
+	bool kineto_passed;        /* server.c found Kineto's socket among those
+	                            * systemd passed: kineto_passed_fd, for kineto.c */
 	int kineto_passed_fd;
-	bool kineto_fd_passed;     /* kineto_fd is that socket: never unlinked */
-	uv_poll_t kineto_poll;
-	uv_timer_t kineto_timer;
-	struct kwatch *kwatches;
-	char kineto_base[PATH_MAX]; /* where per-trace directories go (kineto.c base_dir) */
-	bool kineto_base_private;   /* a mkdtemp directory beside a taken kineto.trace_dir */
 
 	/* metrics.c */
 	struct metrics *metrics;
 
-	/* The engines' upward calls. An engine tells the one above it through
-	 * these, never by including its header, so the include graph of
-	 * daemon/ stays a DAG (docs/ARCHITECTURE.md, .ci/include-cycles.py).
-	 * main.c installs them before the loop runs; none is ever NULL. */
+	/* The engines' upward call. The registry tells the floors above it
+	 * through this, never by including their headers, so the include graph
+	 * of daemon/ stays a DAG (docs/ARCHITECTURE.md, .ci/include-cycles.py).
+	 * main.c installs it before the loop runs; it is never NULL. (Capture
+	 * back ends are reached through their own table, backend.h; the store
+	 * knows a running trace's directory itself.) */
 	struct daemon_hooks {
 		/* registry -> trace, metrics: p is removed and about to be freed */
 		void (*proc_gone)(struct daemon *d, struct proc *p);
-		/* trace -> kineto: leave t's config for tp's Kineto client; withdraw
-		 * p's config not yet handed over */
-		void (*kineto_capture)(struct daemon *d, struct trace *t, struct tproc *tp);
-		void (*kineto_withdraw)(struct proc *p);
-		/* store -> trace: is trace id running (its directory in use)? */
-		bool (*trace_running)(struct daemon *d, const char *id);
 	} hooks;
 
 	uv_signal_t sigint, sigterm, sighup;

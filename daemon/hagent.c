@@ -2,10 +2,12 @@
  * hagent: what agents send about themselves: register, heartbeat and
  * capture_status. (Their uploads are upload.c's.) Owns nothing: a
  * registered process is the registry's, and its session points at it
- * (s->proc). Called by the handler table (handler.c) for agent sessions.
+ * (s->proc); it is registered with the agent's capture back end
+ * (agentcap.c). Called by the handler table (handler.c) for agent sessions.
  */
 #include <errno.h>
 
+#include "agentcap.h"
 #include "clock.h"
 #include "handler.h"
 #include "log.h"
@@ -45,7 +47,7 @@ void hagent_register(struct session *s, const struct msg *m)
 		copy.ppids.v = ancv;
 		copy.ppids.n = (size_t)n;
 	}
-	rc = registry_add(s->d, &s->conn, s->conn.peer.pid, s->conn.peer.uid, &copy, &p);
+	rc = registry_add(s->d, &agentcap_backend, &s->conn, s->conn.peer.pid, s->conn.peer.uid, &copy, &p);
 	if (rc == -EEXIST) {
 		conn_send_error(&s->conn, m->id, MSG_E_BUSY, "pid %d is already registered on another "
 		                "connection (one agent per process)", (int)s->conn.peer.pid);

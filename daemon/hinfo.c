@@ -12,6 +12,7 @@
 #include "metrics.h"
 #include "peer.h"
 #include "registry.h"
+#include "store.h"
 
 /* A page of the process list (handler_send_page). */
 static void proc_page(struct msg *r, void *v, size_t n, size_t from, size_t k)
@@ -101,8 +102,8 @@ void hinfo_daemon_status(struct session *s, const struct msg *m)
 	r.u.daemon_status_reply.started_us = s->d->started_us;
 	r.u.daemon_status_reply.processes = (int64_t)s->d->nprocs;
 	r.u.daemon_status_reply.pending_traces = (int64_t)s->d->pending_traces;
-	r.u.daemon_status_reply.stored_traces = (int64_t)s->d->nstored;
-	r.u.daemon_status_reply.stored_bytes = (int64_t)s->d->stored_bytes;
+	r.u.daemon_status_reply.stored_traces = (int64_t)store_count(s->d);
+	r.u.daemon_status_reply.stored_bytes = (int64_t)store_bytes(s->d);
 	r.u.daemon_status_reply.counters.names = names;
 	r.u.daemon_status_reply.counters.values = values;
 	r.u.daemon_status_reply.counters.n = sizeof(names) / sizeof(names[0]);

@@ -265,7 +265,7 @@ void htrace_list(struct session *s, const struct msg *m)
 		list_running(s, m);
 		return;
 	}
-	for (st = s->d->stored; st != NULL; st = st->next)
+	for (st = store_list(s->d); st != NULL; st = st->next)
 		if (list_match(s, q, st)) {
 			ns++;
 			nf += st->nfiles;
@@ -277,7 +277,7 @@ void htrace_list(struct session *s, const struct msg *m)
 		goto out;
 	}
 	ns = nf = 0;
-	for (st = s->d->stored; st != NULL; st = st->next) {
+	for (st = store_list(s->d); st != NULL; st = st->next) {
 		struct msg_trace_summary *sum;
 
 		if (!list_match(s, q, st))

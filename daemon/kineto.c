@@ -1,8 +1,11 @@
 /*
- * kineto: see kineto.h (ownership, callers).
+ * kineto: see kineto.h (ownership, callers). The capture back end
+ * (kineto_backend, backend.h) is at the end of the collecting part; the
+ * datagram endpoint and the file collection feed it.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <zlib.h>
-
 #include "clock.h"
 #include "kineto.h"
 #include "peer.h"
-#include "kstep.h"
+#include "kingest.h"
 #include "kconfig.h"
+#include "deliver.h"
+#include "ident.h"
 #include "kipc.h"
 #include "log.h"
 #include "registry.h"
@@ -28,6 +31,32 @@
 
 #define KFILE "kineto.pt.trace.json" /* Kineto writes kineto_<pid>.pt.trace.json */
 #define KINETO_FALLBACK_MS "500"  /* Kineto's own default duration */
+
+/* A Kineto client's state, the back end's own (proc->be_data). pending,
+ * fallback, fallback_at_us and offers: the config being offered (kineto.h). */
+struct kclient {
+	int64_t last_seen_us;      /* its last poll */
+	char *pending;             /* on-demand config for its next free poll (owned) */
+	int offers;                /* times pending was handed over */
+	char *fallback;            /* an iteration config's duration fallback, from
+	                              fallback_at_us on; set while it is offered (owned) */
+	int64_t fallback_at_us;
+};
+
+static const struct backend kineto_backend;
+
+/* The service's state, its own: the daemon holds a pointer (d->kineto),
+ * made by kineto_start and freed by kineto_free. */
+struct kineto {
+	int fd;
+	bool open;
+	bool fd_passed;            /* fd is the socket systemd passed: never unlinked */
+	uv_poll_t poll;
+	uv_timer_t timer;
+	struct kwatch *watches;
+	char base[PATH_MAX];       /* where per-trace directories go (base_dir) */
+	bool base_private;         /* a mkdtemp directory beside a taken kineto.trace_dir */
+};
 
 struct kwatch {
 	struct kwatch *next;
@@ -49,47 +78,18 @@ struct kwatch {
 struct ingest {
 	uv_work_t req;
 	struct kwatch *w;
-	char src[PATH_MAX];
-	char tmp[PATH_MAX];
+	struct kingest k;      /* the pool's job: its file, and what it found */
 	char final[PATH_MAX];
 	char name[160];
-	uint64_t limit;
-	int64_t bytes;
-	int64_t steps;         /* "Optimizer.step#..." annotations in the file */
-	int64_t made_steps;    /* ProfilerStep# events added (kstep.c) */
-	int result;            /* 0 done, 1 incomplete (wait), -1 failed */
-	char why[240];
+	struct delivery dl;    /* its way into the store, once compressed (deliver.h) */
 };
-
-/* Counts a pattern across buffer boundaries. The pattern's first byte
- * occurs nowhere else in it, so on a mismatch matching restarts at 0 or 1. */
-struct counter {
-	const char *pat;
-	size_t len, matched;
-	int64_t count;
-};
-
-static void count_feed(struct counter *c, const uint8_t *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (p[i] == (uint8_t)c->pat[c->matched]) {
-			if (++c->matched == c->len) {
-				c->count++;
-				c->matched = 0;
-			}
-		} else
-			c->matched = p[i] == (uint8_t)c->pat[0];
-	}
-}
 
 /* ---- the datagram endpoint ---- */
 
 static void reply(struct daemon *d, const struct sockaddr_un *to, socklen_t tolen,
                   const uint8_t *buf, int n)
 {
-	if (n > 0 && sendto(d->kineto_fd, buf, (size_t)n, MSG_DONTWAIT,
+	if (n > 0 && sendto(d->kineto->fd, buf, (size_t)n, MSG_DONTWAIT,
 	                    (const struct sockaddr *)to, tolen) < 0)
 		log_debug("kineto: reply to a client failed: %s", strerror(errno));
 }
@@ -101,7 +101,7 @@ static struct kwatch *watch_of(struct daemon *d, const struct proc *p)
 
 	if (p->busy == NULL)
 		return NULL;
-	for (w = d->kwatches; w != NULL; w = w->next)
+	for (w = d->kineto->watches; w != NULL; w = w->next)
 		if (w->pid == p->pid && strcmp(w->trace_id, p->busy->id) == 0)
 			return w;
 	return NULL;
@@ -124,17 +124,18 @@ static bool watch_has_file(const struct kwatch *w)
 	return lstat(path, &st) == 0;
 }
 
-void kineto_withdraw(struct proc *p)
+/* Withdraws c's config not yet handed over (and stops offering it). */
+static void withdraw(struct kclient *c)
 {
-	free(p->pending);
-	free(p->fallback);
-	p->pending = p->fallback = NULL;
+	free(c->pending);
+	free(c->fallback);
+	c->pending = c->fallback = NULL;
 }
 
 /* What to hand p at a poll that says whether its activity profiler is free
  * (NULL: nothing); w is the watch of p's trace. A config with a fallback is
  * an iteration config, offered until taken (kineto.h). */
-static const char *choose_config(struct proc *p, const struct kwatch *w, bool free_,
+static const char *choose_config(struct kclient *p, const struct kwatch *w, bool free_,
                                  bool *one_shot, bool *fell_back)
 {
 	*one_shot = true;
@@ -146,11 +147,11 @@ static const char *choose_config(struct proc *p, const struct kwatch *w, bool fr
 	/* offered before and now busy: Kineto took it */
 	if (!free_) {
 		if (p->offers > 0)
-			kineto_withdraw(p);
+			withdraw(p);
 		return NULL;
 	}
 	if (p->offers > 0 && (w == NULL || watch_has_file(w))) {
-		kineto_withdraw(p); /* taken, and already done */
+		withdraw(p); /* taken, and already done */
 		return NULL;
 	}
 	if (clock_now_us() >= p->fallback_at_us) {
@@ -167,8 +168,83 @@ static void on_sweep(uv_timer_t *timer);
  * or a file watch): an idle daemon wakes for nothing. */
 static void sweep_arm(struct daemon *d)
 {
-	if (d->kineto_open && !uv_is_active((uv_handle_t *)&d->kineto_timer))
-		uv_timer_start(&d->kineto_timer, on_sweep, 1000, 1000);
+	if (d->kineto->open && !uv_is_active((uv_handle_t *)&d->kineto->timer))
+		uv_timer_start(&d->kineto->timer, on_sweep, 1000, 1000);
+}
+
+/* A Kineto client says nothing of its rank: read RANK, LOCAL_RANK,
+ * WORLD_SIZE (or SLURM's, MPI's) from its environment, where /proc lets
+ * the daemon (root, or the process's own user); -1 where it cannot. The
+ * environment is the one the process started with, which is where a
+ * launcher puts them. */
+static void identity(struct daemon *d, struct proc *p)
+{
+	char path[PATH_MAX];
+	struct ident id;
+	size_t len = 0, cap = 64 << 10;
+	char *env = malloc(cap);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/proc/%d/environ",
+	         strcmp(d->cfg.proc_root, "/") == 0 ? "" : d->cfg.proc_root, (int)p->pid);
+	fd = env ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0) {
+		free(env);
+		return;
+	}
+	/* at most 1 MiB: the variables sought are set by launchers, early */
+	while ((n = read(fd, env + len, cap - len)) > 0) {
+		len += (size_t)n;
+		if (len == cap) {
+			char *more = cap < (1u << 20) ? realloc(env, cap * 2) : NULL;
+
+			if (more == NULL)
+				break;
+			env = more;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	ident_read_environ(&id, env, len);
+	free(env);
+	p->rank = id.rank;
+	p->local_rank = id.local_rank;
+	p->world_size = id.world_size;
+}
+
+/* Registers a client seen polling: pid and uid from its credentials, its
+ * ancestors from /proc, its job id from the datagram, its rank from its
+ * environment. 0, -ENOSPC, -ENOMEM. */
+static int add_client(struct daemon *d, const struct ucred *cred, int64_t job_id,
+                      struct proc **out)
+{
+	struct kclient *c = calloc(1, sizeof(*c));
+	int32_t anc[PROC_PPIDS_MAX];
+	char job[32] = "";
+	struct proc *p;
+	int n, r;
+
+	if (c == NULL)
+		return -ENOMEM;
+	/* Kineto's job id is SLURM_JOB_ID or 0: 0 means none */
+	if (job_id != 0)
+		snprintf(job, sizeof(job), "%lld", (long long)job_id);
+	/* Its ancestors from /proc, not from the datagram: a list taken on
+	 * trust let any user declare another's process its launcher, and
+	 * so have it skipped from that user's traces (issue 23, case 12). */
+	n = peer_ancestors(cred->pid, anc, PROC_PPIDS_MAX);
+	r = registry_add_client(d, &kineto_backend, cred->pid, cred->uid, job, anc, n, &p);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	identity(d, p);
+	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
+	c->last_seen_us = p->registered_us;
+	p->be_data = c;
+	*out = p;
+	return 0;
 }
 
 static void on_req(struct daemon *d, const struct kipc_req *req, const struct ucred *cred,
@@ -178,16 +254,12 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 	const char *config = NULL;
 	struct proc *p = registry_find_live(d, cred->pid, cred->uid);
 	bool one_shot = true, fell_back = false;
-	int32_t anc[PROC_PPIDS_MAX];
+	struct kclient *c = NULL;
 	struct kwatch *w = NULL;
 	int n;
 
 	if (p == NULL) {
-		/* Its ancestors from /proc, not from the datagram: a list taken on
-		 * trust let any user declare another's process its launcher, and
-		 * so have it skipped from that user's traces (issue 23, case 12). */
-		n = peer_ancestors(cred->pid, anc, PROC_PPIDS_MAX);
-		if (registry_add_kineto(d, cred->pid, cred->uid, req->job_id, anc, n, &p) < 0) {
+		if (add_client(d, cred, req->job_id, &p) < 0) {
 			reply(d, from, fromlen, out, kipc_encode_config_reply(out, sizeof(out), "", 0));
 			return;
 		}
@@ -195,11 +267,12 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		         (unsigned)p->uid, *p->job_id ? p->job_id : "none");
 		sweep_arm(d);
 	}
-	if (p->kind == MSG_KIND_KINETO) {
-		p->last_seen_us = clock_now_us();
+	if (p->be == &kineto_backend) {
+		c = p->be_data;
+		c->last_seen_us = clock_now_us();
 		w = watch_of(d, p);
 		/* the activities bit clear: busy (or a bare heartbeat) */
-		config = choose_config(p, w, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
+		config = choose_config(c, w, (req->type & KIPC_REQ_ACTIVITIES) != 0, &one_shot,
 		                       &fell_back);
 	}
 	n = kipc_encode_config_reply(out, sizeof(out), config ? config : "",
@@ -210,14 +283,14 @@ static void on_req(struct daemon *d, const struct kipc_req *req, const struct uc
 		struct tproc *tp = t ? trace_tproc(t, p->pid) : NULL;
 
 		d->cnt.kineto_configs++;
-		if (p->offers++ == 0 && tp != NULL)
+		if (c->offers++ == 0 && tp != NULL)
 			trace_set_state(t, tp, MSG_TS_CAPTURING, NULL);
 		if (fell_back && w != NULL)
 			w->fell_back = true;
 		log_debug("kineto: %s delivered to pid %d (offer %d)", fell_back ?
-		          "duration fallback" : "config", (int)p->pid, p->offers);
+		          "duration fallback" : "config", (int)p->pid, c->offers);
 		if (one_shot)
-			kineto_withdraw(p);
+			withdraw(c);
 	}
 }
 
@@ -261,7 +334,7 @@ static void on_readable(uv_poll_t *h, int status, int events)
 		struct cmsghdr *cm;
 		ssize_t n;
 
-		n = recvmsg(d->kineto_fd, &mh, MSG_DONTWAIT);
+		n = recvmsg(d->kineto->fd, &mh, MSG_DONTWAIT);
 		if (n < 0)
 			break;
 		d->cnt.kineto_datagrams++;
@@ -303,7 +376,7 @@ static void watch_close(struct kwatch *w)
 	if (w->closing)
 		return;
 	w->closing = true;
-	for (pp = &w->d->kwatches; *pp != NULL; pp = &(*pp)->next)
+	for (pp = &w->d->kineto->watches; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == w) {
 			*pp = w->next;
 			break;
@@ -334,124 +407,12 @@ static void remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-/* Thread pool: compress the file into the store, streaming. */
+/* Thread pool: kingest.c compresses the file into the trace's directory. */
 static void ingest_work(uv_work_t *req)
 {
 	struct ingest *in = req->data;
-	uint8_t buf[1 << 16];
-	struct counter steps = { "\"Optimizer.step#", 16, 0, 0 };
-	struct kstep ks = { 0 };
-	uint64_t copied = 0;
-	char last = 0;
-	struct stat st;
-	ssize_t n;
-	gzFile gz = NULL;
-	int fd, out = -1;
-	size_t i;
 
-	in->result = -1;
-	/* The path is the traced user's to shape: O_NONBLOCK so a FIFO (or a
-	 * device) put there opens at once instead of holding this pool thread
-	 * until a writer comes, O_NOFOLLOW so a link is not followed; then
-	 * nothing but a regular file of that user is read. */
-	fd = open(in->src, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		snprintf(in->why, sizeof(in->why), "cannot read the trace Kineto wrote: %s",
-		         strerror(errno));
-		goto out;
-	}
-	/* never follow what the traced user put there to a file it cannot read */
-	if (!S_ISREG(st.st_mode) || st.st_uid != in->w->uid) {
-		snprintf(in->why, sizeof(in->why), "%s is not a regular file of the traced user; "
-		         "not collected", in->src);
-		goto out;
-	}
-	if ((uint64_t)st.st_size > in->limit) {
-		snprintf(in->why, sizeof(in->why), "the trace is larger than limits.trace_bytes");
-		goto out;
-	}
-	out = open(in->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (out < 0 || (gz = gzdopen(out, "wb6")) == NULL) {
-		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
-		if (out >= 0)
-			close(out);
-		goto out;
-	}
-	/* Kineto writes no ProfilerStep#: make them from the optimizer steps
-	 * (kstep.c) and put them first in traceEvents while compressing. */
-	if (kstep_scan(fd, in->w->pid, &ks) < 0 || lseek(fd, 0, SEEK_SET) != 0)
-		kstep_free(&ks);
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		size_t cut = (size_t)n;
-		bool insert = false;
-
-		/* a file that grows while it is read stops at the limit too */
-		if (copied + (uint64_t)n > in->limit) {
-			snprintf(in->why, sizeof(in->why), "the trace is larger than "
-			         "limits.trace_bytes");
-			gzclose(gz);
-			unlink(in->tmp);
-			goto out;
-		}
-		count_feed(&steps, buf, (size_t)n);
-		if (ks.len && ks.insert_at > copied && ks.insert_at <= copied + (uint64_t)n) {
-			cut = (size_t)(ks.insert_at - copied);
-			insert = true;
-		}
-		if (gzwrite(gz, buf, (unsigned)cut) != (int)cut ||
-		    (insert && gzwrite(gz, ks.events, (unsigned)ks.len) != (int)ks.len) ||
-		    (cut < (size_t)n &&
-		     gzwrite(gz, buf + cut, (unsigned)((size_t)n - cut)) != (int)((size_t)n - cut))) {
-			snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
-			gzclose(gz);
-			unlink(in->tmp);
-			goto out;
-		}
-		copied += (uint64_t)n;
-		for (i = (size_t)n; i > 0; i--)
-			if (buf[i - 1] != ' ' && buf[i - 1] != '\n' && buf[i - 1] != '\r' &&
-			    buf[i - 1] != '\t') {
-				last = (char)buf[i - 1];
-				break;
-			}
-	}
-	if (gzclose(gz) != Z_OK) {
-		snprintf(in->why, sizeof(in->why), "storing the trace failed (disk full?)");
-		unlink(in->tmp);
-		goto out;
-	}
-	if (last != '}') {
-		/* still being written by a Kineto that does not rename: wait */
-		unlink(in->tmp);
-		in->result = 1;
-		goto out;
-	}
-	/* durable before it is renamed into the store and acknowledged */
-	out = open(in->tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (out < 0 || fsync(out) != 0) {
-		snprintf(in->why, sizeof(in->why), "flushing the trace to disk failed: %s",
-		         strerror(errno));
-		if (out >= 0)
-			close(out);
-		unlink(in->tmp);
-		goto out;
-	}
-	close(out);
-	if (rename(in->tmp, in->final) != 0 || stat(in->final, &st) != 0) {
-		snprintf(in->why, sizeof(in->why), "cannot store the trace: %s", strerror(errno));
-		unlink(in->tmp);
-		goto out;
-	}
-	in->bytes = st.st_size;
-	/* the process's own optimizer steps (GPU rows repeat the annotation);
-	 * the plain count where the scan could not read the events */
-	in->steps = ks.optimizer_steps > 0 ? ks.optimizer_steps : steps.count;
-	in->made_steps = ks.made;
-	in->result = 0;
-out:
-	kstep_free(&ks);
-	if (fd >= 0)
-		close(fd);
+	kingest_run(&in->k);
 }
 
 /* The ingest's last step: w is freed here when its handle closed meanwhile
@@ -466,48 +427,33 @@ static void ingest_end(struct ingest *in)
 	free(in);
 }
 
-/* Kineto's file is stored and recorded in the trace's manifest (result
- * 0), or not: only now is the process done (store.h), or failed. */
-static void ingest_recorded(void *arg, int result)
+/* deliver.c's outcome: Kineto's file is stored and recorded in the
+ * trace's manifest (result 0), and the process about to be done (store.h);
+ * or it is removed and the process failed. */
+static void ingest_delivered(struct delivery *dl, struct tproc *tp, int result, int code,
+                             const char *why)
 {
-	struct ingest *in = arg;
+	struct ingest *in = (struct ingest *)(void *)((char *)dl - offsetof(struct ingest, dl));
 	struct kwatch *w = in->w;
 	struct trace *t = trace_find(w->d, w->trace_id);
-	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
-	bool mine = tp != NULL && strcmp(tp->file, in->name) == 0;
 
-	if (mine)
-		tp->recording = false;
-	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp)) {
-		/* a part that ended meanwhile keeps nothing */
-		unlink(in->final);
-		if (mine) {
-			tp->file[0] = 0;
-			tp->stored_bytes = 0;
-			snprintf(in->why, sizeof(in->why), "cannot record the trace in its manifest: "
-			         "%s%s", strerror(-result), result == -ENOSPC ?
-			         " (the daemon's disk is full)" : "");
-			if (result < 0)
-				trace_set_state(t, tp, MSG_TS_FAILED, in->why);
-		}
-		ingest_end(in);
-		return;
-	}
-	tp->bytes = in->bytes;
+	(void)code;
+	(void)why;
 	/* Kineto turns an iteration request it cannot count into a time-based
 	 * capture, silently: the file says so; tell the user. */
-	if (t->win.iterations > 0 && in->steps != t->win.iterations && w->fell_back)
+	if (result < 0 || tp == NULL || t == NULL)
+		;
+	else if (t->win.iterations > 0 && in->k.steps != t->win.iterations && w->fell_back)
 		snprintf(tp->reason, sizeof(tp->reason), "captured by time, not by "
 		         "iterations: the process reported no optimizer step to Kineto "
 		         "in %lld s (kineto.step_wait, at most the timeout less 20 s), so "
 		         "Kineto's 500 ms fallback ran; the trace holds %lld optimizer steps "
 		         "(is it training yet? Kineto counts optimizer.step() calls)",
-		         (long long)w->wait_s, (long long)in->steps);
-	else if (t->win.iterations > 0 && in->steps != t->win.iterations)
+		         (long long)w->wait_s, (long long)in->k.steps);
+	else if (t->win.iterations > 0 && in->k.steps != t->win.iterations)
 		snprintf(tp->reason, sizeof(tp->reason), "Kineto captured by time, not by "
 		         "iterations: the trace holds %lld optimizer steps, %lld were asked "
-		         "for", (long long)in->steps, (long long)t->win.iterations);
-	trace_set_state(t, tp, MSG_TS_DONE, NULL);
+		         "for", (long long)in->k.steps, (long long)t->win.iterations);
 	ingest_end(in);
 }
 
@@ -517,10 +463,9 @@ static void ingest_done(uv_work_t *req, int status)
 	struct kwatch *w = in->w;
 	struct trace *t = trace_find(w->d, w->trace_id);
 	struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
-	int r;
 
 	(void)status;
-	if (in->result == 1) {
+	if (in->k.result == 1) {
 		ingest_end(in);
 		return;
 	}
@@ -528,27 +473,21 @@ static void ingest_done(uv_work_t *req, int status)
 	 * client's directory gone. */
 	remove_dir(w->dir);
 	watch_close(w);
-	if (w->d->stopping && w->d->kineto_base_private)
-		rmdir(w->d->kineto_base); /* kineto_stop left it for this one */
-	/* a part that ended meanwhile stores nothing: no byte on disk goes
-	 * uncounted */
-	if (in->result == 0 && (tp == NULL || t->finished || trace_tproc_ended(tp))) {
-		unlink(in->final);
-		ingest_end(in);
-		return;
-	}
-	if (in->result < 0) {
+	if (w->d->stopping && w->d->kineto->base_private)
+		rmdir(w->d->kineto->base); /* kineto_stop left it for this one */
+	if (in->k.result < 0) {
 		if (tp != NULL)
-			trace_set_state(t, tp, MSG_TS_FAILED, in->why);
+			trace_set_state(t, tp, MSG_TS_FAILED, in->k.why);
 		ingest_end(in);
 		return;
 	}
-	snprintf(tp->file, sizeof(tp->file), "%s", in->name);
-	tp->stored_bytes = in->bytes;
-	tp->recording = true;
-	r = store_record(w->d, trace_stored(t, MSG_TRACE_RUNNING, true), ingest_recorded, in);
-	if (r < 0)
-		ingest_recorded(in, r);
+	in->dl.d = w->d;
+	snprintf(in->dl.trace_id, sizeof(in->dl.trace_id), "%s", w->trace_id);
+	in->dl.pid = w->pid;
+	snprintf(in->dl.name, sizeof(in->dl.name), "%s", in->name);
+	in->dl.bytes = in->k.bytes;
+	in->dl.done = ingest_delivered;
+	deliver_file(&in->dl, in->k.tmp);
 }
 
 static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -574,12 +513,14 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 	w->ingesting = true;
 	in->w = w;
 	in->req.data = in;
-	in->limit = w->d->cfg.max_trace_bytes;
-	snprintf(in->src, sizeof(in->src), "%s/%s", w->dir, filename);
+	in->k.limit = w->d->cfg.max_trace_bytes;
+	in->k.pid = w->pid;
+	in->k.uid = w->uid;
+	snprintf(in->k.src, sizeof(in->k.src), "%s/%s", w->dir, filename);
 	store_file_name(w->d->host, w->pid, w->rank, MSG_FMT_TRACE, in->name, sizeof(in->name));
 	store_mkdir(w->d, w->trace_id);
 	store_path(w->d, w->trace_id, in->name, in->final, sizeof(in->final));
-	snprintf(in->tmp, sizeof(in->tmp), "%s.tmp", in->final);
+	snprintf(in->k.tmp, sizeof(in->k.tmp), "%s.tmp", in->final);
 	if (uv_queue_work(w->d->loop, &in->req, ingest_work, ingest_done) < 0) {
 		w->ingesting = false;
 		free(in);
@@ -607,20 +548,20 @@ static bool ours(const char *path, struct stat *st)
 static int base_dir(struct daemon *d, struct perr *err)
 {
 	const char *want = d->cfg.kineto_trace_dir;
-	char *base = d->kineto_base;
+	char *base = d->kineto->base;
 	struct stat st;
 
 	if (base[0] && ours(base, &st))
 		return 0;
 	if (mkdir(want, 0711) == 0 || (errno == EEXIST && ours(want, &st))) {
-		snprintf(base, sizeof(d->kineto_base), "%s", want);
-		d->kineto_base_private = false;
+		snprintf(base, sizeof(d->kineto->base), "%s", want);
+		d->kineto->base_private = false;
 		return 0;
 	}
 	if (errno != EEXIST)
 		return perr_set(err, -errno, "kineto.trace_dir %s: %s", want, strerror(errno));
-	if (snprintf(base, sizeof(d->kineto_base), "%s.XXXXXX", want) >=
-	    (int)sizeof(d->kineto_base) || mkdtemp(base) == NULL || chmod(base, 0711) != 0) {
+	if (snprintf(base, sizeof(d->kineto->base), "%s.XXXXXX", want) >=
+	    (int)sizeof(d->kineto->base) || mkdtemp(base) == NULL || chmod(base, 0711) != 0) {
 		int r = -errno;
 
 		base[0] = 0;
@@ -628,7 +569,7 @@ static int base_dir(struct daemon *d, struct perr *err)
 		                "gprofd's), and a private one beside it cannot be made: %s", want,
 		                strerror(-r));
 	}
-	d->kineto_base_private = true;
+	d->kineto->base_private = true;
 	if (lstat(want, &st) == 0)
 		log_warn("kineto.trace_dir %s is not gprofd's (a %s of uid %u, mode %03o): "
 		         "Kineto traces go to %s instead; remove it or choose another "
@@ -638,9 +579,14 @@ static int base_dir(struct daemon *d, struct perr *err)
 	return 0;
 }
 
-void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
+/* The back end's start (backend.h): leaves t's on-demand config for tp's
+ * client, to be handed over at its next poll, and watches for the file it
+ * will write. */
+static void kineto_part_start(struct trace *t, struct tproc *tp)
 {
+	struct daemon *d = t->d;
 	struct proc *p = tp->proc;
+	struct kclient *c = p->be_data;
 	char config[PATH_MAX + 1024], why[300];
 	struct kwatch *w;
 	struct perr err;
@@ -657,7 +603,7 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 	w->rank = p->rank;
 	snprintf(w->trace_id, sizeof(w->trace_id), "%s", t->id);
 	r = base_dir(d, &err);
-	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->kineto_base, t->id, (int)p->pid);
+	snprintf(w->dir, sizeof(w->dir), "%s/%s-%d", d->kineto->base, t->id, (int)p->pid);
 	if (r == 0 && mkdir(w->dir, 0700) != 0)
 		r = perr_set(&err, -errno, "cannot create %s: %s", w->dir, strerror(errno));
 	/* the traced process writes there as itself */
@@ -682,8 +628,8 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 		return;
 	}
 	w->ev.data = w;
-	w->next = d->kwatches;
-	d->kwatches = w;
+	w->next = d->kineto->watches;
+	d->kineto->watches = w;
 	sweep_arm(d);
 	/* The on-demand config, as `dyno gputrace` would write it. An
 	 * iteration config says ACTIVITIES_DURATION_MSECS=0: a Kineto that has
@@ -708,8 +654,8 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 		snprintf(config + n, sizeof(config) - (size_t)n,
 		         "PROFILE_START_TIME=%lld\nACTIVITIES_DURATION_MSECS=%lld\nREQUEST_TRACE_ID=%s",
 		         (long long)(t->win.start_at_us / 1000), (long long)t->win.duration_ms, t->id);
-	kineto_withdraw(p);
-	p->offers = 0;
+	withdraw(c);
+	c->offers = 0;
 	if (t->win.iterations > 0) {
 		/* the fallback needs Kineto's 5 s warm-up, the capture and the
 		 * writing: leave it 20 s of the trace's time, or at least half */
@@ -720,22 +666,76 @@ void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp)
 			room_us = t->timeout_ms * 500;
 		if (wait_us > room_us)
 			wait_us = room_us;
-		if (asprintf(&p->pending, "%s0", config) < 0)
-			p->pending = NULL;
-		if (asprintf(&p->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
-			p->fallback = NULL;
-		p->fallback_at_us = clock_now_us() + wait_us;
+		if (asprintf(&c->pending, "%s0", config) < 0)
+			c->pending = NULL;
+		if (asprintf(&c->fallback, "%s" KINETO_FALLBACK_MS, config) < 0)
+			c->fallback = NULL;
+		c->fallback_at_us = clock_now_us() + wait_us;
 		w->wait_s = wait_us / 1000000;
-		if (p->fallback == NULL)
-			kineto_withdraw(p);
+		if (c->fallback == NULL)
+			withdraw(c);
 	} else
-		p->pending = strdup(config);
-	if (p->pending == NULL) {
+		c->pending = strdup(config);
+	if (c->pending == NULL) {
 		trace_set_state(t, tp, MSG_TS_FAILED, "out of memory");
 		return;
 	}
 	trace_set_state(t, tp, MSG_TS_WAITING, NULL);
 }
+
+/* Kineto has no way to take a memory snapshot. */
+static const char *kineto_refuse(const struct trace *t)
+{
+	if (t->win.memory_snapshot)
+		return "a memory snapshot needs the agent: this process is traced through Kineto's "
+		       "daemon mode (KINETO_USE_DAEMON); start it with libgprof_agent and "
+		       "GPROF_TORCH_STEPS=1 (gprofctl launch does both)";
+	return NULL;
+}
+
+/* A part ending early: Kineto must not start a config it was not handed
+ * yet (one it took cannot be called back; its file is not stored). */
+static void kineto_cancel(struct trace *t, struct tproc *tp, const char *why)
+{
+	(void)t;
+	(void)why;
+	withdraw(tp->proc->be_data);
+}
+
+/* A client that stopped polling, or a Kineto that took the config and
+ * wrote nothing. */
+static void kineto_timed_out(const struct trace *t, const struct tproc *tp, char *why,
+                             size_t size)
+{
+	snprintf(why, size, "timed out after %lld s while %s: %s",
+	         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state),
+	         tp->state == MSG_TS_WAITING ? "the process did not poll for its "
+	         "config (is it still running with KINETO_USE_DAEMON=1?)" :
+	         "Kineto took the config but wrote no trace (did the job reach the "
+	         "iterations? is another profiler active in it?)");
+}
+
+/* The client is forgotten: its state goes with it. */
+static void kineto_forget(struct proc *p)
+{
+	struct kclient *c = p->be_data;
+
+	if (c != NULL)
+		withdraw(c);
+	free(c);
+	p->be_data = NULL;
+}
+
+static const struct backend kineto_backend = {
+	.name = "kineto",
+	.kind = MSG_KIND_KINETO,
+	.counts_steps = false,     /* Kineto reports no steps to the daemon */
+	.refuse = kineto_refuse,
+	.start = kineto_part_start,
+	.cancel = kineto_cancel,
+	.timed_out = kineto_timed_out,
+	.forget = kineto_forget,
+};
 
 /* ---- life cycle ---- */
 
@@ -749,15 +749,16 @@ static void on_sweep(uv_timer_t *timer)
 
 	for (p = d->procs; p != NULL; p = next) {
 		next = p->next;
-		if (p->kind == MSG_KIND_KINETO && now - p->last_seen_us > limit) {
+		if (p->be == &kineto_backend &&
+		    now - ((struct kclient *)p->be_data)->last_seen_us > limit) {
 			log_info("kineto client pid %d silent for %llu s: forgotten", (int)p->pid,
 			         (unsigned long long)d->cfg.kineto_expiry_s);
 			registry_remove(d, p);
-		} else if (p->kind == MSG_KIND_KINETO)
+		} else if (p->be == &kineto_backend)
 			clients = true;
 	}
 	/* watches whose process has ended one way or another */
-	for (w = d->kwatches; w != NULL; w = wnext) {
+	for (w = d->kineto->watches; w != NULL; w = wnext) {
 		struct trace *t = trace_find(d, w->trace_id);
 		struct tproc *tp = t ? trace_tproc(t, w->pid) : NULL;
 
@@ -768,7 +769,7 @@ static void on_sweep(uv_timer_t *timer)
 			watch_close(w);
 		}
 	}
-	if (!clients && d->kwatches == NULL)
+	if (!clients && d->kineto->watches == NULL)
 		uv_timer_stop(timer);
 }
 
@@ -816,6 +817,9 @@ int kineto_start(struct daemon *d, struct perr *err)
 	socklen_t len;
 	int one = 1, r;
 
+	if ((d->kineto = calloc(1, sizeof(*d->kineto))) == NULL)
+		return perr_set(err, -ENOMEM, "out of memory");
+	d->kineto->fd = -1;
 	if (!d->cfg.kineto_enabled) {
 		take_passed(d, NULL, 0); /* closes one passed */
 		return 0;
@@ -826,22 +830,22 @@ int kineto_start(struct daemon *d, struct perr *err)
 		r = kipc_addr_abstract(&sa, &len, d->cfg.kineto_socket_name);
 	if (r < 0)
 		return perr_set(err, r, "kineto socket name too long");
-	if ((d->kineto_fd = take_passed(d, &sa, len)) >= 0) {
-		d->kineto_fd_passed = true;
+	if ((d->kineto->fd = take_passed(d, &sa, len)) >= 0) {
+		d->kineto->fd_passed = true;
 		goto serve;
 	}
 	if (d->cfg.kineto_socket_dir[0])
 		mkdir(d->cfg.kineto_socket_dir, 0755);
-	d->kineto_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (d->kineto_fd < 0)
+	d->kineto->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (d->kineto->fd < 0)
 		return perr_set(err, -errno, "kineto socket: %s", strerror(errno));
 	if (d->cfg.kineto_socket_dir[0])
 		unlink(sa.sun_path);
-	if (bind(d->kineto_fd, (struct sockaddr *)&sa, len) != 0) {
+	if (bind(d->kineto->fd, (struct sockaddr *)&sa, len) != 0) {
 		char who[256] = "";
 
 		r = -errno;
-		close(d->kineto_fd);
+		close(d->kineto->fd);
 		/* an abstract name any local user may have taken first: say who,
 		 * since PyTorch jobs would send their requests to that process */
 		if (r == -EADDRINUSE && !d->cfg.kineto_socket_dir[0])
@@ -857,16 +861,16 @@ int kineto_start(struct daemon *d, struct perr *err)
 	if (d->cfg.kineto_socket_dir[0])
 		chmod(sa.sun_path, 0666);
 serve:
-	setsockopt(d->kineto_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-	uv_poll_init(d->loop, &d->kineto_poll, d->kineto_fd);
-	d->kineto_poll.data = d;
-	uv_poll_start(&d->kineto_poll, UV_READABLE, on_readable);
-	uv_timer_init(d->loop, &d->kineto_timer);
-	d->kineto_timer.data = d;
-	d->kineto_open = true;
+	setsockopt(d->kineto->fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	uv_poll_init(d->loop, &d->kineto->poll, d->kineto->fd);
+	d->kineto->poll.data = d;
+	uv_poll_start(&d->kineto->poll, UV_READABLE, on_readable);
+	uv_timer_init(d->loop, &d->kineto->timer);
+	d->kineto->timer.data = d;
+	d->kineto->open = true;
 	log_info("serving Kineto clients (KINETO_USE_DAEMON=1) on %s%s%s", d->cfg.kineto_socket_dir[0] ?
 	         "" : "@", d->cfg.kineto_socket_dir[0] ? sa.sun_path : d->cfg.kineto_socket_name,
-	         d->kineto_fd_passed ? " (the socket systemd passed)" : "");
+	         d->kineto->fd_passed ? " (the socket systemd passed)" : "");
 	return 0;
 }
 
@@ -874,31 +878,45 @@ void kineto_stop(struct daemon *d)
 {
 	struct kwatch *w;
 
+	if (d->kineto == NULL)
+		return;
 	/* the traces still running end with the daemon: what Kineto wrote for
 	 * them goes, and their directories (one being ingested goes when that
 	 * ends: ingest_done) */
-	while ((w = d->kwatches) != NULL) {
+	while ((w = d->kineto->watches) != NULL) {
 		if (!w->ingesting)
 			remove_dir(w->dir);
 		watch_close(w);
 	}
 	/* the private base goes when empty (a per-trace directory a person
 	 * should look at keeps it): nothing of a stopped daemon stays in /tmp */
-	if (d->kineto_base_private)
-		rmdir(d->kineto_base);
-	if (!d->kineto_open)
+	if (d->kineto->base_private)
+		rmdir(d->kineto->base);
+	if (!d->kineto->open)
 		return;
-	d->kineto_open = false;
-	uv_poll_stop(&d->kineto_poll);
-	uv_close((uv_handle_t *)&d->kineto_poll, NULL);
-	uv_close((uv_handle_t *)&d->kineto_timer, NULL);
-	close(d->kineto_fd);
+	d->kineto->open = false;
+	uv_poll_stop(&d->kineto->poll);
+	uv_close((uv_handle_t *)&d->kineto->poll, NULL);
+	uv_close((uv_handle_t *)&d->kineto->timer, NULL);
+	close(d->kineto->fd);
 	/* a socket file systemd made stays: systemd hands it to the next start */
-	if (d->cfg.kineto_socket_dir[0] && !d->kineto_fd_passed) {
+	if (d->cfg.kineto_socket_dir[0] && !d->kineto->fd_passed) {
 		char path[PATH_MAX + 80];
 
 		snprintf(path, sizeof(path), "%s/%s", d->cfg.kineto_socket_dir,
 		         d->cfg.kineto_socket_name);
 		unlink(path);
 	}
+}
+
+bool kineto_serving(struct daemon *d, bool *passed)
+{
+	*passed = d->kineto != NULL && d->kineto->fd_passed;
+	return d->kineto != NULL && d->kineto->open;
+}
+
+void kineto_free(struct daemon *d)
+{
+	free(d->kineto);
+	d->kineto = NULL;
 }

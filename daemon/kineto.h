@@ -25,40 +25,53 @@
  * 20 s, the time Kineto's fallback needs, but at least half the timeout)
  * the same config with Kineto's default 500 ms duration is handed over
  * once: a process that never steps gets a capture by time, and the status
- * says so. proc->pending, ->fallback (set only while an iteration config
- * is being offered), ->fallback_at_us and ->offers hold that state.
+ * says so. The client's struct kclient (kineto.c, its proc->be_data)
+ * holds that state: pending, fallback (set only while an iteration config
+ * is being offered), fallback_at_us and offers.
  *
  * Every pending datagram is drained on each wake-up (Dynolog handles one
  * per 10 ms, and 8 ranks polling at once time out). Clients silent for
  * kineto.expiry are forgotten. Malformed datagrams are dropped and counted.
  *
- * Ownership: the daemon owns the socket, its poll handle, the expiry timer
- * and the list of file watches (d->kwatches); a watch is freed in its
- * handle's close callback.
+ * The capture back end. Kineto clients are registered with this file's
+ * backend table (backend.h), through which the trace engine starts,
+ * cancels and times out their parts (kineto_part_start: the config and a
+ * file watch). A file Kineto wrote is compressed into the trace's
+ * directory on the thread pool (kingest.c) and handed to deliver.c, which stores,
+ * records and acknowledges it as it does an agent's upload.
  *
- * Floor: an engine above trace, registry and store (it reports into
- * them like an upload does); the trace engine reaches it only through
- * d->hooks.kineto_capture and kineto_withdraw, which main.c points here.
- * Called by main.c (start, stop), the hooks, and libuv.
+ * Ownership: the service's state is a struct kineto of kineto.c's own
+ * (d->kineto), made by kineto_start and freed by kineto_free once the
+ * loop has run out; it owns the socket, its poll handle, the expiry timer
+ * and the list of file watches; a watch is freed in its handle's close
+ * callback (or, with an ingest in flight, when that ends). A socket
+ * systemd passed is the server's hand-off (d->kineto_passed, server.c). Each client's struct kclient is this file's,
+ * freed when the registry forgets the process (the table's forget).
+ *
+ * Floor: a back end above trace, registry, store and deliver (it reports
+ * into them like an upload does); nothing of the engine names it. Called
+ * by main.c (start, stop), the engine through its backend table, and
+ * libuv.
  */
 #ifndef GPROFD_KINETO_H
 #define GPROFD_KINETO_H
 
+#include <stdbool.h>
+
 #include "daemon.h"
 #include "perr.h"
 
-struct proc;
-struct trace;
-struct tproc;
-
+/* Serves the Kineto socket (kineto.enabled): 0, or -errno with err saying
+ * why (a taken name, and who holds it). */
 int kineto_start(struct daemon *d, struct perr *err);
+/* Closes the socket and every file watch; what Kineto wrote for traces
+ * still running goes. */
 void kineto_stop(struct daemon *d);
 
-/* Leaves t's on-demand config for tp's Kineto client, to be handed over at
- * its next poll, and watches for the file it will write. */
-void kineto_capture(struct daemon *d, struct trace *t, struct tproc *tp);
+/* Frees the service (after the loop has run out; NULL-safe). */
+void kineto_free(struct daemon *d);
 
-/* Withdraws p's config not yet handed over (and stops offering it). */
-void kineto_withdraw(struct proc *p);
+/* Is the socket served? *passed: it is the one systemd passed. */
+bool kineto_serving(struct daemon *d, bool *passed);
 
 #endif

@@ -328,9 +328,6 @@ static void on_proc_gone(struct daemon *d, struct proc *p)
 static void install_hooks(struct daemon *d)
 {
 	d->hooks.proc_gone = on_proc_gone;
-	d->hooks.kineto_capture = kineto_capture;
-	d->hooks.kineto_withdraw = kineto_withdraw;
-	d->hooks.trace_running = trace_running;
 }
 
 static int run(struct daemon *d)
@@ -389,6 +386,7 @@ static int run(struct daemon *d)
 		server_stop(d);
 		stop_finish(d);
 		uv_run(&loop, UV_RUN_DEFAULT);
+		kineto_free(d);
 		store_deinit(d);
 		uv_loop_close(&loop);
 		component_deinit(d);
@@ -408,6 +406,7 @@ static int run(struct daemon *d)
 	}
 	sdnotify_send("READY=1");
 	uv_run(&loop, UV_RUN_DEFAULT);
+	kineto_free(d);
 	store_deinit(d);
 	r = uv_loop_close(&loop);
 	component_deinit(d);

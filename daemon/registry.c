@@ -4,7 +4,6 @@
  * request, list processes) visits them all anyway.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +12,6 @@
 
 #include "clock.h"
 #include "conn.h"
-#include "ident.h"
 #include "log.h"
 #include "peer.h"
 #include "registry.h"
@@ -29,14 +27,12 @@ static void proc_free(struct proc *p)
 	free(p->host);
 	free(p->version);
 	free(p->name);
-	free(p->pending);
-	free(p->fallback);
 	free(p);
 }
 
 /* Links p into the registry, counting what it holds (counters.h
- * proc_bytes: the struct and its names; a Kineto client's pending
- * configs, which come and go, are not counted). */
+ * proc_bytes: the struct and its names; what its back end holds for it,
+ * which comes and goes, is not counted). */
 static void link_proc(struct daemon *d, struct proc *p)
 {
 	p->bytes = sizeof(*p) + strlen(p->job_id) + strlen(p->host) + strlen(p->version) +
@@ -49,8 +45,8 @@ static void link_proc(struct daemon *d, struct proc *p)
 	d->nprocs++;
 }
 
-int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
-                 const struct msg_register *r, struct proc **out)
+int registry_add(struct daemon *d, const struct backend *be, struct conn *c, pid_t pid,
+                 uid_t uid, const struct msg_register *r, struct proc **out)
 {
 	struct proc *p;
 	size_t i;
@@ -66,7 +62,8 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 		return -ENOMEM;
 	p->pid = pid;
 	p->uid = uid;
-	p->kind = MSG_KIND_AGENT;
+	p->kind = be->kind;
+	p->be = be;
 	for (i = 0; i < r->ppids.n && i < PROC_PPIDS_MAX; i++)
 		p->ppids[p->nppids++] = (int32_t)r->ppids.v[i];
 	for (i = 0; i < r->gpus.n && i < PROC_GPUS_MAX; i++)
@@ -91,52 +88,10 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
 	return 0;
 }
 
-/* A Kineto client says nothing of its rank: read RANK, LOCAL_RANK,
- * WORLD_SIZE (or SLURM's, MPI's) from its environment, where /proc lets
- * the daemon (root, or the process's own user); -1 where it cannot. The
- * environment is the one the process started with, which is where a
- * launcher puts them. */
-static void kineto_identity(struct daemon *d, struct proc *p)
+int registry_add_client(struct daemon *d, const struct backend *be, pid_t pid, uid_t uid,
+                        const char *job_id, const int32_t *ppids, int nppids,
+                        struct proc **out)
 {
-	char path[PATH_MAX];
-	struct ident id;
-	size_t len = 0, cap = 64 << 10;
-	char *env = malloc(cap);
-	ssize_t n;
-	int fd;
-
-	p->rank = p->local_rank = p->world_size = -1;
-	snprintf(path, sizeof(path), "%s/proc/%d/environ",
-	         strcmp(d->cfg.proc_root, "/") == 0 ? "" : d->cfg.proc_root, (int)p->pid);
-	fd = env ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-	if (fd < 0) {
-		free(env);
-		return;
-	}
-	/* at most 1 MiB: the variables sought are set by launchers, early */
-	while ((n = read(fd, env + len, cap - len)) > 0) {
-		len += (size_t)n;
-		if (len == cap) {
-			char *more = cap < (1u << 20) ? realloc(env, cap * 2) : NULL;
-
-			if (more == NULL)
-				break;
-			env = more;
-			cap *= 2;
-		}
-	}
-	close(fd);
-	ident_read_environ(&id, env, len);
-	free(env);
-	p->rank = id.rank;
-	p->local_rank = id.local_rank;
-	p->world_size = id.world_size;
-}
-
-int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
-                        const int32_t *ppids, int nppids, struct proc **out)
-{
-	char job[32] = "";
 	struct proc *p;
 	int i;
 
@@ -147,25 +102,22 @@ int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
 	p = calloc(1, sizeof(*p));
 	if (p == NULL)
 		return -ENOMEM;
-	/* Kineto's job id is SLURM_JOB_ID or 0: 0 means none */
-	if (job_id != 0)
-		snprintf(job, sizeof(job), "%lld", (long long)job_id);
 	p->pid = pid;
 	p->uid = uid;
-	p->kind = MSG_KIND_KINETO;
+	p->kind = be->kind;
+	p->be = be;
 	for (i = 0; i < nppids && i < PROC_PPIDS_MAX; i++)
 		p->ppids[p->nppids++] = ppids[i];
-	p->job_id = strdup(job);
+	p->job_id = dup_or_empty(job_id);
 	p->host = strdup(d->host);
-	p->version = strdup("kineto");
+	p->version = strdup(be->name);
 	p->name = strdup("");
 	if (!p->job_id || !p->host || !p->version || !p->name) {
 		proc_free(p);
 		return -ENOMEM;
 	}
-	kineto_identity(d, p);
-	p->caps = MSG_CAP_CUPTI | MSG_CAP_STEPS;
-	p->registered_us = p->last_seen_us = clock_now_us();
+	p->rank = p->local_rank = p->world_size = -1;
+	p->registered_us = clock_now_us();
 	p->start_time = peer_start_time(pid);
 	link_proc(d, p);
 	*out = p;
@@ -177,6 +129,8 @@ void registry_remove(struct daemon *d, struct proc *p)
 	if (p->ref != NULL)
 		*p->ref = NULL; /* its session lives on, unregistered */
 	d->hooks.proc_gone(d, p);
+	if (p->be->forget != NULL)
+		p->be->forget(p);
 	if (p->prev)
 		p->prev->next = p->next;
 	else
@@ -261,7 +215,7 @@ int64_t registry_step_now(const struct proc *p, int64_t now_us)
 {
 	int64_t since = now_us - p->heartbeat_us;
 
-	if (p->kind != MSG_KIND_AGENT || p->steps <= 0)
+	if (!p->be->counts_steps || p->steps <= 0)
 		return 0;
 	if (p->median_step_us <= 0 || since <= 0)
 		return p->steps;

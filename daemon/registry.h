@@ -3,8 +3,10 @@
  *
  * An agent's process is registered by its `register` message and lives
  * as long as its connection: bus.c calls registry_remove when the
- * session goes. Kineto clients (issue 7) are added with kind
- * MSG_KIND_KINETO and expire by silence instead. Either is dropped sooner
+ * session goes. A process that registers by no message (a Kineto client,
+ * issue 7) is added by its back end (registry_add_client), which removes
+ * it when it falls silent. Each proc names its capture back end (p->be,
+ * backend.h); the registry names none. Either is dropped sooner
  * when its pid is claimed by another process (registry_find_live): a pid
  * names a process only while that process lives.
  *
@@ -16,8 +18,8 @@
  * before a proc is freed.
  *
  * Floor: the lowest engine: it includes only conn.h (an agent's conn,
- * to know its process alive) and tells the floors above that a process
- * is gone through d->hooks.proc_gone. Called by hagent.c (register),
+ * to know its process alive) and backend.h, and tells the floors above
+ * that a process is gone through d->hooks.proc_gone. Called by hagent.c (register),
  * bus.c (a session gone), kineto.c, trace.c (matching), hinfo.c and
  * metrics.c (reading).
  */
@@ -28,6 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "backend.h"
 #include "daemon.h"
 #include "msg.h"
 
@@ -60,21 +63,17 @@ struct proc {
 	struct trace *busy;        /* the trace capturing it now, if any */
 	size_t mslot;              /* metrics.c's slot for its step values, + 1 */
 	size_t bytes;              /* what it holds, as counted in proc_bytes */
-	/* Kineto clients (kineto.c) */
-	int64_t last_seen_us;      /* its last poll */
-	char *pending;             /* on-demand config for its next free poll (owned) */
-	int offers;                /* times pending was handed over */
-	char *fallback;            /* an iteration config's duration fallback, from
-	                              fallback_at_us on; set while it is offered (owned) */
-	int64_t fallback_at_us;
+	const struct backend *be;  /* how it is captured (backend.h); never NULL */
+	void *be_data;             /* its back end's own state for it (owned by the
+	                            * back end, freed by be->forget) */
 };
 
-/* Adds a process from a validated `register` message. pid and uid come
- * from the connection's credentials. 0, -ENOSPC (limits.processes),
- * -EEXIST (that pid is already registered on another connection),
- * -ENOMEM. */
-int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
-                 const struct msg_register *r, struct proc **out);
+/* Adds a process from a validated `register` message, captured through
+ * be. pid and uid come from the connection's credentials. 0, -ENOSPC
+ * (limits.processes), -EEXIST (that pid is already registered on another
+ * connection), -ENOMEM. */
+int registry_add(struct daemon *d, const struct backend *be, struct conn *c, pid_t pid,
+                 uid_t uid, const struct msg_register *r, struct proc **out);
 
 /* The process registered as pid, if it is still the process that
  * registered, as the kernel says the process with that pid now is of uid:
@@ -84,14 +83,19 @@ int registry_add(struct daemon *d, struct conn *c, pid_t pid, uid_t uid,
  * and NULL returned. */
 struct proc *registry_find_live(struct daemon *d, pid_t pid, uid_t uid);
 
-/* Removes and frees p: clears *p->ref, then tells the floors above
- * (d->hooks.proc_gone: traces, metrics) before it is freed. */
+/* Removes and frees p: clears *p->ref, tells the floors above
+ * (d->hooks.proc_gone: traces, metrics), then its back end (be->forget),
+ * and frees it. */
 void registry_remove(struct daemon *d, struct proc *p);
 
-/* Adds a Kineto client seen polling: pid and uid from its credentials,
- * job id and ancestors from its datagram. 0, -ENOSPC, -ENOMEM. */
-int registry_add_kineto(struct daemon *d, pid_t pid, uid_t uid, int64_t job_id,
-                        const int32_t *ppids, int nppids, struct proc **out);
+/* Adds a process that registers by no message (a Kineto client seen
+ * polling), captured through be: pid and uid from its credentials, its
+ * job id and ancestors as its back end found them; its rank, local rank
+ * and world size unknown (-1) until the back end sets them, its version
+ * be->name. 0, -ENOSPC (limits.processes), -ENOMEM. */
+int registry_add_client(struct daemon *d, const struct backend *be, pid_t pid, uid_t uid,
+                        const char *job_id, const int32_t *ppids, int nppids,
+                        struct proc **out);
 
 struct proc *registry_find(struct daemon *d, pid_t pid);
 

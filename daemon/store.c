@@ -22,6 +22,25 @@
 
 #define MANIFEST "manifest.json"
 
+/* A trace directory in use: made by store_mkdir for a trace still
+ * running, until store_add records the trace's end. */
+struct sopen {
+	struct sopen *next;
+	char id[64];
+};
+
+/* The store's state, its own: the daemon holds only a pointer
+ * (d->store), made by store_init and freed by store_deinit. */
+struct store {
+	int lock_fd;               /* holds the flock on <state_dir>/gprofd.lock */
+	struct sjob *jobs;         /* the writer's queue; the first runs when... */
+	bool job_running;          /* ...this is set */
+	struct stored *list;       /* newest first */
+	uint64_t bytes;
+	size_t n;
+	struct sopen *open;        /* directories of traces still running */
+};
+
 static void traces_dir(struct daemon *d, char *out, size_t size)
 {
 	snprintf(out, size, "%s/traces", d->cfg.state_dir);
@@ -56,13 +75,45 @@ void store_file_name(const char *host, pid_t pid, int64_t rank, int format, char
 	         "pt.trace.json.gz");
 }
 
+/* Is trace id's directory in use by a trace still running? */
+static bool is_open(struct daemon *d, const char *id)
+{
+	struct sopen *o;
+
+	for (o = d->store->open; o != NULL; o = o->next)
+		if (strcmp(o->id, id) == 0)
+			return true;
+	return false;
+}
+
+/* Trace id ended (store_add): its directory is the list's now. */
+static void close_open(struct daemon *d, const char *id)
+{
+	struct sopen **pp, *o;
+
+	for (pp = &d->store->open; (o = *pp) != NULL; pp = &o->next)
+		if (strcmp(o->id, id) == 0) {
+			*pp = o->next;
+			free(o);
+			return;
+		}
+}
+
 int store_mkdir(struct daemon *d, const char *trace_id)
 {
 	char path[PATH_MAX];
+	struct sopen *o;
 
 	store_path(d, trace_id, NULL, path, sizeof(path));
 	if (mkdir(path, 0700) != 0 && errno != EEXIST)
 		return -errno;
+	if (!is_open(d, trace_id)) {
+		if ((o = calloc(1, sizeof(*o))) == NULL)
+			return -ENOMEM;
+		snprintf(o->id, sizeof(o->id), "%s", trace_id);
+		o->next = d->store->open;
+		d->store->open = o;
+	}
 	return 0;
 }
 
@@ -95,14 +146,14 @@ static void stored_free(struct stored *s)
 /* Inserts s keeping the list newest first. */
 static void insert(struct daemon *d, struct stored *s)
 {
-	struct stored **pp = &d->stored;
+	struct stored **pp = &d->store->list;
 
 	while (*pp != NULL && (*pp)->created_us > s->created_us)
 		pp = &(*pp)->next;
 	s->next = *pp;
 	*pp = s;
-	d->nstored++;
-	d->stored_bytes += s->bytes;
+	d->store->n++;
+	d->store->bytes += s->bytes;
 }
 
 /* fsync of a directory, so the renames and creations in it survive a crash
@@ -329,7 +380,7 @@ static bool drop_missing(const char *dir, struct stored *s)
  * One gprofd per state directory: the state directory is the daemon's own
  * (0700, its uid), and an exclusive flock on <state_dir>/gprofd.lock, a
  * file only the daemon's uid can open (owndir.c), is taken before anything
- * in the store is read or changed and held (through d->store_lock_fd)
+ * in the store is read or changed and held (through d->store->lock_fd)
  * until exit; the kernel drops it when the process ends, however it ends.
  */
 static int lock_state(struct daemon *d, struct perr *err)
@@ -343,7 +394,7 @@ static int lock_state(struct daemon *d, struct perr *err)
 	close(dfd);
 	if (fd < 0)
 		return fd;
-	d->store_lock_fd = fd;
+	d->store->lock_fd = fd;
 	return 0;
 }
 
@@ -356,7 +407,9 @@ int store_init(struct daemon *d, struct perr *err)
 	bool dropped;
 	int r;
 
-	d->store_lock_fd = -1;
+	if ((d->store = calloc(1, sizeof(*d->store))) == NULL)
+		return perr_set(err, -ENOMEM, "out of memory");
+	d->store->lock_fd = -1;
 	r = lock_state(d, err);
 	if (r < 0)
 		return r;
@@ -410,8 +463,8 @@ int store_init(struct daemon *d, struct perr *err)
 		insert(d, s);
 	}
 	closedir(dh);
-	log_info("%zu stored traces, %llu bytes, in %s", d->nstored,
-	         (unsigned long long)d->stored_bytes, dir);
+	log_info("%zu stored traces, %llu bytes, in %s", d->store->n,
+	         (unsigned long long)d->store->bytes, dir);
 	store_retain(d);
 	return 0;
 }
@@ -419,17 +472,22 @@ int store_init(struct daemon *d, struct perr *err)
 void store_deinit(struct daemon *d)
 {
 	struct stored *s, *next;
+	struct sopen *o;
 
-	for (s = d->stored; s != NULL; s = next) {
+	if (d->store == NULL)
+		return;
+	for (s = d->store->list; s != NULL; s = next) {
 		next = s->next;
 		stored_free(s);
 	}
-	d->stored = NULL;
-	d->nstored = 0;
-	d->stored_bytes = 0;
-	if (d->store_lock_fd >= 0)
-		close(d->store_lock_fd); /* the lock goes with it */
-	d->store_lock_fd = -1;
+	while ((o = d->store->open) != NULL) {
+		d->store->open = o->next;
+		free(o);
+	}
+	if (d->store->lock_fd >= 0)
+		close(d->store->lock_fd); /* the lock goes with it */
+	free(d->store);
+	d->store = NULL;
 }
 
 /* A copy of s (the writer gets its own). NULL when out of memory. */
@@ -497,8 +555,8 @@ static void job_done(uv_work_t *req, int status)
 	struct swaiter *w, *next;
 
 	(void)status;
-	d->store_jobs = j->next;
-	d->store_job_running = false;
+	d->store->jobs = j->next;
+	d->store->job_running = false;
 	if (j->final && j->result < 0)
 		log_err("trace %s: cannot write its final manifest (%s); the manifest written at "
 		        "its last acknowledgement still lists its files, which the next start "
@@ -510,7 +568,7 @@ static void job_done(uv_work_t *req, int status)
 	}
 	/* deleted (or ended with nothing) while this job wrote its manifest:
 	 * no directory of it may stay */
-	if (store_find(d, j->id) == NULL && !d->hooks.trace_running(d, j->id))
+	if (store_find(d, j->id) == NULL && !is_open(d, j->id))
 		remove_dir(j->dir);
 	if (j->s != NULL)
 		stored_free(j->s);
@@ -520,11 +578,11 @@ static void job_done(uv_work_t *req, int status)
 
 static void job_next(struct daemon *d)
 {
-	struct sjob *j = d->store_jobs;
+	struct sjob *j = d->store->jobs;
 
-	if (j == NULL || d->store_job_running)
+	if (j == NULL || d->store->job_running)
 		return;
-	d->store_job_running = true;
+	d->store->job_running = true;
 	j->req.data = j;
 	if (uv_queue_work(d->loop, &j->req, job_work, job_done) < 0) {
 		job_work(&j->req); /* the loop refuses work only while closing */
@@ -549,7 +607,7 @@ static struct sjob *job_new(struct daemon *d, const char *id, struct stored *s)
 
 static void job_push(struct daemon *d, struct sjob *j)
 {
-	struct sjob **pp = &d->store_jobs;
+	struct sjob **pp = &d->store->jobs;
 
 	while (*pp != NULL)
 		pp = &(*pp)->next;
@@ -582,8 +640,8 @@ int store_record(struct daemon *d, struct stored *s, store_done_fn fn, void *arg
 	w->fn = fn;
 	w->arg = arg;
 	/* a running manifest of this trace not yet started: this one replaces it */
-	for (j = d->store_jobs; j != NULL; j = j->next)
-		if (!(j == d->store_jobs && d->store_job_running) && !j->final &&
+	for (j = d->store->jobs; j != NULL; j = j->next)
+		if (!(j == d->store->jobs && d->store->job_running) && !j->final &&
 		    strcmp(j->id, s->id) == 0)
 			break;
 	if (j != NULL) {
@@ -609,6 +667,7 @@ void store_add(struct daemon *d, struct stored *s)
 	struct stored *copy;
 	struct sjob *j;
 
+	close_open(d, s->id);
 	if (s->nfiles == 0) {
 		remove_now(d, s->id);
 		stored_free(s);
@@ -630,11 +689,31 @@ void store_add(struct daemon *d, struct stored *s)
 	store_retain(d);
 }
 
+struct stored *store_list(struct daemon *d)
+{
+	return d->store->list;
+}
+
+size_t store_count(struct daemon *d)
+{
+	return d->store->n;
+}
+
+uint64_t store_bytes(struct daemon *d)
+{
+	return d->store->bytes;
+}
+
+bool store_idle(struct daemon *d)
+{
+	return d->store->jobs == NULL;
+}
+
 struct stored *store_find(struct daemon *d, const char *trace_id)
 {
 	struct stored *s;
 
-	for (s = d->stored; s != NULL; s = s->next)
+	for (s = d->store->list; s != NULL; s = s->next)
 		if (strcmp(s->id, trace_id) == 0)
 			return s;
 	return NULL;
@@ -654,13 +733,13 @@ void store_delete(struct daemon *d, struct stored *s)
 {
 	struct stored **pp;
 
-	for (pp = &d->stored; *pp != NULL; pp = &(*pp)->next)
+	for (pp = &d->store->list; *pp != NULL; pp = &(*pp)->next)
 		if (*pp == s) {
 			*pp = s->next;
 			break;
 		}
-	d->nstored--;
-	d->stored_bytes -= s->bytes;
+	d->store->n--;
+	d->store->bytes -= s->bytes;
 	remove_now(d, s->id);
 	stored_free(s);
 }
@@ -672,11 +751,11 @@ void store_retain(struct daemon *d)
 
 	for (;;) {
 		oldest = NULL;
-		for (s = d->stored; s != NULL; s = s->next)
+		for (s = d->store->list; s != NULL; s = s->next)
 			oldest = s;
 		if (oldest == NULL)
 			return;
-		if (oldest->created_us >= cutoff && d->stored_bytes <= d->cfg.retention_max_bytes)
+		if (oldest->created_us >= cutoff && d->store->bytes <= d->cfg.retention_max_bytes)
 			return;
 		log_info("retention: deleting trace %s (%llu bytes, %s)", oldest->id,
 		         (unsigned long long)oldest->bytes,

@@ -30,19 +30,24 @@
  * a trace with nothing delivered) happen on the loop at once; a job that
  * ends for a trace no longer kept removes what it wrote.
  *
- * Ownership: the daemon owns the list of stored traces (d->stored, newest
- * first); each struct stored owns its file array. The writer's jobs
- * (d->store_jobs) own copies, never a trace or a stored entry.
+ * Ownership: the store's state is a struct store of store.c's own, made by
+ * store_init and freed by store_deinit (d->store points at it). It owns
+ * the list of stored traces (newest first); each struct stored owns its
+ * file array. The writer's jobs own copies, never a trace or a stored
+ * entry. A trace's directory is in use from store_mkdir until store_add
+ * records the trace's end: a job ending meanwhile keeps it.
  *
  * Floor: an engine below the trace engine: it never sees a struct trace
- * (trace_stored makes its record), and asks whether a trace still runs
- * through d->hooks.trace_running. Called by main.c (init, retention,
- * deinit), trace.c (add, find), upload.c and kineto.c (paths, records),
- * htrace.c (list, download, delete).
+ * (trace_stored makes its record) and calls nothing above it. Called by
+ * main.c (init, retention, deinit), trace.c (add, find), deliver.c
+ * (records), upload.c and kineto.c (names, paths, directories), htrace.c
+ * and hinfo.c (list, download, delete, totals), component.c (totals).
  */
 #ifndef GPROFD_STORE_H
 #define GPROFD_STORE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -68,10 +73,13 @@ struct stored {
 	uint64_t bytes;
 };
 
-/* Locks the state directory, creates the trace directory and loads what
- * is stored (recovering interrupted traces). 0 or -errno, with err saying
- * which path failed or which pid holds the lock. */
+/* Makes the store (d->store), locks the state directory, creates the
+ * trace directory and loads what is stored (recovering interrupted
+ * traces). 0 or -errno, with err saying which path failed or which pid
+ * holds the lock; store_deinit is called after either. */
 int store_init(struct daemon *d, struct perr *err);
+/* Frees the store and drops the lock (after the loop has run out: no
+ * manifest is being written). */
 void store_deinit(struct daemon *d);
 
 /* Path of a trace's directory or of one of its files. */
@@ -86,7 +94,8 @@ void store_path(struct daemon *d, const char *trace_id, const char *file,
 void store_file_name(const char *host, pid_t pid, int64_t rank, int format, char *out,
                      size_t size);
 
-/* Creates a trace's directory (uploads go there). 0 or -errno. */
+/* Creates a trace's directory (uploads go there), in use until the
+ * trace's store_add. 0 or -errno. */
 int store_mkdir(struct daemon *d, const char *trace_id);
 
 /* Called on the loop when a manifest asked for is on disk (result 0) or
@@ -106,6 +115,13 @@ int store_record(struct daemon *d, struct stored *s, store_done_fn fn, void *arg
  * manifest, adds it to the list, applies retention. A trace with no
  * delivered file leaves nothing. */
 void store_add(struct daemon *d, struct stored *s);
+
+/* The stored traces, newest first (follow ->next); how many; their bytes. */
+struct stored *store_list(struct daemon *d);
+size_t store_count(struct daemon *d);
+uint64_t store_bytes(struct daemon *d);
+/* Is no manifest waiting to be written? */
+bool store_idle(struct daemon *d);
 
 struct stored *store_find(struct daemon *d, const char *trace_id);
 const struct stored_file *store_file(const struct stored *s, const char *name);

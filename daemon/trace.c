@@ -1,6 +1,7 @@
 /*
- * trace: see trace.h (ownership, callers). It sends only to conns (an
- * agent's proc->conn, a follower's), never to a session.
+ * trace: see trace.h (ownership, callers). It sends only to followers'
+ * conns, never to a session; a process is reached only through its part's
+ * back end (tp->be, backend.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -219,14 +220,13 @@ void trace_set_state(struct trace *t, struct tproc *tp, int state, const char *r
 		proc_next(d, freed);
 }
 
-/* A Kineto client's config not yet handed over is withdrawn when its part
- * of the trace ends (cancel, timeout): Kineto must not start it later. */
-static void withdraw_pending(struct trace *t, struct tproc *tp)
+/* tp's part ends early (cancelled, timed out): its back end tells the
+ * process, and withdraws what it had not handed over yet (a Kineto config
+ * must not start later). */
+static void cancel_part(struct trace *t, struct tproc *tp, const char *why)
 {
-	struct proc *p = tp->proc;
-
-	if (p != NULL && p->kind == MSG_KIND_KINETO)
-		t->d->hooks.kineto_withdraw(p);
+	if (tp->proc != NULL)
+		tp->be->cancel(t, tp, why);
 }
 
 static void on_timeout(uv_timer_t *timer)
@@ -241,47 +241,24 @@ static void on_timeout(uv_timer_t *timer)
 
 		if (final_state(tp->state))
 			continue;
-		if (tp->kind == MSG_KIND_KINETO)
-			snprintf(why, sizeof(why), "timed out after %lld s while %s: %s",
-			         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state),
-			         tp->state == MSG_TS_WAITING ? "the process did not poll for its "
-			         "config (is it still running with KINETO_USE_DAEMON=1?)" :
-			         "Kineto took the config but wrote no trace (did the job reach the "
-			         "iterations? is another profiler active in it?)");
-		else
-			snprintf(why, sizeof(why), "timed out after %lld s while %s (raise --timeout, "
-			         "or check that the process reaches the requested iterations)",
-			         (long long)(t->timeout_ms / 1000), msg_tstate_name(tp->state));
-		if (tp->proc != NULL && tp->proc->conn != NULL) {
-			struct msg m;
-
-			msg_init(&m, MSG_CAPTURE_CANCEL, 0);
-			m.u.capture_cancel.trace_id = t->id;
-			m.u.capture_cancel.reason = "trace timed out";
-			conn_send_msg(tp->proc->conn, &m);
-		}
-		withdraw_pending(t, tp);
+		tp->be->timed_out(t, tp, why, sizeof(why));
+		cancel_part(t, tp, "trace timed out");
 		trace_set_state(t, tp, MSG_TS_FAILED, why);
 	}
 }
 
-static void send_start(struct trace *t, struct tproc *tp);
-
 /* Starts t's part on tp's process, which is free. */
 static void begin_on(struct trace *t, struct tproc *tp)
 {
+	const char *why = tp->be->refuse != NULL ? tp->be->refuse(t) : NULL;
+
 	tp->queued = false;
 	tp->reason[0] = '\0';
 	tp->proc->busy = t;
-	if (tp->kind == MSG_KIND_KINETO && t->win.memory_snapshot)
-		trace_set_state(t, tp, MSG_TS_FAILED, "a memory snapshot needs the agent: this "
-		                "process is traced through Kineto's daemon mode (KINETO_USE_DAEMON); "
-		                "start it with libgprof_agent and GPROF_TORCH_STEPS=1 "
-		                "(gprofctl launch does both)");
-	else if (tp->kind == MSG_KIND_KINETO)
-		t->d->hooks.kineto_capture(t->d, t, tp);
+	if (why != NULL)
+		trace_set_state(t, tp, MSG_TS_FAILED, why);
 	else
-		send_start(t, tp);
+		tp->be->start(t, tp);
 }
 
 static int64_t common_start(const struct trace *t);
@@ -341,18 +318,6 @@ static void proc_next(struct daemon *d, struct proc *p)
 	}
 }
 
-static void send_start(struct trace *t, struct tproc *tp)
-{
-	struct msg m;
-
-	msg_init(&m, MSG_CAPTURE_START, 0);
-	m.u.capture_start.trace_id = t->id;
-	m.u.capture_start.win = t->win;
-	m.u.capture_start.win.iteration_range = t->iteration_range[0] ? t->iteration_range : NULL;
-	m.u.capture_start.max_bytes = (int64_t)t->d->cfg.max_trace_bytes;
-	conn_send_msg(tp->proc->conn, &m);
-}
-
 /* Why p sits out trace t although the request matched it, or NULL: a
  * launcher never steps, and a process that never stepped while others
  * of the request have cannot deliver an iteration trace. Such a process
@@ -369,11 +334,11 @@ static const char *sits_out(struct daemon *d, const struct trace *t, const struc
 		         "steps); name its pid alone with --pid to trace it", kids);
 		return why;
 	}
-	if (t->win.iterations <= 0 || t->iteration_range[0] || p->kind != MSG_KIND_AGENT ||
+	if (t->win.iterations <= 0 || t->iteration_range[0] || !p->be->counts_steps ||
 	    p->steps > 0)
 		return NULL;
 	for (i = 0; i < n; i++)
-		if (m[i] != p && m[i]->kind == MSG_KIND_AGENT && m[i]->steps > 0)
+		if (m[i] != p && m[i]->be->counts_steps && m[i]->steps > 0)
 			break;
 	if (i == n)
 		return NULL;
@@ -511,6 +476,7 @@ struct trace *trace_create(struct daemon *d, const struct peer *peer,
 		tp->pid = p->pid;
 		tp->uid = p->uid;
 		tp->kind = p->kind;
+		tp->be = p->be;
 		tp->rank = p->rank;
 		tp->proc = p;
 		snprintf(tp->host, sizeof(tp->host), "%s", p->host);
@@ -616,15 +582,7 @@ int trace_cancel(struct daemon *d, struct trace *t, const char *why)
 
 		if (final_state(tp->state))
 			continue;
-		if (tp->proc != NULL && tp->proc->conn != NULL) {
-			struct msg m;
-
-			msg_init(&m, MSG_CAPTURE_CANCEL, 0);
-			m.u.capture_cancel.trace_id = t->id;
-			m.u.capture_cancel.reason = why;
-			conn_send_msg(tp->proc->conn, &m);
-		}
-		withdraw_pending(t, tp);
+		cancel_part(t, tp, why);
 		n++;
 		trace_set_state(t, tp, MSG_TS_CANCELLED, why);
 	}
@@ -730,11 +688,4 @@ void trace_shutdown(struct daemon *d)
 				trace_set_state(t, &t->tp[i], MSG_TS_FAILED, "the daemon stopped");
 		trace_free(d, t);
 	}
-}
-
-bool trace_running(struct daemon *d, const char *id)
-{
-	struct trace *t = trace_find(d, id);
-
-	return t != NULL && !t->finished;
 }

@@ -15,11 +15,15 @@
  * conn's. Finished traces stay in memory (for trace_status and reasons)
  * until more than TRACE_KEEP_FINISHED have finished.
  *
- * Floor: an engine above the registry and the store; it sends to a
- * conn (an agent's, a follower's) and never sees a session. Reaches
- * Kineto clients through d->hooks.kineto_capture/kineto_withdraw. Called
- * by htrace.c and dynorpc.c (requests), hagent.c, upload.c and kineto.c
- * (progress), bus.c (a session gone), main.c (hooks, shutdown).
+ * Back ends. The engine names no kind of capture: it starts, cancels and
+ * times out a part through its process's back end (tp->be, backend.h:
+ * agentcap.c, kineto.c), which reports back by trace_set_state; a
+ * finished file reaches the part through deliver.c.
+ *
+ * Floor: an engine above the registry and the store; it sends only to
+ * followers' conns and never sees a session. Called by htrace.c and
+ * dynorpc.c (requests), hagent.c (progress), the back ends and deliver.c,
+ * bus.c (a session gone), main.c (hooks, shutdown).
  */
 #ifndef GPROFD_TRACE_H
 #define GPROFD_TRACE_H
@@ -30,6 +34,7 @@
 
 #include <uv.h>
 
+#include "backend.h"
 #include "daemon.h"
 #include "msg.h"
 
@@ -44,7 +49,8 @@ struct stored;
 struct tproc {
 	pid_t pid;
 	uid_t uid;
-	int kind;
+	int kind;                  /* MSG_KIND_*, as its back end reports it */
+	const struct backend *be;  /* its process's capture back end (backend.h) */
 	int state;                 /* MSG_TS_* */
 	char reason[1024];         /* why it failed; on a delivered part, the agent's note
 	                            * (options it could not honour, a cut): room for it */
@@ -144,9 +150,6 @@ void trace_fill(const struct trace *t, struct msg *m, struct msg_trace_proc *pro
  * those whose file waits to be recorded (tproc.recording). NULL when out
  * of memory. */
 struct stored *trace_stored(const struct trace *t, int state, bool running);
-/* Is trace id in memory and not finished (its directory still in use)?
- * The store asks it through d->hooks.trace_running. */
-bool trace_running(struct daemon *d, const char *id);
 
 /* p is about to be freed (d->hooks.proc_gone, from registry_remove):
  * its unfinished parts fail, and no tproc points at it any more. */

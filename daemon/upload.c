@@ -2,6 +2,7 @@
  * upload: see upload.h (ownership, callers).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include <zlib.h>
 
+#include "deliver.h"
 #include "log.h"
 #include "registry.h"
 #include "store.h"
@@ -46,6 +48,7 @@ struct upload {
 	uint64_t end_id;
 	int fail_code;               /* why it failed, repeated as upload_end's reply */
 	char fail_reason[200];
+	struct delivery dl;          /* its way into the store, once written (deliver.h) */
 };
 
 static struct tproc *find_tproc(struct upload *u, struct trace **tout)
@@ -143,96 +146,64 @@ static void fail(struct upload *u, enum msg_errcode code, const char *why)
 		release(u);
 }
 
-/* The file is stored and recorded (result 0), or its manifest could not
- * be written: only now is it acknowledged (store.h), or removed. */
-static void on_recorded(void *arg, int result)
+/* deliver.c's outcome: the file is stored and recorded (result 0), and
+ * acknowledged here, or it is removed and the upload fails. */
+static void on_delivered(struct delivery *dl, struct tproc *tp, int result, int code,
+                         const char *why)
 {
-	struct upload *u = arg;
-	char final[PATH_MAX], why[200];
-	struct trace *t;
-	struct tproc *tp = find_tproc(u, &t);
-	bool mine = tp != NULL && strcmp(tp->file, u->name) == 0;
+	struct upload *u = (struct upload *)(void *)((char *)dl - offsetof(struct upload, dl));
 	struct msg m;
 
+	(void)tp;
 	u->busy = false;
-	if (mine)
-		tp->recording = false;
-	/* a part that ended meanwhile keeps nothing: the next manifest does not
-	 * list it, and a start-up drops a listed file that is missing */
-	if (result < 0 || !mine || t->finished || trace_tproc_ended(tp) || u->failed ||
-	    u->s == NULL) {
-		store_path(u->d, u->trace_id, u->name, final, sizeof(final));
-		unlink(final);
-		if (mine) {
-			tp->file[0] = 0;
-			tp->stored_bytes = 0;
-		}
-		if (u->failed) {
-			release(u);
-			return;
-		}
-		if (u->s == NULL)
-			snprintf(why, sizeof(why), "the agent disconnected during the upload");
-		else if (result < 0)
-			snprintf(why, sizeof(why), "cannot record the file in the trace's manifest: "
-			         "%s%s", strerror(-result), result == -ENOSPC ?
-			         " (the daemon's disk is full)" : "");
-		else
-			snprintf(why, sizeof(why), "the trace ended (timed out or cancelled) before "
-			         "the upload completed");
-		fail(u, u->s == NULL ? MSG_E_IO : result == -ENOSPC ? MSG_E_NO_SPACE :
-		     result < 0 ? MSG_E_IO : MSG_E_NOT_FOUND, why);
+	if (u->failed) {
+		release(u);
 		return;
 	}
-	tp->bytes = tp->stored_bytes;
+	if (u->s == NULL) {
+		fail(u, MSG_E_IO, "the agent disconnected during the upload");
+		return;
+	}
+	if (result < 0) {
+		fail(u, (enum msg_errcode)code, why);
+		return;
+	}
 	msg_init(&m, MSG_UPLOAD_END_REPLY, u->end_id);
 	m.u.upload_end_reply.file = u->name;
 	m.u.upload_end_reply.bytes = (int64_t)u->received;
 	conn_send_msg(&u->s->conn, &m);
-	log_debug("trace %s: stored %s (%llu bytes)", u->trace_id, u->name,
-	          (unsigned long long)u->received);
-	trace_set_state(t, tp, MSG_TS_DONE, NULL);
 	detach(u);
 }
 
-/* The file is written whole and fsync'd: rename it into the store and ask
- * for its record in the trace's manifest (on_recorded acknowledges it). */
+/* Given up while its manifest was being written (deliver.h). */
+static bool abandoned(struct delivery *dl)
+{
+	struct upload *u = (struct upload *)(void *)((char *)dl - offsetof(struct upload, dl));
+
+	return u->failed || u->s == NULL;
+}
+
+/* The file is written whole and fsync'd: deliver.c renames it into the
+ * store, records it, and calls on_delivered. */
 static void complete(struct upload *u)
 {
-	char final[PATH_MAX];
-	struct trace *t;
-	struct tproc *tp = find_tproc(u, &t);
+	char tmp[PATH_MAX];
 	uv_fs_t req;
-	int r;
 
 	uv_fs_close(NULL, &req, u->fd, NULL);
 	uv_fs_req_cleanup(&req);
 	u->fd = -1;
-	store_path(u->d, u->trace_id, u->name, final, sizeof(final));
-	/* a part that ended meanwhile (timed out, cancelled, failed by the
-	 * agent's own report) stores nothing: no byte on disk goes uncounted */
-	if (tp == NULL || t->finished || trace_tproc_ended(tp)) {
-		fail(u, MSG_E_NOT_FOUND, "the trace ended (timed out or cancelled) before the "
-		     "upload completed");
-		return;
-	}
-	if (rename(u->tmp, final) != 0) {
-		char why[128];
-
-		snprintf(why, sizeof(why), "cannot store the file: %s", strerror(errno));
-		fail(u, MSG_E_IO, why);
-		return;
-	}
-	u->tmp[0] = 0; /* renamed */
-	snprintf(tp->file, sizeof(tp->file), "%s", u->name);
-	tp->stored_bytes = (int64_t)u->received;
-	tp->recording = true;
-	r = store_record(u->d, trace_stored(t, MSG_TRACE_RUNNING, true), on_recorded, u);
-	if (r < 0) {
-		on_recorded(u, r);
-		return;
-	}
-	u->busy = true; /* until on_recorded */
+	snprintf(tmp, sizeof(tmp), "%s", u->tmp);
+	u->tmp[0] = 0; /* deliver_file renames or removes it */
+	u->dl.d = u->d;
+	snprintf(u->dl.trace_id, sizeof(u->dl.trace_id), "%s", u->trace_id);
+	u->dl.pid = u->pid;
+	snprintf(u->dl.name, sizeof(u->dl.name), "%s", u->name);
+	u->dl.bytes = (int64_t)u->received;
+	u->dl.done = on_delivered;
+	u->dl.abandoned = abandoned;
+	u->busy = true; /* until on_delivered */
+	deliver_file(&u->dl, tmp);
 }
 
 static void on_fsync(uv_fs_t *req)

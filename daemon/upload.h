@@ -6,9 +6,10 @@
  * CRC-32 updated -> copied into a queue -> written by uv_fs_write on
  * libuv's thread pool, one write in flight, into <trace>/<name>.tmp ->
  * on upload_end, once the queue is empty and size and CRC match, fsync'd
- * (on the pool), renamed to its final name, recorded in the trace's
- * manifest (store_record) and only then acknowledged: the reply, and the
- * process done.
+ * (on the pool) -> handed to deliver.c, which renames it to its final
+ * name and records it in the trace's manifest (store_record); only then
+ * is it acknowledged: the reply (on_delivered, here), and the process
+ * done (deliver.c).
  *
  * One upload per process and trace, ever (tproc.upload_begun): a second
  * upload_begin is refused, so every byte a process stores is its one file,
@@ -20,8 +21,10 @@
  * Ownership: a session owns its uploads (s->uploads). An upload whose
  * session goes (upload_session_gone, from bus.c) is failed, but freed
  * only when its in-flight file operation has come back; until then it is
- * detached (u->s == NULL). Called by the handler table (upload_begin,
- * upload_end) and bus.c (chunks, the session's end).
+ * detached (u->s == NULL); one whose agent goes while its manifest is
+ * written is given up (deliver.h abandoned): its file is removed. Called
+ * by the handler table (upload_begin, upload_end) and bus.c (chunks, the
+ * session's end).
  * Failures remove the partial file, so nothing half-written is ever stored.
  */
 #ifndef GPROFD_UPLOAD_H
