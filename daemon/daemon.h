@@ -3,15 +3,24 @@
  * main.c; every other daemon module gets a pointer to it and owns only
  * its own part:
  *
- *   server   listening sockets; accepts connections      (server.c)
+ *   server   listening sockets; accepts connections      (server.c, opaque)
  *   sessions client connections: each a session (bus.c, session.h)
  *            holding its transport (conn.c), uploads, download
  *   registry traceable processes                         (registry.c)
  *   traces   traces in progress and recently finished    (trace.c)
  *   store    trace files on disk, retention              (store.c)
+ *   metrics  sampling, history, /metrics                 (metrics.c, opaque)
  *
- * All of it lives on one libuv loop thread; only file I/O runs on libuv's
- * thread pool, and its callbacks come back to the loop.
+ * All of it runs on one libuv loop thread, except:
+ *   - file work on libuv's thread pool: the uploads' writes (upload.c),
+ *     downloads' reads (download.c), the store's jobs (store.c), Kineto's
+ *     ingest, which also compresses (kineto.c), statfs (component.c); each
+ *     owns its request until its callback comes back to the loop;
+ *   - the metrics' own threads (metrics.c): the sampler (/proc, NVML:
+ *     mhost.c, mgpu.c), NVML's Xid event waiter (mgpu.c) and libmicrohttpd's
+ *     thread serving /metrics. They share with the loop only struct
+ *     metrics (under its lock) and the component table (d->comp, under
+ *     its own: component.h); no other part of struct daemon.
  *
  * Floor: the root object, below every module but the leaves; no .c of
  * its own. d->hooks are the engines' upward calls (see there).
@@ -36,6 +45,8 @@ struct stored;
 struct sjob;
 struct kwatch;
 struct tls_ctx;
+struct server;
+struct metrics;
 
 struct components;
 
@@ -47,14 +58,9 @@ struct daemon {
 	int64_t started_us;
 	bool stopping;
 
-	/* server.c */
-	uv_pipe_t unix_listener;
-	uv_tcp_t tcp_listener;
-	bool unix_open, tcp_open;
-	int tcp_port;              /* the bound port (tcp may ask for 0) */
-	uv_tcp_t tls_listener;
-	bool tls_open;
-	int tls_port;
+	/* server.c: the listeners (opaque) */
+	struct server *server;
+	/* main.c loads these; bus.c and hsession.c use them */
 	struct tls_ctx *tls;       /* tls.cert/key/client_ca; NULL: TLS off. Replaced on
 	                            * reload; sessions keep the one they began with */
 	char token[512];           /* auth token file contents */
@@ -95,7 +101,7 @@ struct daemon {
 	char kineto_base[PATH_MAX]; /* where per-trace directories go (kineto.c base_dir) */
 	bool kineto_base_private;   /* a mkdtemp directory beside a taken kineto.trace_dir */
 
-	/* metrics.c */
+	/* metrics.c (opaque) */
 	struct metrics *metrics;
 
 	/* The engines' upward calls. An engine tells the one above it through
