@@ -13,9 +13,10 @@ its members, the edges that hold it together, and every loop in it
 (each once, shortest first, the first LOOPS_SHOWN of them), then exits
 1. Exit 0: every directory is a DAG (its files can be read bottom up).
 
-meson (tests/meson.build) runs it over daemon/ and ctl/ as the test
-`include-cycles`; agent/ is added to that list once its knots are untied
-(issue 25). Python 3 standard library only.
+meson (tests/meson.build) runs it over daemon/, ctl/, agent/ and proto/
+as the test `include-cycles` (suite unit). Its sibling symbol-cycles.py
+checks the calls between the same files, from the built objects.
+Python 3 standard library only.
 """
 import os
 import re

@@ -7,7 +7,7 @@
  * the entry points, includes it.
  *
  * The floors, each file calling only those below it (issue 25; the
- * include-cycles-agent test keeps it so):
+ * include-cycles and symbol-cycles tests keep it so):
  *
  *   agent.c, nvtx.c    entry points: injection, constructor, gprof_* API
  *   link.c             the agent thread: daemon connection, loop, heartbeats

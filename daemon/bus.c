@@ -168,8 +168,9 @@ static void refuse(struct session *s, enum msg_errcode code, const char *why, co
 	conn_finish(&s->conn, why);
 }
 
-int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
+int bus_accept(struct daemon *d, uv_stream_t *listener, unsigned how)
 {
+	bool tcp = how & BUS_TCP, tls = how & BUS_TLS;
 	char text[256];
 	struct conn_share *share;
 	struct session *o;
@@ -193,7 +194,7 @@ int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls)
 		d->sessions->prev = s;
 	d->sessions = s;
 	d->nconns++;
-	r = conn_accept(&s->conn, listener, d->tls_open);
+	r = conn_accept(&s->conn, listener, how & BUS_TLS_SERVED);
 	if (r < 0)
 		return r; /* closing: on_gone unlinks s, on_closed frees it */
 	peer = conn_peer(&s->conn);

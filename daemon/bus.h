@@ -21,12 +21,16 @@
 
 #include "daemon.h"
 
+/* What the listener a connection came from is (server.c says): */
+#define BUS_TCP 1u        /* TCP, not the Unix socket */
+#define BUS_TLS 2u        /* the tls.listen port */
+#define BUS_TLS_SERVED 4u /* the daemon has a tls.listen port (a hint in errors) */
 /* Accepts one connection from a listener into a new session, charging
  * what it holds to its user's share (conn.h: refused when that share or
- * the daemon's total is already at its budget); on the TLS listener (tls)
- * its bytes go through a TLS session made from d->tls. 0 or a negative
- * code. */
-int bus_accept(struct daemon *d, uv_stream_t *listener, bool tcp, bool tls);
+ * the daemon's total is already at its budget); on the TLS listener
+ * (BUS_TLS in how) its bytes go through a TLS session made from d->tls.
+ * 0 or a negative code. */
+int bus_accept(struct daemon *d, uv_stream_t *listener, unsigned how);
 /* Gives freed connection memory back to the system after a burst
  * (malloc_trim, counted in heap_trims), then closes the sessions past a
  * deadline: no hello within

@@ -57,6 +57,7 @@ int component_init(struct daemon *d, struct perr *err)
 		k->c[i].detail[0] = '\0';
 	}
 	k->store_free = -1;
+	k->tcp_port = k->tls_port = -1;
 	k->gpu_required = d->cfg.gpu_required;
 	/* until the sampler loads it (or metrics never start) */
 	snprintf(k->c[COMP_NVML].detail, sizeof(k->c[COMP_NVML].detail),
@@ -134,25 +135,38 @@ static void bound(char *out, size_t size, const char *addr, int port, bool passe
 		snprintf(out, size, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
 }
 
-/* The sockets as server.c left them: a failure there stops the daemon, so
- * a running one has each either up or off. */
+void component_listeners(struct daemon *d, bool unix_open, int tcp_port, int tls_port)
+{
+	struct components *k = d->comp;
+
+	pthread_mutex_lock(&k->lock);
+	k->unix_open = unix_open;
+	k->tcp_port = tcp_port;
+	k->tls_port = tls_port;
+	pthread_mutex_unlock(&k->lock);
+}
+
+/* The sockets as server.c left them (component_listeners): a failure
+ * there stops the daemon, so a running one has each either up or off. */
 static void scan_sockets(struct daemon *d, struct components *k)
 {
+	int tcp = k->tcp_port, tls = k->tls_port;
+
 	snprintf(k->c[COMP_UNIX].detail, sizeof(k->c[COMP_UNIX].detail), "%s",
-	         d->unix_open ? d->cfg.socket_path : "");
-	k->c[COMP_UNIX].state = d->unix_open ? COMP_UP : COMP_OFF;
-	if (d->tcp_open)
-		bound(k->c[COMP_TCP].detail, sizeof(k->c[COMP_TCP].detail), d->cfg.tcp, d->tcp_port,
+	         k->unix_open ? d->cfg.socket_path : "");
+	k->c[COMP_UNIX].state = k->unix_open ? COMP_UP : COMP_OFF;
+	if (tcp >= 0)
+		bound(k->c[COMP_TCP].detail, sizeof(k->c[COMP_TCP].detail), d->cfg.tcp, tcp,
 		      strcmp(d->cfg.tcp, "off") == 0);
 	else
 		snprintf(k->c[COMP_TCP].detail, sizeof(k->c[COMP_TCP].detail), "tcp: off");
-	k->c[COMP_TCP].state = d->tcp_open ? COMP_UP : COMP_OFF;
-	if (d->tls_open)
+	k->c[COMP_TCP].state = tcp >= 0 ? COMP_UP : COMP_OFF;
+	if (tls >= 0)
 		bound(k->c[COMP_TLS].detail, sizeof(k->c[COMP_TLS].detail), d->cfg.tls_listen,
-		      d->tls_port, false);
+		      tls, false);
 	else
 		snprintf(k->c[COMP_TLS].detail, sizeof(k->c[COMP_TLS].detail), "tls.listen: off");
-	k->c[COMP_TLS].state = d->tls_open ? COMP_UP : COMP_OFF;
+	k->c[COMP_TLS].state = tls >= 0 ? COMP_UP : COMP_OFF;
 }
 
 void component_scan(struct daemon *d)

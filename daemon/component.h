@@ -67,6 +67,9 @@ struct components {
 	uint64_t conn_bytes, conn_bytes_peak, conns_memory_closed, conns_memory_refused,
 	         conns_backlogged;
 	int64_t store_free;        /* -1: not known yet */
+	/* the listeners as server.c opened them (component_listeners) */
+	bool unix_open;
+	int tcp_port, tls_port;    /* -1: off */
 	/* the loop's only */
 	uv_fs_t statfs_req;
 	bool statfs_busy;
@@ -89,6 +92,10 @@ void component_deinit(struct daemon *d);
 void component_set(struct daemon *d, enum component_id id, enum component_state st,
                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* main.c, once the server started: which listeners are open and their
+ * bound ports (-1: off). The listeners live as long as the loop, so the
+ * table keeps these until the end. */
+void component_listeners(struct daemon *d, bool unix_open, int tcp_port, int tls_port);
 /* The loop: reads the sockets, Kineto's and the store's state from d into
  * the table, and asks for the store's free space (answered later). */
 void component_scan(struct daemon *d);

@@ -3,7 +3,7 @@
  * main.c; every other daemon module gets a pointer to it and owns only
  * its own part:
  *
- *   server   listening sockets; accepts connections      (server.c)
+ *   server   listening sockets; accepts connections      (server.c, opaque)
  *   sessions client connections: each a session (bus.c, session.h)
  *            holding its transport (conn.c), uploads, download
  *   registry traceable processes, each with its capture
@@ -12,13 +12,19 @@
  *   store    trace files on disk, retention: opaque,
  *            d->store (store.h)                           (store.c)
  *   kineto   the Kineto service: opaque, d->kineto        (kineto.c)
- *   metrics  opaque, d->metrics                           (metrics.c)
+ *   metrics  sampling, history, /metrics: opaque,
+ *            d->metrics                                   (metrics.c)
  *
- * All of it lives on one libuv loop thread. Work leaves it for libuv's
- * thread pool (file I/O: uploads, downloads, manifests, Kineto files) and
- * for the metrics' own threads (the sampler, the HTTP server), which hand
- * their results back under a lock (metrics.h); everything in this struct
- * is touched on the loop thread only.
+ * All of it runs on one libuv loop thread, except:
+ *   - file work on libuv's thread pool: the uploads' writes (upload.c),
+ *     downloads' reads (download.c), the store's jobs (store.c), Kineto's
+ *     ingest, which also compresses (kingest.c), statfs (component.c); each
+ *     owns its request until its callback comes back to the loop;
+ *   - the metrics' own threads (metrics.c): the sampler (/proc, NVML:
+ *     mhost.c, mgpu.c), NVML's Xid event waiter (mgpu.c) and libmicrohttpd's
+ *     thread serving /metrics. They share with the loop only struct
+ *     metrics (under its lock) and the component table (d->comp, under
+ *     its own: component.h); no other part of struct daemon.
  *
  * Floor: the root object, below every module but the leaves; no .c of
  * its own. d->hooks.proc_gone is the one upward call left (see there).
@@ -42,6 +48,8 @@ struct tproc;
 struct store;
 struct kineto;
 struct tls_ctx;
+struct server;
+struct metrics;
 
 struct components;
 
@@ -53,14 +61,9 @@ struct daemon {
 	int64_t started_us;
 	bool stopping;
 
-	/* server.c */
-	uv_pipe_t unix_listener;
-	uv_tcp_t tcp_listener;
-	bool unix_open, tcp_open;
-	int tcp_port;              /* the bound port (tcp may ask for 0) */
-	uv_tcp_t tls_listener;
-	bool tls_open;
-	int tls_port;
+	/* server.c: the listeners (opaque) */
+	struct server *server;
+	/* main.c loads these; bus.c and hsession.c use them */
 	struct tls_ctx *tls;       /* tls.cert/key/client_ca; NULL: TLS off. Replaced on
 	                            * reload; sessions keep the one they began with */
 	char token[512];           /* auth token file contents */
@@ -90,7 +93,7 @@ struct daemon {
 	                            * systemd passed: kineto_passed_fd, for kineto.c */
 	int kineto_passed_fd;
 
-	/* metrics.c */
+	/* metrics.c (opaque) */
 	struct metrics *metrics;
 
 	/* The engines' upward call. The registry tells the floors above it

@@ -1,14 +1,11 @@
 /*
  * handler: see handler.h. The table is indexed by message type; a type
  * with no entry is one clients never send (replies, events). Owns the
- * table. Called by bus.c (handler_dispatch) and by the handlers
- * (handler_send_page).
+ * table. Called by bus.c (handler_dispatch) only: it calls the handler
+ * files, none calls it back (their shared helper is hpage.c).
  */
-#include <errno.h>
-
 #include "handler.h"
 #include "log.h"
-#include "pbuf.h"
 #include "upload.h"
 
 #define R_AGENT (1u << MSG_ROLE_AGENT)
@@ -65,28 +62,4 @@ void handler_dispatch(struct session *s, const struct msg *m)
 		return;
 	}
 	h->fn(s, m);
-}
-
-void handler_send_page(struct session *s, struct msg *r, void *v, size_t n, size_t from,
-                       size_t max, handler_page_fn *page, const char *what)
-{
-	size_t k = n - from < max ? n - from : max;
-	struct perr err;
-	struct pbuf b;
-	int rc;
-
-	for (;;) {
-		page(r, v, n, from, k);
-		pbuf_init(&b, 0);
-		if ((rc = msg_encode(&b, r, &err)) == 0 || rc != -EMSGSIZE || k <= 1)
-			break;
-		pbuf_deinit(&b);
-		k /= 2;
-	}
-	if (rc == 0) {
-		conn_send(&s->conn, &b);
-		return;
-	}
-	pbuf_deinit(&b);
-	conn_send_error(&s->conn, r->id, MSG_E_INTERNAL, "cannot send the %s: %s", what, err.msg);
 }

@@ -4,8 +4,10 @@
  * One handler function per message type, grouped in files by what they
  * touch: hsession.c (hello, auth), hagent.c (register, heartbeat,
  * capture_status; uploads are upload.c's), htrace.c (trace_*), hinfo.c
- * (process_list, daemon_status, metrics_query). bus.c calls
- * handler_dispatch with each validated message of a session.
+ * (process_list, daemon_status, metrics_query); the list replies go out
+ * in pages through hpage.c. bus.c calls handler_dispatch with each
+ * validated message of a session; the table calls the handler files and
+ * none calls back (.ci/symbol-cycles.py).
  *
  * Ownership, the objects a handler meets (each file's header says more):
  * - conn (conn.h): the transport, embedded in its session; freed only in
@@ -33,15 +35,7 @@
  * auth where needed) and the sender's role, then calls its handler. */
 void handler_dispatch(struct session *s, const struct msg *m);
 
-/* Sends reply r as one page of the n elements at v, from `from`:
- * page(r, v, n, from, k) points r's list at elements [from, from + k) and
- * sets its next_offset; k starts at max and is halved until the page fits
- * one frame (the client asks again from next_offset). `what` names the
- * list in the error sent when not even one element fits. */
-typedef void handler_page_fn(struct msg *r, void *v, size_t n, size_t from, size_t k);
-void handler_send_page(struct session *s, struct msg *r, void *v, size_t n, size_t from,
-                       size_t max, handler_page_fn *page, const char *what);
-
+/* The handlers, one per message type, in the table of handler.c. */
 void hsession_hello(struct session *s, const struct msg *m);
 void hsession_auth(struct session *s, const struct msg *m);
 void hagent_register(struct session *s, const struct msg *m);

@@ -9,12 +9,13 @@
 
 #include "component.h"
 #include "handler.h"
+#include "hpage.h"
 #include "metrics.h"
 #include "peer.h"
 #include "registry.h"
 #include "store.h"
 
-/* A page of the process list (handler_send_page). */
+/* A page of the process list (hpage_send). */
 static void proc_page(struct msg *r, void *v, size_t n, size_t from, size_t k)
 {
 	r->u.process_list_reply.procs.v = (struct msg_proc_info *)v + from;
@@ -51,7 +52,7 @@ void hinfo_process_list(struct session *s, const struct msg *m)
 	 * not fit in one (1 MiB), so the client asks again from next_offset. */
 	msg_init(&r, MSG_PROCESS_LIST_REPLY, m->id);
 	r.u.process_list_reply.total = (int64_t)n;
-	handler_send_page(s, &r, infos, n, q->offset < (int64_t)n ? (size_t)q->offset : n, 4096,
+	hpage_send(s, &r, infos, n, q->offset < (int64_t)n ? (size_t)q->offset : n, 4096,
 	                  proc_page, "process list");
 out:
 	free(infos);

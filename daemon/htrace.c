@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "download.h"
 #include "handler.h"
+#include "hpage.h"
 #include "log.h"
 #include "peer.h"
 #include "registry.h"
@@ -155,7 +156,7 @@ static bool list_match(struct session *s, const struct msg_trace_ref *q, const s
  * the request's offset: as many as one frame holds (halving until the
  * reply encodes), so a daemon with many traces answers in several pages
  * (next_offset) instead of a frame past the limit. */
-/* A page of the trace list (handler_send_page). */
+/* A page of the trace list (hpage_send). */
 static void trace_page(struct msg *r, void *v, size_t n, size_t from, size_t k)
 {
 	r->u.trace_list_reply.traces.v = (struct msg_trace_summary *)v + from;
@@ -245,7 +246,7 @@ static void list_running(struct session *s, const struct msg *m)
 	from = q->offset < (int64_t)ns ? (size_t)q->offset : ns;
 	msg_init(&r, MSG_TRACE_LIST_REPLY, m->id);
 	r.u.trace_list_reply.total = (int64_t)ns;
-	handler_send_page(s, &r, sums, ns, from, ns, trace_page, "running trace list");
+	hpage_send(s, &r, sums, ns, from, ns, trace_page, "running trace list");
 out:
 	free(sums);
 	free(procs);
@@ -305,7 +306,7 @@ void htrace_list(struct session *s, const struct msg *m)
 	from = q->offset < (int64_t)ns ? (size_t)q->offset : ns;
 	msg_init(&r, MSG_TRACE_LIST_REPLY, m->id);
 	r.u.trace_list_reply.total = (int64_t)ns;
-	handler_send_page(s, &r, sums, ns, from, ns, trace_page, "trace list");
+	hpage_send(s, &r, sums, ns, from, ns, trace_page, "trace list");
 out:
 	free(sums);
 	free(files);

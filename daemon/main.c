@@ -204,7 +204,7 @@ static void daemon_stop(struct daemon *d)
 		return;
 	d->stopping = true;
 	sdnotify_send("STOPPING=1");
-	server_stop(d);
+	server_stop(d->server);
 	kineto_stop(d);
 	metrics_stop(d);
 	/* Connections without uploads go now; uploads get a grace period. */
@@ -250,7 +250,7 @@ static void daemon_reload(struct daemon *d)
 	sdnotify_send("RELOADING=1");
 	if (build_config(&c, d->config_path, config_explicit || config_from_file, &from_file,
 	                 &err) < 0 ||
-	    (d->tls_open && load_tls(&c, &tls, &err) < 0) || load_token(d, &c, &err) < 0) {
+	    (server_tls_port(d->server) >= 0 && load_tls(&c, &tls, &err) < 0) || load_token(d, &c, &err) < 0) {
 		log_err("reload failed, keeping the old configuration: %s", err.msg);
 		tls_ctx_unref(tls);
 		sdnotify_send("READY=1");
@@ -363,8 +363,13 @@ static int run(struct daemon *d)
 	r = component_init(d, &err);
 	if (r == 0)
 		r = store_init(d, &err);
+	if (r == 0 && (d->server = server_new(d)) == NULL)
+		r = perr_set(&err, -ENOMEM, "out of memory");
 	if (r == 0)
-		r = server_start(d, &err);
+		r = server_start(d->server, &err);
+	if (r == 0)
+		component_listeners(d, server_unix_open(d->server), server_tcp_port(d->server),
+		                    server_tls_port(d->server));
 	/* Kineto before metrics, so the first sample already says how each
 	 * part started (component.c) */
 	if (r == 0 && kineto_start(d, &err) < 0) {
@@ -383,10 +388,11 @@ static int run(struct daemon *d)
 	}
 	if (r < 0) {
 		log_err("%s", err.msg);
-		server_stop(d);
+		server_stop(d->server);
 		stop_finish(d);
 		uv_run(&loop, UV_RUN_DEFAULT);
 		kineto_free(d);
+		server_free(d->server);
 		store_deinit(d);
 		uv_loop_close(&loop);
 		component_deinit(d);
@@ -397,16 +403,17 @@ static int run(struct daemon *d)
 	{
 		char tcp[32] = "tcp off", tls[32] = "";
 
-		if (d->tcp_open)
-			snprintf(tcp, sizeof(tcp), "tcp port %d", d->tcp_port);
-		if (d->tls_open)
-			snprintf(tls, sizeof(tls), ", tls port %d", d->tls_port);
+		if (server_tcp_port(d->server) >= 0)
+			snprintf(tcp, sizeof(tcp), "tcp port %d", server_tcp_port(d->server));
+		if (server_tls_port(d->server) >= 0)
+			snprintf(tls, sizeof(tls), ", tls port %d", server_tls_port(d->server));
 		log_info("gprofd %s running: unix %s, %s%s, traces in %s/traces", GPROF_VERSION,
 		         d->cfg.socket_path, tcp, tls, d->cfg.state_dir);
 	}
 	sdnotify_send("READY=1");
 	uv_run(&loop, UV_RUN_DEFAULT);
 	kineto_free(d);
+	server_free(d->server);
 	store_deinit(d);
 	r = uv_loop_close(&loop);
 	component_deinit(d);

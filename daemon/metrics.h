@@ -3,6 +3,13 @@
  * data flow), exported over HTTP for Prometheus, as JSON lines, and to
  * gprofctl through metrics_query.
  *
+ * An opaque object: struct metrics is defined in metrics.c only;
+ * metrics_start is its constructor (it sets d->metrics), metrics_stop its
+ * destructor (d->metrics is NULL after); every other call takes the daemon
+ * and finds it there (NULL: metrics off; a query is told so). Its parts are
+ * files of their own below it: mset.c (a sample set), mhist.c (history),
+ * mhost.c (host figures), mgpu.c (NVML).
+ *
  * Floor: an engine above the registry (it reads struct proc). Called by
  * main.c (start, stop), hagent.c (step values), hinfo.c (metrics_query),
  * and, through d->hooks.proc_gone, the registry (a process gone).

@@ -1,8 +1,13 @@
 /*
- * server: see server.h.
+ * server: see server.h. struct server is defined here only: its three
+ * listening handles are closed by server_stop and freed by server_free
+ * once the loop has run their close callbacks (main.c frees it after the
+ * loop ends). kineto_passed_fd stays in struct daemon: server.c only
+ * hands systemd's datagram socket to kineto.c.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,39 +20,55 @@
 #include "sdnotify.h"
 #include "server.h"
 
-static bool unix_created; /* we bound the socket file, so we remove it */
+struct server {
+	struct daemon *d;
+	uv_pipe_t unix_listener;
+	uv_tcp_t tcp_listener;
+	uv_tcp_t tls_listener;
+	bool unix_open, tcp_open, tls_open; /* initialised: uv_close is owed */
+	bool unix_created;         /* we bound the socket file, so we remove it */
+	int tcp_port;              /* the bound port (tcp may ask for 0) */
+	int tls_port;
+};
+
+/* What every connection is told of the daemon's listeners: whether a
+ * tls.listen port is open (a hint for a TLS hello sent in the clear). */
+static unsigned served(const struct server *sv)
+{
+	return sv->tls_open ? BUS_TLS_SERVED : 0;
+}
 
 static void on_unix_conn(uv_stream_t *s, int status)
 {
-	struct daemon *d = s->data;
+	struct server *sv = s->data;
 
 	if (status < 0) {
 		log_warn("accept on the Unix socket: %s", uv_strerror(status));
 		return;
 	}
-	bus_accept(d, s, false, false);
+	bus_accept(sv->d, s, served(sv));
 }
 
 static void on_tcp_conn(uv_stream_t *s, int status)
 {
-	struct daemon *d = s->data;
+	struct server *sv = s->data;
 
 	if (status < 0) {
 		log_warn("accept on TCP: %s", uv_strerror(status));
 		return;
 	}
-	bus_accept(d, s, true, false);
+	bus_accept(sv->d, s, BUS_TCP | served(sv));
 }
 
 static void on_tls_conn(uv_stream_t *s, int status)
 {
-	struct daemon *d = s->data;
+	struct server *sv = s->data;
 
 	if (status < 0) {
 		log_warn("accept on the TLS listener: %s", uv_strerror(status));
 		return;
 	}
-	bus_accept(d, s, true, true);
+	bus_accept(sv->d, s, BUS_TCP | BUS_TLS | served(sv));
 }
 
 /* Is a daemon already answering on path? */
@@ -67,8 +88,9 @@ static bool socket_alive(const char *path)
 	return r == 0;
 }
 
-static int bind_unix(struct daemon *d, struct perr *err)
+static int bind_unix(struct server *sv, struct perr *err)
 {
+	struct daemon *d = sv->d;
 	const char *path = d->cfg.socket_path;
 	char dir[sizeof(d->cfg.socket_path)], *slash;
 	struct stat st;
@@ -98,16 +120,16 @@ static int bind_unix(struct daemon *d, struct perr *err)
 			                "there (stop it, or use --socket)", path);
 		unlink(path);
 	}
-	r = uv_pipe_init(d->loop, &d->unix_listener, 0);
+	r = uv_pipe_init(d->loop, &sv->unix_listener, 0);
 	if (r < 0)
 		return perr_set(err, r, "uv_pipe_init: %s", uv_strerror(r));
-	d->unix_open = true;
+	sv->unix_open = true;
 	old = umask(0111); /* the socket file: rw for everyone */
-	r = uv_pipe_bind(&d->unix_listener, path);
+	r = uv_pipe_bind(&sv->unix_listener, path);
 	umask(old);
 	if (r < 0)
 		return perr_set(err, r, "cannot listen on %s: %s", path, uv_strerror(r));
-	unix_created = true;
+	sv->unix_created = true;
 	return 0;
 }
 
@@ -141,29 +163,30 @@ static int bind_tcp(struct daemon *d, uv_tcp_t *l, bool *open, const char *what,
 }
 
 /* Takes the sockets systemd passed, if any. Returns how many were taken. */
-static int take_activated(struct daemon *d, struct perr *err)
+static int take_activated(struct server *sv, struct perr *err)
 {
+	struct daemon *d = sv->d;
 	int n = sdnotify_listen_fds(), i, fd, r, taken = 0;
 
 	for (i = 0; i < n; i++) {
 		fd = 3 + i; /* SD_LISTEN_FDS_START */
-		if (sdnotify_is_unix_listener(fd) && !d->unix_open) {
-			r = uv_pipe_init(d->loop, &d->unix_listener, 0);
+		if (sdnotify_is_unix_listener(fd) && !sv->unix_open) {
+			r = uv_pipe_init(d->loop, &sv->unix_listener, 0);
 			if (r == 0)
-				d->unix_open = true;
+				sv->unix_open = true;
 			if (r == 0)
-				r = uv_pipe_open(&d->unix_listener, fd);
-		} else if (sdnotify_is_inet_listener(fd) && !d->tcp_open) {
+				r = uv_pipe_open(&sv->unix_listener, fd);
+		} else if (sdnotify_is_inet_listener(fd) && !sv->tcp_open) {
 			struct sockaddr_storage ss;
 			int len = sizeof(ss);
 
-			r = uv_tcp_init(d->loop, &d->tcp_listener);
+			r = uv_tcp_init(d->loop, &sv->tcp_listener);
 			if (r == 0)
-				d->tcp_open = true;
+				sv->tcp_open = true;
 			if (r == 0)
-				r = uv_tcp_open(&d->tcp_listener, fd);
-			if (r == 0 && uv_tcp_getsockname(&d->tcp_listener, (struct sockaddr *)&ss, &len) == 0)
-				d->tcp_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+				r = uv_tcp_open(&sv->tcp_listener, fd);
+			if (r == 0 && uv_tcp_getsockname(&sv->tcp_listener, (struct sockaddr *)&ss, &len) == 0)
+				sv->tcp_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 		} else if (sdnotify_is_unix_dgram(fd) && !d->kineto_passed) {
 			/* Kineto's socket: kineto_start checks its name */
 			d->kineto_passed = true;
@@ -181,42 +204,53 @@ static int take_activated(struct daemon *d, struct perr *err)
 	return taken;
 }
 
-int server_start(struct daemon *d, struct perr *err)
+struct server *server_new(struct daemon *d)
 {
+	struct server *sv = calloc(1, sizeof(*sv));
+
+	if (sv != NULL)
+		sv->d = d;
+	return sv;
+}
+
+int server_start(struct server *sv, struct perr *err)
+{
+	struct daemon *d = sv->d;
 	int r, activated;
 
-	activated = take_activated(d, err);
+	activated = take_activated(sv, err);
 	if (activated < 0)
 		return activated;
-	if (!d->unix_open) {
-		r = bind_unix(d, err);
+	if (!sv->unix_open) {
+		r = bind_unix(sv, err);
 		if (r < 0)
 			return r;
 	}
-	if (!d->tcp_open && strcmp(d->cfg.tcp, "off") != 0) {
-		r = bind_tcp(d, &d->tcp_listener, &d->tcp_open, "tcp", d->cfg.tcp, &d->tcp_port, err);
+	if (!sv->tcp_open && strcmp(d->cfg.tcp, "off") != 0) {
+		r = bind_tcp(d, &sv->tcp_listener, &sv->tcp_open, "tcp", d->cfg.tcp, &sv->tcp_port,
+		             err);
 		if (r < 0)
 			return r;
 	}
 	if (d->tls != NULL) {
-		r = bind_tcp(d, &d->tls_listener, &d->tls_open, "tls.listen", d->cfg.tls_listen,
-		             &d->tls_port, err);
+		r = bind_tcp(d, &sv->tls_listener, &sv->tls_open, "tls.listen", d->cfg.tls_listen,
+		             &sv->tls_port, err);
 		if (r < 0)
 			return r;
 	}
-	d->unix_listener.data = d;
-	r = uv_listen((uv_stream_t *)&d->unix_listener, 128, on_unix_conn);
+	sv->unix_listener.data = sv;
+	r = uv_listen((uv_stream_t *)&sv->unix_listener, 128, on_unix_conn);
 	if (r < 0)
 		return perr_set(err, r, "listen on %s: %s", d->cfg.socket_path, uv_strerror(r));
-	if (d->tcp_open) {
-		d->tcp_listener.data = d;
-		r = uv_listen((uv_stream_t *)&d->tcp_listener, 128, on_tcp_conn);
+	if (sv->tcp_open) {
+		sv->tcp_listener.data = sv;
+		r = uv_listen((uv_stream_t *)&sv->tcp_listener, 128, on_tcp_conn);
 		if (r < 0)
 			return perr_set(err, r, "listen on tcp %s: %s", d->cfg.tcp, uv_strerror(r));
 	}
-	if (d->tls_open) {
-		d->tls_listener.data = d;
-		r = uv_listen((uv_stream_t *)&d->tls_listener, 128, on_tls_conn);
+	if (sv->tls_open) {
+		sv->tls_listener.data = sv;
+		r = uv_listen((uv_stream_t *)&sv->tls_listener, 128, on_tls_conn);
 		if (r < 0)
 			return perr_set(err, r, "listen on tls.listen %s: %s", d->cfg.tls_listen,
 			                uv_strerror(r));
@@ -226,15 +260,37 @@ int server_start(struct daemon *d, struct perr *err)
 	return 0;
 }
 
-void server_stop(struct daemon *d)
+void server_stop(struct server *sv)
 {
-	if (d->unix_open && !uv_is_closing((uv_handle_t *)&d->unix_listener)) {
-		uv_close((uv_handle_t *)&d->unix_listener, NULL);
-		if (unix_created)
-			unlink(d->cfg.socket_path);
+	if (sv == NULL)
+		return;
+	if (sv->unix_open && !uv_is_closing((uv_handle_t *)&sv->unix_listener)) {
+		uv_close((uv_handle_t *)&sv->unix_listener, NULL);
+		if (sv->unix_created)
+			unlink(sv->d->cfg.socket_path);
 	}
-	if (d->tcp_open && !uv_is_closing((uv_handle_t *)&d->tcp_listener))
-		uv_close((uv_handle_t *)&d->tcp_listener, NULL);
-	if (d->tls_open && !uv_is_closing((uv_handle_t *)&d->tls_listener))
-		uv_close((uv_handle_t *)&d->tls_listener, NULL);
+	if (sv->tcp_open && !uv_is_closing((uv_handle_t *)&sv->tcp_listener))
+		uv_close((uv_handle_t *)&sv->tcp_listener, NULL);
+	if (sv->tls_open && !uv_is_closing((uv_handle_t *)&sv->tls_listener))
+		uv_close((uv_handle_t *)&sv->tls_listener, NULL);
+}
+
+void server_free(struct server *sv)
+{
+	free(sv);
+}
+
+bool server_unix_open(const struct server *sv)
+{
+	return sv != NULL && sv->unix_open;
+}
+
+int server_tcp_port(const struct server *sv)
+{
+	return sv != NULL && sv->tcp_open ? sv->tcp_port : -1;
+}
+
+int server_tls_port(const struct server *sv)
+{
+	return sv != NULL && sv->tls_open ? sv->tls_port : -1;
 }

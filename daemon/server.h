@@ -9,9 +9,14 @@
  *   - TLS (tls.listen): bound by the daemon only, never passed by systemd,
  *     and only when d->tls holds the certificates (main.c loads them).
  *
- * Floor: the top of the connection stack, with main.c. Owns the
- * listening handles (in struct daemon). Called by main.c (start, stop,
- * reload); each accepted connection goes to bus_accept (bus.h).
+ * Floor: the top of the connection stack, with main.c. An opaque object
+ * (struct server, defined in server.c) owning the listening handles; the
+ * daemon holds a pointer (d->server). Called by main.c (new, start, stop,
+ * free; the bound ports, for its log line and, through
+ * component_listeners, gprofctl status); it calls nothing that calls it
+ * back (.ci/symbol-cycles.py): each accepted connection goes to bus_accept (bus.h),
+ * told which listener it came from. A systemd-passed Kineto datagram
+ * socket is handed on in d->kineto_passed_fd (kineto.c takes it).
  */
 #ifndef GPROFD_SERVER_H
 #define GPROFD_SERVER_H
@@ -19,9 +24,23 @@
 #include "daemon.h"
 #include "perr.h"
 
-int server_start(struct daemon *d, struct perr *err);
+struct server;
+
+/* A server of d with no listener yet; NULL when out of memory. */
+struct server *server_new(struct daemon *d);
+/* Opens the listeners (systemd's, else its own). 0, or a negative code
+ * with err saying what to change; on failure server_stop still closes
+ * what was opened. */
+int server_start(struct server *sv, struct perr *err);
 /* Stops accepting and closes the listeners (removing a socket file the
- * daemon created). */
-void server_stop(struct daemon *d);
+ * daemon created); their handles close on the loop. NULL: nothing. */
+void server_stop(struct server *sv);
+/* Frees sv once the loop has run the close callbacks of server_stop. */
+void server_free(struct server *sv);
+/* Is the Unix socket open? */
+bool server_unix_open(const struct server *sv);
+/* The bound TCP and tls.listen ports; -1 where that listener is off. */
+int server_tcp_port(const struct server *sv);
+int server_tls_port(const struct server *sv);
 
 #endif
