@@ -1,30 +1,39 @@
 /*
- * report: what a trace says, read in one streaming pass (issue 14).
+ * report_int.h: the report's insides, shared by the report_*.c files and
+ * nothing else (cmd_report.c sees report.h only).
  *
- * Data flow: report_read opens one trace file (gzip or plain), feeds it in
- * 64 KiB pieces to a yajl parser whose callbacks fill one event at a time
+ * Data flow: report_read (report.c) opens one trace file (gzip or plain);
+ * a reader thread inflates it into a ring of 256 KiB buffers that the
+ * scanner, jscan.c, walks, its callbacks filling one event at a time
  * (name, cat, ph, pid, tid, ts, dur, args.bytes); each finished event is
  * folded into the file's struct rstats, and nothing else of the file is
  * kept: per GPU device and stream the busy intervals (to merge them into
  * busy and idle time), per kernel name its durations (for the median),
  * the iteration (ProfilerStep#) durations, copy and set totals, and the
- * spans of user ranges, iterations and synchronising calls. Memory is a
- * few dozen bytes per GPU event, whatever the file's size.
- * After the pass, finish() sorts each device's operations, finds the
- * launch-bound stretches in them, merges them into busy intervals (idle
- * gaps bucketed, the longest kept, those a synchronising call opened
- * added up) and answers "how busy was the GPU between a and b" from
- * prefix sums, for the data-loading ranges and the timeline; the ranges'
- * GPU time is what was launched inside them, by correlation
- * (report_ranges.c). report_print, report_json and report_html write a list of
- * finished rstats (one per rank) as text, cJSON or one HTML page, with
- * the cross-rank comparison and the findings.
+ * spans of user ranges, iterations and synchronising calls; operators go
+ * to report_ops.c, ranges' launches to report_ranges.c, memory events to
+ * report_mem.c. Memory is a few dozen bytes per GPU event, whatever the
+ * file's size.
+ * After the pass, report_finish (report_finish.c) sorts each device's
+ * operations, finds the launch-bound stretches in them, merges them into
+ * busy intervals (idle gaps bucketed, the longest kept, those a
+ * synchronising call opened added up), and the GPU idle during data
+ * loading; the ranges' GPU time is what was launched inside them, by
+ * correlation (report_ranges.c). The figures the outputs share (the
+ * busiest device, the window, medians, "what ran at t", the busy
+ * timeline from prefix sums) are report_figures.c's; report_out.c writes
+ * text, JSON and the findings, report_html.c one page, report_ops_out.c
+ * the operator table in each.
+ *
+ * Calls go one way: report.c -> report_finish.c -> report_figures.c;
+ * report_html.c -> report_out.c -> report_ops_out.c; every output ->
+ * report_figures.c; report_figures.c calls no other report file.
  *
  * Ownership: the caller owns each struct rstats (report_free releases
  * what report_read allocated in it); the cJSON tree is the caller's.
  */
-#ifndef GPROFCTL_REPORT_H
-#define GPROFCTL_REPORT_H
+#ifndef GPROFCTL_REPORT_INT_H
+#define GPROFCTL_REPORT_INT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,8 +43,8 @@
 #include <cjson/cJSON.h>
 
 #include "htab.h"
+#include "report.h"
 
-struct mreport;
 struct ivals { double *v; size_t n, cap; };            /* start, end pairs (us) */
 struct durs { float *v; size_t n, cap; };
 
@@ -107,12 +116,8 @@ struct rstats {
 	double nccl, kernel_total, runtime_total, sync_total;
 	uint64_t short_kernels;    /* shorter than 10 us */
 	bool truncated;
-	/* Refused, with error saying why and what to do (no report is made
-	 * from it): REFUSED_NOT_TRACE, a file that is not a trace (no
-	 * traceEvents array: not JSON, other JSON, cut before its events);
-	 * REFUSED_EMPTY, a trace with nothing timed in it; REFUSED_UNREADABLE,
-	 * a file that cannot be opened. */
-	enum { REFUSED_NO, REFUSED_NOT_TRACE, REFUSED_EMPTY, REFUSED_UNREADABLE } refused;
+	/* refused, with error saying why and what to do (report.h) */
+	enum report_refusal refused;
 	bool saw_events;           /* the traceEvents array was opened */
 	char error[640];           /* set when the file could not be read whole */
 	struct rops *ops;          /* PyTorch operators, kernels by launch (report_ops.c) */
@@ -127,31 +132,11 @@ struct rstats {
  * the work stays this many times the file's ranges. */
 #define REPORT_WHERE_MAX 256
 
-/* Reads path into st (zeroed here). 0; or -1 with st->error saying what
- * and where (byte offset), and st holding whatever was read before. */
-int report_read(const char *path, struct rstats *st);
-/* The same over text in memory (plain JSON), named name (the fuzz target's way in). */
-int report_read_mem(const char *name, const char *text, size_t len, struct rstats *st);
-void report_free(struct rstats *st);
-
-/* Text for people (several ranks: the comparison across them, then the
- * findings), the same as JSON, or as one self-contained HTML page with
- * charts (report_html.c). */
-void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top);
-cJSON *report_json(struct rstats *const *st, size_t n, size_t top);
-void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top);
-
-/* Between the pass (report.c) and the figures (report_finish.c): fills
+/* report_finish.c, between the pass (report.c) and the outputs: fills
  * every figure from what the pass gathered; false when out of memory. */
 bool report_finish(struct rstats *st);
-/* The busy share of each of the REPORT_BINS slices of the window on
- * device g, into out (the timeline; worked out when drawn, not kept per
- * device, which a trace of many devices would make large). */
-void report_bins(const struct rstats *st, const struct gpu *g, float *out);
-/* Does s contain needle (lowercase), ignoring case? */
-bool report_has_ci(const char *s, const char *needle);
 
-/* Shared by the outputs (report_out.c). A finding: what it is (kind, one
+/* Shared by the outputs. A finding: what it is (kind, one
  * of docs/REPORT.md's), how much it costs (weight, roughly the share of
  * the window; severity follows from it), whom it is about (the trace's
  * file, rank and host; NULL, -1 and "" when not one trace's or unknown),
@@ -196,19 +181,34 @@ static inline const char *report_severity(double weight)
 	return weight >= 0.3 ? "high" : weight >= 0.1 ? "medium" : "low";
 }
 
+/* The findings of st[0..n) into out (at most max), heaviest first; how
+ * many (report_out.c). */
 size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, size_t max);
+
+/* ---- the shared figures (report_figures.c): read a finished rstats,
+ * change nothing in it but the count of report_where's lookups ---- */
+
+/* The median of d (sorted), 0 when empty. */
 double report_median(const struct durs *d);
+/* The window's length (us), 0 when nothing was timed. */
 double report_window(const struct rstats *st);
 /* per-iteration figures divide by this: the iterations, or 1 when none */
 double report_iterations_or_1(const struct rstats *st);
 /* The busiest device (NULL when no GPU work). */
 const struct gpu *report_busiest(const struct rstats *st);
+/* GPU busy time (us) between a and b on a merged device or stream. */
+double report_busy_between(const struct gpu *g, double a, double b);
+/* The busy share of each of the REPORT_BINS slices of the window on
+ * device g, into out (the timeline; worked out when drawn, not kept per
+ * device, which a trace of many devices would make large). */
+void report_bins(const struct rstats *st, const struct gpu *g, float *out);
+/* Does s contain needle (lowercase), ignoring case? */
+bool report_has_ci(const char *s, const char *needle);
 /* Whether the n files are the ranks of one job, so comparing them means
  * something: at least two, each with a known rank, all distinct, one
  * world size. Unrelated traces (no rank, or rank 0 of 1 each) are not. */
 bool report_one_job(struct rstats *const *st, size_t n);
 struct kstat **report_ranked(const struct kmap *m); /* by total, largest first; free() it */
-const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
 /* What was running at time t, as text: the innermost user range there
  * (what the CPU was in, with cpu_first; else the range whose GPU work on
  * dev was running, falling back on each other) and the iteration. Counts
@@ -252,7 +252,5 @@ bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t 
                          double b);
 bool report_ranges_finish(struct rstats *st);
 void report_ranges_free_pass(struct rstats *st);
-/* s escaped for HTML text (report_html.c). */
-void report_html_esc(FILE *f, const char *s);
 
 #endif

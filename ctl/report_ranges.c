@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include "grow.h"
-#include "report.h"
+#include "report_int.h"
 #include "report_ops.h"
 
 struct rr_range { double a, b; int64_t pid, tid; uint32_t name; };
