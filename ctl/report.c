@@ -19,6 +19,7 @@
 #include "grow.h"
 #include "htab.h"
 #include "jscan.h"
+#include "report.h"
 #include "report_int.h"
 #include "report_mem.h"
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "report.h"
 #include "report_int.h"
 
 /* The middle of d, sorted (the mean of the two middle ones when even). */

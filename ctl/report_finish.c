@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "report.h"
 #include "report_int.h"
 
 static int cmp_double_pairs(const void *a, const void *b)

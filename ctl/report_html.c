@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "report.h"
 #include "report_int.h"
 
 static const char *const colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",

@@ -43,7 +43,13 @@
 #include <cjson/cJSON.h>
 
 #include "htab.h"
-#include "report.h"
+
+/* report.h first: the public types (struct rstats's refusal, struct
+ * mreport) are its; not included here, so that report.c, which includes
+ * this header, and report.h stay one way (.ci/include-cycles.py). */
+#ifndef GPROFCTL_REPORT_H
+#error "include report.h before report_int.h"
+#endif
 
 struct ivals { double *v; size_t n, cap; };            /* start, end pairs (us) */
 struct durs { float *v; size_t n, cap; };

@@ -74,6 +74,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "report.h"
 #include "report_int.h"
 #include "report_ops.h"
 

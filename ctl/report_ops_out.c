@@ -11,6 +11,7 @@
 
 #include "fmt.h"
 #include "jsonint.h"
+#include "report.h"
 #include "report_int.h"
 #include "report_ops.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "jsonint.h"
+#include "report.h"
 #include "report_int.h"
 
 static uint64_t kernel_count(const struct rstats *st)

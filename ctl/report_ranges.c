@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "report.h"
 #include "report_int.h"
 #include "report_ops.h"
 

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "fuzz.h"
+#include "report.h"
 #include "report_int.h"
 #include "textout.h"
 
