@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fmt.h"
 #include "jsonint.h"
 #include "tlist.h"
 

@@ -157,15 +157,6 @@ static int expand(struct inputs *in, const char *path)
 	return 0;
 }
 
-static int by_rank(const void *a, const void *b)
-{
-	const struct rstats *x = *(struct rstats *const *)a, *y = *(struct rstats *const *)b;
-
-	if (x->rank != y->rank)
-		return x->rank < 0 ? 1 : y->rank < 0 ? -1 : x->rank < y->rank ? -1 : 1;
-	return strcmp(x->path, y->path);
-}
-
 /* The page goes to a temporary file renamed over FILE once whole, so a
  * failed run leaves no half page. */
 static int write_html(const char *path, struct rstats **st, size_t n, size_t top)
@@ -236,21 +227,21 @@ static int run_memory(struct inputs *in, bool json, const char *html, size_t top
 		nm++;
 	}
 	for (k = 0; k < nst; k++)
-		if (st[k] != NULL && st[k]->mem != NULL)
+		if (st[k] != NULL && report_memory(st[k]) != NULL)
 			break;
 	if (json && root != NULL && (nm > 0 || k < nst)) {
 		/* only when there is some: a trace report's JSON is otherwise as before */
 		arr = cJSON_AddArrayToObject(root, "memory");
 		for (k = 0; k < nst; k++)
-			if (st[k] != NULL && st[k]->mem != NULL)
-				cJSON_AddItemToArray(arr, mreport_json(st[k]->mem, top));
+			if (st[k] != NULL && report_memory(st[k]) != NULL)
+				cJSON_AddItemToArray(arr, mreport_json(report_memory(st[k]), top));
 		for (k = 0; k < nm; k++)
 			cJSON_AddItemToArray(arr, mreport_json(&m[k], top));
 	} else if (!json && html == NULL) {
 		for (k = 0; k < nst; k++)
-			if (st[k] != NULL && st[k]->mem != NULL) {
+			if (st[k] != NULL && report_memory(st[k]) != NULL) {
 				fprintf(out, "\n");
-				mreport_print(out, st[k]->mem, top);
+				mreport_print(out, report_memory(st[k]), top);
 			}
 		for (k = 0; k < nm; k++) {
 			if (nst > 0 || k > 0)
@@ -273,9 +264,9 @@ static int refused(struct rstats *const *st, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (st[i]->refused == REFUSED_EMPTY && code == EXIT_OK)
+		if (report_refusal(st[i]) == REFUSED_EMPTY && code == EXIT_OK)
 			code = EXIT_FAILED;
-		else if (st[i]->refused != REFUSED_NO && st[i]->refused != REFUSED_EMPTY)
+		else if (report_refusal(st[i]) != REFUSED_NO && report_refusal(st[i]) != REFUSED_EMPTY)
 			code = EXIT_USAGE;
 	return code;
 }
@@ -290,7 +281,7 @@ static void print_counts(struct rstats **st, size_t n, const struct mallinfo2 *m
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		wheres += st[i] != NULL ? st[i]->wheres : 0;
+		wheres += st[i] != NULL ? report_wheres(st[i]) : 0;
 	fprintf(stderr, "gprofctl report: counts: lookups=%llu probes=%llu wheres=%llu "
 	        "rescanned=%llu snapshot_steps=%llu snapshot_peak_bytes=%llu heap_bytes=%llu "
 	        "escaped=%llu\n",
@@ -320,14 +311,14 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 	for (i = 0; i < in->n; i++) {
 		if (is_snapshot(in->v[i]))
 			continue;
-		st[n] = malloc(sizeof(**st));
+		st[n] = report_new();
 		if (st[n] == NULL || report_read(in->v[i], st[n]) < 0) {
 			bad++;
 			if (st[n] != NULL)
-				fprintf(stderr, "gprofctl report: %s: %s\n", in->v[i], st[n]->error);
+				fprintf(stderr, "gprofctl report: %s: %s\n", in->v[i], report_error(st[n]));
 		}
 		if (st[n] != NULL)
-			st[n]->ops_by_shape = by_shape;
+			report_set_by_shape(st[n], by_shape);
 		n++;
 	}
 	mi = mallinfo2();
@@ -341,7 +332,7 @@ static int run(struct inputs *in, bool json, const char *html, size_t top, bool 
 			        "given would be missing from it: name only the others to report them\n");
 		bad = 0;
 	} else if (i == n) {
-		qsort(st, n, sizeof(*st), by_rank);
+		report_sort(st, n);
 		if (json)
 			root = n ? report_json(st, n, top) : cJSON_CreateObject();
 		else if (html != NULL && n > 0) {

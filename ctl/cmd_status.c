@@ -17,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "fmt.h"
 #include "jsonint.h"
 #include "tlist.h"
 
@@ -146,21 +147,13 @@ static void add_running(cJSON *h, const char *label, const struct row *r)
 		cJSON_AddItemToArray(arr, tlist_json(label, &r->run.v[k]));
 }
 
+/* How long the daemon has run, from its start (wall clock). */
 static void uptime(int64_t started_us, char *out, size_t size)
 {
 	struct timespec ts;
-	int64_t s;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	s = ts.tv_sec - started_us / 1000000;
-	if (s < 120)
-		snprintf(out, size, "%llds", (long long)s);
-	else if (s < 7200)
-		snprintf(out, size, "%lldm", (long long)(s / 60));
-	else if (s < 172800)
-		snprintf(out, size, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
-	else
-		snprintf(out, size, "%lldd", (long long)(s / 86400));
+	fmt_duration(ts.tv_sec - started_us / 1000000, out, size);
 }
 
 /* The store's line: where, how much, and the room left. */
@@ -298,16 +291,4 @@ int cmd_status(struct opts *o, int argc, char **argv)
 	free(rows);
 	client_deinit(&cl);
 	return code;
-}
-
-void fmt_bytes(uint64_t b, char *out, size_t size)
-{
-	if (b < 10000)
-		snprintf(out, size, "%llu B", (unsigned long long)b);
-	else if (b < 10000000)
-		snprintf(out, size, "%.1f kB", (double)b / 1e3);
-	else if (b < 10000000000ull)
-		snprintf(out, size, "%.1f MB", (double)b / 1e6);
-	else
-		snprintf(out, size, "%.1f GB", (double)b / 1e9);
 }

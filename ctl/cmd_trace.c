@@ -22,6 +22,7 @@
 #include "jsonint.h"
 #include "ctl.h"
 #include "dlq.h"
+#include "fmt.h"
 #include "fsutil.h"
 
 struct vproc {

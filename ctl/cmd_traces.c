@@ -10,16 +10,14 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
+#include "fmt.h"
 #include "jsonint.h"
 #include "tlist.h"
 
 static struct tlist proto_list; /* the filters every host's list copies */
-
-static void when(int64_t us, char *out, size_t size);
 
 /* A host's two lists: its traces in progress, then its stored ones. */
 struct hlists {
@@ -53,7 +51,7 @@ static void row(const char *host, const struct tsum *s)
 
 	tlist_jobs(s, jobs, sizeof(jobs));
 	tlist_ranks(s, ranks, sizeof(ranks));
-	when(s->created_us, t, sizeof(t));
+	fmt_time(s->created_us, t, sizeof(t));
 	fmt_bytes(s->bytes, sz, sizeof(sz));
 	printf("%-20s %-32s %-14s %-19s %5zu %-10s %9s %s", host, s->id, jobs, t,
 	       s->nprocs ? s->nprocs : s->nfiles, ranks, sz, msg_trace_state_name(s->state));
@@ -68,17 +66,6 @@ static void failed(struct host *h, const char *why)
 {
 	(void)h;
 	(void)why;
-}
-
-static void when(int64_t us, char *out, size_t size)
-{
-	time_t t = (time_t)(us / 1000000);
-	struct tm tm;
-
-	if (us <= 0 || localtime_r(&t, &tm) == NULL)
-		snprintf(out, size, "-");
-	else
-		strftime(out, size, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
 int cmd_traces(struct opts *o, int argc, char **argv)

@@ -167,7 +167,4 @@ int cmd_report(struct opts *o, int argc, char **argv);
 /* gprofctl report on a directory of traces (trace --report): an exit status. */
 int report_dir(const char *dir, bool json);
 
-/* A duration for humans: "2.5 s", "3 min". */
-void fmt_bytes(uint64_t b, char *out, size_t size);
-
 #endif

@@ -1,6 +1,6 @@
 /*
  * grow.h: the small helper gprofctl's readers share (report.c,
- * report_ops.c, report_mem.c, pickle.c): an array that doubles as it fills.
+ * report_ops.c, report_ranges.c, report_mem.c, pickle.c): an array that doubles as it fills.
  * (Their lookups go through htab.c.) Header-only (static inline), a leaf: it
  * includes nothing of the project.
  */

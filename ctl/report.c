@@ -1,7 +1,12 @@
 /*
- * report: see report.h.
+ * report: the pass over one trace (report.h is its public face,
+ * report_int.h says what the report files share). The file is inflated by
+ * a reader thread and scanned by jscan.c; the callbacks here fold each
+ * event into the struct rstats as it ends, hand operators to
+ * report_ops.c, ranges' launches to report_ranges.c and memory events to
+ * report_mem.c, and report_finish (report_finish.c) turns what was
+ * gathered into figures. Also the public accessors of a struct rstats.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -15,6 +20,7 @@
 #include "htab.h"
 #include "jscan.h"
 #include "report.h"
+#include "report_int.h"
 #include "report_mem.h"
 
 #define DEPTH_MAX 64
@@ -101,14 +107,6 @@ static struct kstat *kmap_get(struct kmap *m, const char *name)
 	return &m->v[m->n++];
 }
 
-/* name's entry, or NULL; never adds. */
-const struct kstat *report_kmap_find(const struct kmap *m, const char *name)
-{
-	uint32_t pos = htab_find(&m->idx, htab_hash(name, strlen(name)), kstat_is, m, name);
-
-	return pos != HTAB_NONE ? &m->v[pos] : NULL;
-}
-
 static struct kstat *kstat_add(struct kmap *m, const char *name, double dur, double bytes)
 {
 	struct kstat *k = kmap_get(m, name);
@@ -152,16 +150,6 @@ static struct gpu *gpu_get(struct rstats *st, int64_t dev, int64_t stream)
 	st->gpus[st->ngpus].dev = dev;
 	st->gpus[st->ngpus].stream = stream;
 	return &st->gpus[st->ngpus++];
-}
-
-bool report_has_ci(const char *s, const char *needle)
-{
-	size_t n = strlen(needle);
-
-	for (; *s; s++)
-		if (tolower((unsigned char)*s) == needle[0] && strncasecmp(s, needle, n) == 0)
-			return true;
-	return false;
 }
 
 /* What an event's cat says, across Kineto's versions (older ones wrote
@@ -900,3 +888,69 @@ void report_free(struct rstats *st)
 	memset(st, 0, sizeof(*st));
 }
 
+/* ---- the public interface's way in (report.h) ---- */
+
+/* Uninitialised room: report_read zeroes it first. */
+struct rstats *report_new(void)
+{
+	return malloc(sizeof(struct rstats));
+}
+
+/* The path the file was read from. */
+const char *report_path(const struct rstats *st)
+{
+	return st->path;
+}
+
+/* The rank from distributedInfo, -1 when unknown. */
+int64_t report_rank(const struct rstats *st)
+{
+	return st->rank;
+}
+
+/* Why the file could not be read whole, "" when it was. */
+const char *report_error(const struct rstats *st)
+{
+	return st->error;
+}
+
+/* Whether (and why) no report is made from the file. */
+enum report_refusal report_refusal(const struct rstats *st)
+{
+	return st->refused;
+}
+
+/* Its memory events' report, NULL when it had none. */
+struct mreport *report_memory(const struct rstats *st)
+{
+	return st->mem;
+}
+
+/* Asks for the operator table per input shape. */
+void report_set_by_shape(struct rstats *st, bool by_shape)
+{
+	st->ops_by_shape = by_shape;
+}
+
+/* report_where's lookups in this file. */
+uint32_t report_wheres(const struct rstats *st)
+{
+	return st->wheres;
+}
+
+/* qsort order: by rank, unknown ranks last, then by path. */
+static int by_rank(const void *a, const void *b)
+{
+	const struct rstats *x = *(struct rstats *const *)a, *y = *(struct rstats *const *)b;
+
+	if (x->rank != y->rank)
+		return x->rank < 0 ? 1 : y->rank < 0 ? -1 : x->rank < y->rank ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+/* Ranks in order, so each output lists them the same way. */
+void report_sort(struct rstats **st, size_t n)
+{
+	if (n > 0)
+		qsort(st, n, sizeof(*st), by_rank);
+}

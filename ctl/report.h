@@ -1,27 +1,15 @@
 /*
- * report: what a trace says, read in one streaming pass (issue 14).
+ * report: what a trace says (gprofctl report, issue 14): the interface
+ * cmd_report.c uses. One struct rstats per trace file (a rank of a job):
+ * report_read fills it in one streaming pass, and the outputs write a list
+ * of them as text, JSON or one HTML page, with the comparison across ranks
+ * and the findings. What is inside a struct rstats is the report_*.c
+ * files' business (report_int.h); here it is opaque.
  *
- * Data flow: report_read opens one trace file (gzip or plain), feeds it in
- * 64 KiB pieces to a yajl parser whose callbacks fill one event at a time
- * (name, cat, ph, pid, tid, ts, dur, args.bytes); each finished event is
- * folded into the file's struct rstats, and nothing else of the file is
- * kept: per GPU device and stream the busy intervals (to merge them into
- * busy and idle time), per kernel name its durations (for the median),
- * the iteration (ProfilerStep#) durations, copy and set totals, and the
- * spans of user ranges, iterations and synchronising calls. Memory is a
- * few dozen bytes per GPU event, whatever the file's size.
- * After the pass, finish() sorts each device's operations, finds the
- * launch-bound stretches in them, merges them into busy intervals (idle
- * gaps bucketed, the longest kept, those a synchronising call opened
- * added up) and answers "how busy was the GPU between a and b" from
- * prefix sums, for the data-loading ranges and the timeline; the ranges'
- * GPU time is what was launched inside them, by correlation
- * (report_ranges.c). report_print, report_json and report_html write a list of
- * finished rstats (one per rank) as text, cJSON or one HTML page, with
- * the cross-rank comparison and the findings.
- *
- * Ownership: the caller owns each struct rstats (report_free releases
- * what report_read allocated in it); the cJSON tree is the caller's.
+ * Ownership: the caller owns each struct rstats (report_new's memory:
+ * report_free releases what report_read allocated in it, then free() it);
+ * the cJSON tree from report_json is the caller's; a struct mreport from
+ * report_memory stays the rstats'.
  */
 #ifndef GPROFCTL_REPORT_H
 #define GPROFCTL_REPORT_H
@@ -33,226 +21,45 @@
 
 #include <cjson/cJSON.h>
 
-#include "htab.h"
-
+struct rstats;
 struct mreport;
-struct ivals { double *v; size_t n, cap; };            /* start, end pairs (us) */
-struct durs { float *v; size_t n, cap; };
 
-struct kstat {                 /* one kernel name, or one copy/set kind */
-	char *name;
-	bool nccl;                 /* a collective (NCCL) kernel */
-	uint64_t count, bytes;
-	double total, max, median;  /* median: set after the pass */
-	struct durs d;             /* the durations, in no order after the pass */
-};
+/* Why no report is made from a file (report_error says it for people):
+ * REFUSED_NOT_TRACE, a file that is not a trace (no traceEvents array: not
+ * JSON, other JSON, cut before its events); REFUSED_EMPTY, a trace with
+ * nothing timed in it; REFUSED_UNREADABLE, a file that cannot be opened. */
+enum report_refusal { REFUSED_NO, REFUSED_NOT_TRACE, REFUSED_EMPTY, REFUSED_UNREADABLE };
 
-struct kmap { struct kstat *v; size_t n, cap; struct htab idx; }; /* idx: by name */
-
-/* A range in time: a user range on the CPU or its projection on a GPU,
- * an iteration, a synchronising call (name: its index in the map it
- * belongs to; dev: the GPU for projections, else -1). */
-struct span { double a, b; uint32_t name; int32_t dev; };
-struct spans { struct span *v; size_t n, cap; };
-
-#define REPORT_BINS 400        /* the busy timeline's resolution */
-#define REPORT_TOP_GAPS 5
-
-struct gap { double a, b; };
-
-/* A launch-bound stretch: many short GPU operations in a row with the
- * GPU idle between them, waiting for the CPU to launch the next. */
-struct stretch { double a, b, busy; uint32_t ops; int64_t dev; };
-
-struct gpu {                   /* one device, or one stream of it */
-	int64_t dev, stream;       /* stream -1: the device as a whole */
-	struct ivals iv;           /* after report_read: merged, sorted, disjoint */
-	double *prefix;            /* busy time before each merged interval */
-	double busy, span, idle_bucket[5];
-	double idle_after_sync;    /* idle in gaps that a synchronising call opened */
-	uint32_t sync_gaps;
-	struct gap top_gaps[REPORT_TOP_GAPS]; /* the longest idle gaps, longest first */
-};
-
-struct rops;                   /* the operators (report_ops.c) */
-struct rranges;                /* the ranges' launches while reading (report_ranges.c) */
-
-/* A range name's GPU work, by correlation (report_ranges.c): the GPU
- * records launched inside its instances (each once), their time, and the
- * summed spans from the first one's start to the last one's end. */
-struct range_gpu { double gpu, span; uint64_t ops; };
-
-struct rstats {
-	char path[1024];
-	int64_t rank, world;       /* from distributedInfo; -1 unknown */
-	char host[256];            /* host_name from the trace's metadata; "" unknown */
-	uint64_t events, gpu_events;
-	double t0, t1;             /* the window: first start, last end (us) */
-	struct kmap kernels, copies;
-	struct kmap ranges, granges; /* user ranges (NVTX, record_function): CPU, GPU projection */
-	struct kmap syncs;         /* synchronising CUDA calls by name */
-	struct spans cpu_spans, gpu_spans, sync_spans, step_spans;
-	struct rranges *rr;        /* freed by report_ranges_finish */
-	struct range_gpu *range_gpu; /* per ranges entry; NULL: unknown (no GPU record linked) */
-	uint64_t gpu_unlinked;     /* GPU records no (one) call in the trace launched */
-	struct gpu *gpus;          /* after report_read: by device, then stream (-1 first) */
-	size_t ngpus, capgpus;
-	struct htab gpu_idx;       /* gpus by (dev, stream), during the pass */
-	struct durs steps;         /* sorted; step_spans keeps their order */
-	struct stretch stretches[3]; /* the launch-bound stretches idling the GPU most */
-	size_t nstretches;
-	double stretch_idle;       /* GPU idle inside all launch-bound stretches */
-	double data_cpu, data_idle; /* data-loading ranges: CPU time, GPU idle meanwhile */
-	uint64_t data_calls;
-	double nccl, kernel_total, runtime_total, sync_total;
-	uint64_t short_kernels;    /* shorter than 10 us */
-	bool truncated;
-	/* Refused, with error saying why and what to do (no report is made
-	 * from it): REFUSED_NOT_TRACE, a file that is not a trace (no
-	 * traceEvents array: not JSON, other JSON, cut before its events);
-	 * REFUSED_EMPTY, a trace with nothing timed in it; REFUSED_UNREADABLE,
-	 * a file that cannot be opened. */
-	enum { REFUSED_NO, REFUSED_NOT_TRACE, REFUSED_EMPTY, REFUSED_UNREADABLE } refused;
-	bool saw_events;           /* the traceEvents array was opened */
-	char error[640];           /* set when the file could not be read whole */
-	struct rops *ops;          /* PyTorch operators, kernels by launch (report_ops.c) */
-	bool ops_by_shape;         /* the operator table per input shape (set by the caller) */
-	struct mreport *mem;       /* its [memory] events, when it has some (report_mem.c) */
-	uint32_t wheres;           /* report_where's lookups answered (REPORT_WHERE_MAX) */
-};
-
-/* report_where scans the ranges (linear in them); the outputs ask it a few
- * times per device, and a trace names as many devices as it likes, so
- * after this many per file it answers "not looked up" (counted in wheres):
- * the work stays this many times the file's ranges. */
-#define REPORT_WHERE_MAX 256
-
-/* Reads path into st (zeroed here). 0; or -1 with st->error saying what
+/* Room for one trace's figures, for report_read; NULL when out of memory. */
+struct rstats *report_new(void);
+/* Reads path into st (zeroed here). 0; or -1 with report_error saying what
  * and where (byte offset), and st holding whatever was read before. */
 int report_read(const char *path, struct rstats *st);
 /* The same over text in memory (plain JSON), named name (the fuzz target's way in). */
 int report_read_mem(const char *name, const char *text, size_t len, struct rstats *st);
+/* Releases what report_read allocated in st (not st itself). */
 void report_free(struct rstats *st);
+
+/* What report_read found out about the file: its path, its rank (-1
+ * unknown), why it could not be read whole ("" when it was), whether it is
+ * refused, and its memory events (NULL when it has none). */
+const char *report_path(const struct rstats *st);
+int64_t report_rank(const struct rstats *st);
+const char *report_error(const struct rstats *st);
+enum report_refusal report_refusal(const struct rstats *st);
+struct mreport *report_memory(const struct rstats *st);
+/* The operator table per input shape (gprofctl report --group-by-shape). */
+void report_set_by_shape(struct rstats *st, bool by_shape);
+/* How many report_where lookups the outputs made in st (GPROFCTL_REPORT_COUNTS). */
+uint32_t report_wheres(const struct rstats *st);
+/* Sorts st by rank (unknown ranks last), then by path. */
+void report_sort(struct rstats **st, size_t n);
 
 /* Text for people (several ranks: the comparison across them, then the
  * findings), the same as JSON, or as one self-contained HTML page with
- * charts (report_html.c). */
+ * charts (report_html.c); top: the rows each table shows. */
 void report_print(FILE *f, struct rstats *const *st, size_t n, size_t top);
 cJSON *report_json(struct rstats *const *st, size_t n, size_t top);
 void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top);
-
-/* Between the pass (report.c) and the figures (report_finish.c): fills
- * every figure from what the pass gathered; false when out of memory. */
-bool report_finish(struct rstats *st);
-/* The busy share of each of the REPORT_BINS slices of the window on
- * device g, into out (the timeline; worked out when drawn, not kept per
- * device, which a trace of many devices would make large). */
-void report_bins(const struct rstats *st, const struct gpu *g, float *out);
-/* Does s contain needle (lowercase), ignoring case? */
-bool report_has_ci(const char *s, const char *needle);
-
-/* Shared by the outputs (report_out.c). A finding: what it is (kind, one
- * of docs/REPORT.md's), how much it costs (weight, roughly the share of
- * the window; severity follows from it), whom it is about (the trace's
- * file, rank and host; NULL, -1 and "" when not one trace's or unknown),
- * the figures it rests on (evidence: name, value, whether an integer; the
- * names are static strings), and the sentence for people. */
-#define FINDING_EVIDENCE 8
-struct evidence { const char *name; double v; bool integer; };
-struct finding {
-	double weight;
-	const char *kind;
-	const char *file, *host;
-	int64_t rank;
-	struct evidence ev[FINDING_EVIDENCE];
-	size_t nev;
-	char text[600];
-};
-
-/* Starts finding f about trace s (NULL: none), of kind and weight. */
-static inline struct finding *report_finding(struct finding *f, const struct rstats *s,
-                                             const char *kind, double weight)
-{
-	f->weight = weight;
-	f->kind = kind;
-	f->file = s != NULL ? s->path : NULL;
-	f->host = s != NULL ? s->host : "";
-	f->rank = s != NULL ? s->rank : -1;
-	f->nev = 0;
-	f->text[0] = '\0';
-	return f;
-}
-
-/* Adds a figure to f's evidence (the first FINDING_EVIDENCE are kept). */
-static inline void report_evidence(struct finding *f, const char *name, double v, bool integer)
-{
-	if (f->nev < FINDING_EVIDENCE)
-		f->ev[f->nev++] = (struct evidence){ name, v, integer };
-}
-
-/* "high" (weight 0.3 or more), "medium" (0.1 or more) or "low". */
-static inline const char *report_severity(double weight)
-{
-	return weight >= 0.3 ? "high" : weight >= 0.1 ? "medium" : "low";
-}
-
-size_t report_findings(struct rstats *const *st, size_t n, struct finding *out, size_t max);
-double report_median(const struct durs *d);
-double report_window(const struct rstats *st);
-/* per-iteration figures divide by this: the iterations, or 1 when none */
-double report_iterations_or_1(const struct rstats *st);
-/* The busiest device (NULL when no GPU work). */
-const struct gpu *report_busiest(const struct rstats *st);
-/* Whether the n files are the ranks of one job, so comparing them means
- * something: at least two, each with a known rank, all distinct, one
- * world size. Unrelated traces (no rank, or rank 0 of 1 each) are not. */
-bool report_one_job(struct rstats *const *st, size_t n);
-struct kstat **report_ranked(const struct kmap *m); /* by total, largest first; free() it */
-const struct kstat *report_kmap_find(const struct kmap *m, const char *name);
-/* What was running at time t, as text: the innermost user range there
- * (what the CPU was in, with cpu_first; else the range whose GPU work on
- * dev was running, falling back on each other) and the iteration. Counts
- * itself in st->wheres (the one field it changes). */
-void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
-                  size_t n);
-/* A range's GPU work (k: an entry of st->ranges), or NULL when unknown. */
-const struct range_gpu *report_range_gpu(const struct rstats *st, const struct kstat *k);
-/* "N operations in X ms at +T ms, GPU busy B%, in 'range', ProfilerStep#I" */
-void report_stretch_text(const struct rstats *st, const struct stretch *x, char *out, size_t n);
-
-/* The operator table (report_ops.c). One event as it needs it (shape:
- * "Input Dims" as text, NULL when absent; corr, seq, fwd_tid -1 when
- * absent; linked: it has an "External id"): operators, module scopes,
- * CUDA API calls and CUPTI's overhead records go to _fold, GPU records to
- * _gpu (false: out of memory); _finish after the pass; the outputs write
- * nothing for a trace without cpu_op events. */
-struct rop_event {
-	const char *name, *cat, *shape;
-	int64_t pid, tid, corr, seq, fwd_tid;
-	double ts, dur;
-	bool linked;
-};
-bool report_ops_fold(struct rstats *st, const struct rop_event *e);
-bool report_ops_gpu(struct rstats *st, int64_t corr, double ts, double dur);
-bool report_ops_finish(struct rstats *st);
-void report_ops_free(struct rstats *st);
-void report_ops_print(FILE *f, const struct rstats *st, size_t top);
-void report_ops_json(cJSON *r, const struct rstats *st, size_t top);
-void report_ops_html(FILE *f, const struct rstats *st, size_t top);
-/* Adds the operators (in their module) with a tenth of the GPU time or
- * more to out[k..max), each text starting with who; the new k. */
-size_t report_ops_findings(const struct rstats *st, const char *who, struct finding *out,
-                           size_t k, size_t max);
-/* The ranges' GPU time (report_ranges.c): each range (name: its index
- * in st->ranges) during the pass (false: out of memory); _finish after it,
- * before report_ops_finish (it reads the operator table's calls and GPU
- * records), fills st->range_gpu and frees what the pass kept; _free_pass
- * frees that early. */
-bool report_ranges_range(struct rstats *st, uint32_t name, int64_t pid, int64_t tid, double a,
-                         double b);
-bool report_ranges_finish(struct rstats *st);
-void report_ranges_free_pass(struct rstats *st);
-/* s escaped for HTML text (report_html.c). */
-void report_html_esc(FILE *f, const char *s);
 
 #endif

@@ -4,9 +4,9 @@
  * the outputs read: merged busy time and gaps by device and stream, the
  * longest gaps and the idle after synchronising calls, launch-bound
  * stretches, GPU idle during data loading, medians (the ranges' GPU
- * time is report_ranges.c's); and
- * report_where, which names what ran at a moment. Runs once per file,
- * after the whole pass; owns nothing beyond the rstats it fills.
+ * time is report_ranges.c's). Runs once per file, after the whole pass;
+ * owns nothing beyond the rstats it fills. Calls report_figures.c (the
+ * busiest device, busy time between two moments), never the outputs.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "report_int.h"
 
 static int cmp_double_pairs(const void *a, const void *b)
 {
@@ -184,44 +185,6 @@ static bool merge(struct gpu *g, const struct spans *syncs, double t0, double t1
 	return true;
 }
 
-/* GPU busy time between a and b on a merged device or stream. */
-static double busy_between(const struct gpu *g, double a, double b)
-{
-	const double *v = g->iv.v;
-	size_t n = g->iv.n / 2, lo = 0, hi = n, first, last;
-	double sum;
-
-	if (n == 0 || b <= a || g->prefix == NULL)
-		return 0;
-	while (lo < hi) { /* the first interval ending after a */
-		size_t mid = (lo + hi) / 2;
-
-		if (v[2 * mid + 1] <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	first = lo;
-	hi = n;
-	while (lo < hi) { /* the first interval starting at or after b */
-		size_t mid = (lo + hi) / 2;
-
-		if (v[2 * mid] < b)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo <= first)
-		return 0;
-	last = lo - 1;
-	sum = g->prefix[last] + (v[2 * last + 1] - v[2 * last]) - g->prefix[first];
-	if (a > v[2 * first])
-		sum -= a - v[2 * first];
-	if (v[2 * last + 1] > b)
-		sum -= v[2 * last + 1] - b;
-	return sum > 0 ? sum : 0;
-}
-
 static bool data_range(const char *name)
 {
 	return report_has_ci(name, "dataloader") || report_has_ci(name, "data_load") || report_has_ci(name, "data load");
@@ -291,18 +254,6 @@ static bool sorted_pairs(const double *v, size_t n)
 	return true;
 }
 
-void report_bins(const struct rstats *st, const struct gpu *g, float *out)
-{
-	double w = report_window(st);
-	size_t k;
-
-	for (k = 0; k < REPORT_BINS; k++) {
-		double a = st->t0 + w * (double)k / REPORT_BINS;
-
-		out[k] = w > 0 ? (float)(busy_between(g, a, a + w / REPORT_BINS) / (w / REPORT_BINS)) : 0;
-	}
-}
-
 bool report_finish(struct rstats *st)
 {
 	const struct gpu *busiest;
@@ -339,7 +290,7 @@ bool report_finish(struct rstats *st)
 			continue;
 		st->data_calls++;
 		st->data_cpu += sp->b - sp->a;
-		st->data_idle += sp->b - sp->a - (busiest ? busy_between(busiest, sp->a, sp->b) : 0);
+		st->data_idle += sp->b - sp->a - (busiest ? report_busy_between(busiest, sp->a, sp->b) : 0);
 	}
 	for (i = 0; i < st->kernels.n; i++)
 		st->kernels.v[i].median = median_of(&st->kernels.v[i].d);
@@ -348,53 +299,5 @@ bool report_finish(struct rstats *st)
 	if (st->steps.n > 0) /* qsort's base may not be NULL, even for nothing */
 		qsort(st->steps.v, st->steps.n, sizeof(float), cmp_float);
 	return report_ops_finish(st);
-}
-
-/* The innermost span of sp holding t (on dev, or any when dev < 0). */
-static const struct span *innermost(const struct spans *sp, int64_t dev, double t)
-{
-	const struct span *best = NULL;
-	size_t i;
-
-	for (i = 0; i < sp->n; i++)
-		if (sp->v[i].a <= t && t <= sp->v[i].b && (dev < 0 || sp->v[i].dev == dev) &&
-		    (best == NULL || sp->v[i].b - sp->v[i].a < best->b - best->a))
-			best = &sp->v[i];
-	return best;
-}
-
-void report_where(const struct rstats *st, int64_t dev, double t, bool cpu_first, char *out,
-                  size_t n)
-{
-	const struct span *g, *c, *step = NULL;
-	const char *name = NULL;
-	size_t i;
-
-	/* the outputs hold st const; the count is the only thing changed, and
-	 * every rstats is the caller's heap object, never a const one */
-	if (st->wheres >= REPORT_WHERE_MAX) {
-		snprintf(out, n, "(not looked up: more than %d places asked in this file)",
-		         REPORT_WHERE_MAX);
-		return;
-	}
-	((struct rstats *)st)->wheres++;
-	g = innermost(&st->gpu_spans, dev, t);
-	c = innermost(&st->cpu_spans, -1, t);
-	if (c && (cpu_first || g == NULL))
-		name = st->ranges.v[c->name].name;
-	else if (g)
-		name = st->granges.v[g->name].name;
-	/* the GPU runs behind the CPU: the last iteration begun by then */
-	for (i = 0; i < st->step_spans.n; i++)
-		if (st->step_spans.v[i].a <= t && (step == NULL || st->step_spans.v[i].a > step->a))
-			step = &st->step_spans.v[i];
-	if (name && step)
-		snprintf(out, n, "in '%.80s', ProfilerStep#%u", name, (unsigned)step->name);
-	else if (name)
-		snprintf(out, n, "in '%.80s'", name);
-	else if (step)
-		snprintf(out, n, "in ProfilerStep#%u, outside any range", (unsigned)step->name);
-	else
-		snprintf(out, n, "outside any range");
 }
 

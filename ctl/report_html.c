@@ -8,29 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "report.h"
+#include "report_int.h"
 
 static const char *const colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf" };
 #define NCOLORS (sizeof(colors) / sizeof(colors[0]))
-
-static void esc(FILE *f, const char *s)
-{
-	for (; *s; s++)
-		switch (*s) {
-		case '&': fputs("&amp;", f); break;
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '"': fputs("&quot;", f); break;
-		case '\'': fputs("&#39;", f); break;
-		default: fputc(*s, f);
-		}
-}
-
-void report_html_esc(FILE *f, const char *s)
-{
-	esc(f, s);
-}
 
 /* s escaped, or its first max bytes and "..." where a chart has little
  * room (max 0: whole). */
@@ -42,7 +26,7 @@ static void esc_cut(FILE *f, const char *s, size_t max)
 		snprintf(cut, sizeof(cut), "%.*s...", (int)max, s);
 		s = cut;
 	}
-	esc(f, s);
+	fmt_html_esc(f, s);
 }
 
 /* "rank R", else the file's name (cut as esc_cut does). */
@@ -196,7 +180,7 @@ static void kstat_table(FILE *f, const struct kmap *m, size_t top, double total,
 		if (copies && v[i]->total > 0)
 			fprintf(f, "%.1f", (double)v[i]->bytes / v[i]->total / 1000);
 		fprintf(f, "</td><td class=name>");
-		esc(f, v[i]->name);
+		fmt_html_esc(f, v[i]->name);
 		fprintf(f, "</td></tr>\n");
 	}
 	fprintf(f, "</table>\n");
@@ -212,7 +196,7 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 	fprintf(f, "<h2>");
 	rank_label(f, s, 0);
 	fprintf(f, "</h2>\n<p class=note>");
-	esc(f, s->path);
+	fmt_html_esc(f, s->path);
 	fprintf(f, ": window %.3f ms, %llu events, %llu on the GPU", w / 1000,
 	        (unsigned long long)s->events, (unsigned long long)s->gpu_events);
 	if (s->steps.n)
@@ -223,7 +207,7 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 	        s->runtime_total / 1000, s->sync_total / 1000, s->kernel_total / 1000, s->nccl / 1000);
 	if (s->error[0]) {
 		fprintf(f, "<p class=warn>");
-		esc(f, s->error);
+		fmt_html_esc(f, s->error);
 		fprintf(f, "</p>\n");
 	}
 	for (i = 0; i < s->ngpus; i++) {
@@ -246,7 +230,7 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 			             sizeof(where));
 			fprintf(f, "<li>%.3f ms at +%.3f ms, the CPU ", (g->top_gaps[j].b - g->top_gaps[j].a) /
 			        1000, (g->top_gaps[j].a - s->t0) / 1000);
-			esc(f, where);
+			fmt_html_esc(f, where);
 			fprintf(f, "</li>\n");
 		}
 		fprintf(f, "</ul>\n");
@@ -257,7 +241,7 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 		for (j = 0; j < s->nstretches; j++) {
 			report_stretch_text(s, &s->stretches[j], where, sizeof(where));
 			fprintf(f, "<li>");
-			esc(f, where);
+			fmt_html_esc(f, where);
 			fprintf(f, "</li>\n");
 		}
 		fprintf(f, "</ul>\n");
@@ -290,7 +274,7 @@ static void rank_section(FILE *f, const struct rstats *s, size_t top)
 			else
 				fprintf(f, "<td>-</td><td>-</td><td>-</td>");
 			fprintf(f, "<td>%llu</td><td class=name>", (unsigned long long)v[j]->count);
-			esc(f, v[j]->name);
+			fmt_html_esc(f, v[j]->name);
 			fprintf(f, "</td></tr>\n");
 		}
 		fprintf(f, "</table>\n");
@@ -319,7 +303,7 @@ void report_html(FILE *f, struct rstats *const *st, size_t n, size_t top)
 	fprintf(f, "<ol class=findings>\n");
 	for (i = 0; i < k; i++) {
 		fprintf(f, "<li>");
-		esc(f, fs[i].text);
+		fmt_html_esc(f, fs[i].text);
 		fprintf(f, "</li>\n");
 	}
 	fprintf(f, "</ol>\n");

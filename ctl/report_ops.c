@@ -75,6 +75,7 @@
 
 #include "grow.h"
 #include "report.h"
+#include "report_int.h"
 #include "report_ops.h"
 
 

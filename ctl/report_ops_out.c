@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "jsonint.h"
 #include "report.h"
+#include "report_int.h"
 #include "report_ops.h"
 
 /* ---- the table ---- */
@@ -232,10 +234,10 @@ void report_ops_html(FILE *f, const struct rstats *st, size_t top)
 		        100 * share(r[i].gpu_self, o->gpu_total), r[i].gpu_self / 1000,
 		        r[i].gpu_total / 1000, 100 * share(r[i].cpu_self, o->cpu_self_total),
 		        r[i].cpu_self / 1000, r[i].cpu_total / 1000, (unsigned long long)r[i].count);
-		report_html_esc(f, o->names.v[r[i].name]);
+		fmt_html_esc(f, o->names.v[r[i].name]);
 		if (st->ops_by_shape) {
 			fprintf(f, "</td><td class=name>");
-			report_html_esc(f, r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
+			fmt_html_esc(f, r[i].shape != NONE ? o->shapes.v[r[i].shape] : "[]");
 		}
 		fprintf(f, "</td></tr>\n");
 	}

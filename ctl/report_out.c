@@ -3,61 +3,15 @@
  * (JSON) and the findings both share; report_html.c draws the same as a
  * page. Everything here reads finished struct rstats and owns nothing
  * beyond a call: arrays from report_ranked are freed before returning.
+ * Calls report_figures.c for the shared figures and report_ops_out.c for
+ * the operator table; neither calls back here.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonint.h"
 #include "report.h"
-
-double report_median(const struct durs *d)
-{
-	if (d->n == 0)
-		return 0;
-	return d->n % 2 ? d->v[d->n / 2] : (d->v[d->n / 2 - 1] + d->v[d->n / 2]) / 2;
-}
-
-static int by_total(const void *a, const void *b)
-{
-	const struct kstat *x = *(struct kstat *const *)a, *y = *(struct kstat *const *)b;
-
-	return x->total > y->total ? -1 : x->total < y->total;
-}
-
-struct kstat **report_ranked(const struct kmap *m)
-{
-	struct kstat **v = malloc((m->n ? m->n : 1) * sizeof(*v));
-	size_t i;
-
-	if (v == NULL)
-		return NULL;
-	for (i = 0; i < m->n; i++)
-		v[i] = &m->v[i];
-	if (m->n > 0)
-		qsort(v, m->n, sizeof(*v), by_total);
-	return v;
-}
-
-double report_window(const struct rstats *st)
-{
-	return st->t1 > st->t0 ? st->t1 - st->t0 : 0;
-}
-
-double report_iterations_or_1(const struct rstats *st)
-{
-	return st->steps.n ? (double)st->steps.n : 1;
-}
-
-const struct gpu *report_busiest(const struct rstats *st)
-{
-	const struct gpu *g = NULL;
-	size_t i;
-
-	for (i = 0; i < st->ngpus; i++)
-		if (st->gpus[i].stream < 0 && (g == NULL || st->gpus[i].busy > g->busy))
-			g = &st->gpus[i];
-	return g;
-}
+#include "report_int.h"
 
 static uint64_t kernel_count(const struct rstats *st)
 {
@@ -79,23 +33,6 @@ static const char *main_sync(const struct rstats *st)
 		if (best == NULL || st->syncs.v[i].total > best->total)
 			best = &st->syncs.v[i];
 	return best ? best->name : "a synchronising call";
-}
-
-bool report_one_job(struct rstats *const *st, size_t n)
-{
-	size_t i, k;
-
-	if (n < 2)
-		return false;
-	for (i = 0; i < n; i++) {
-		if (st[i]->rank < 0 || st[i]->world != st[0]->world ||
-		    (st[i]->world > 0 && st[i]->rank >= st[i]->world))
-			return false;
-		for (k = 0; k < i; k++)
-			if (st[k]->rank == st[i]->rank)
-				return false;
-	}
-	return true;
 }
 
 /* The ranks with the longest and the shortest median step; false when
@@ -304,20 +241,6 @@ static void print_top(FILE *f, const struct kmap *m, size_t top, double total, b
 		        k->max, bw, copies ? " " : "", k->name);
 	}
 	free(v);
-}
-
-void report_stretch_text(const struct rstats *s, const struct stretch *x, char *out, size_t n)
-{
-	char where[160];
-
-	report_where(s, x->dev, x->a, false, where, sizeof(where));
-	snprintf(out, n, "%u operations in %.3f ms at +%.3f ms, GPU busy %.0f%%, %s", (unsigned)x->ops,
-	         (x->b - x->a) / 1000, (x->a - s->t0) / 1000, 100 * x->busy / (x->b - x->a), where);
-}
-
-const struct range_gpu *report_range_gpu(const struct rstats *s, const struct kstat *k)
-{
-	return s->range_gpu != NULL ? &s->range_gpu[k - s->ranges.v] : NULL;
 }
 
 /* The ranges table, or a line saying why its GPU columns are empty. */

@@ -37,6 +37,7 @@
 
 #include "grow.h"
 #include "report.h"
+#include "report_int.h"
 #include "report_ops.h"
 
 struct rr_range { double a, b; int64_t pid, tid; uint32_t name; };

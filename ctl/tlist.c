@@ -1,5 +1,6 @@
 /*
- * tlist: a host's stored traces, collected page by page (tlist.h).
+ * tlist: a host's stored traces, or its running ones, collected page by
+ * page (tlist.h).
  */
 #include <errno.h>
 #include <limits.h>

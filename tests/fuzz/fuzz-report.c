@@ -19,6 +19,7 @@
 
 #include "fuzz.h"
 #include "report.h"
+#include "report_int.h"
 #include "textout.h"
 
 /* The text as a terminal gets it: printable ASCII, newlines, and UTF-8
