@@ -13,12 +13,30 @@
 # The job is listed, traced for 5 steps and reported; gprofd stops on
 # SIGTERM with status 0. Where podman cannot run a container here, the same
 # root is started with unshare and chroot instead, saying why.
+# GPROF_TEST_IMAGE=TAG runs an image already built instead of building one.
 # SKIP (77): not root, mmdebstrap or podman missing.
 set -euo pipefail
 src=$(cd "$1" && pwd)
 work=$2
 . "$src/tests/deploy/lib.sh"
 need dpkg-buildpackage dh mmdebstrap podman
+# This machine (a VM whose hard limits are nofile 20000, cgroup v1 beside
+# a v2 tree with controllers) needs two settings podman's defaults lack:
+# its default rlimits exceed the hard limits ("crun: setrlimit
+# `RLIMIT_NOFILE`: Operation not permitted"), and crun refuses the hybrid
+# cgroup layout ("crun: cgroups in hybrid mode not supported, drop all
+# controllers from cgroupv2"); runc runs it. A containers.conf of the test's
+# own sets both, for podman run and podman kube play alike (docs/DEPLOY.md).
+tmpconf=$(mktemp)
+nofile=$(ulimit -Hn)
+[ "$nofile" = unlimited ] && nofile=1048576
+cat >"$tmpconf" <<CONF
+[containers]
+default_ulimits = ["nofile=$nofile:$nofile", "nproc=4096:4096"]
+[engine]
+runtime = "$(command -v runc >/dev/null && echo runc || echo crun)"
+CONF
+export CONTAINERS_CONF=$tmpconf
 pm=(podman --storage-driver vfs)
 tag=localhost/gprofd-test:$$
 rm -rf "$work"
@@ -28,18 +46,23 @@ cleanup() {
   "${pm[@]}" rm -f -t 0 "gprofd-test-$$" "job-test-$$" >/dev/null 2>&1 || true
   "${pm[@]}" pod rm -f -t 0 gprofd-node >/dev/null 2>&1 || true
   "${pm[@]}" rmi -f "$tag" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$tmpconf"
 }
 trap cleanup EXIT
 
-debdir=$(dirname "$work")/packages/debs
-if ! ls "$debdir"/gprofd_*.deb >/dev/null 2>&1; then
-  debdir=$work/debs
-  build_debs "$src" "$debdir"
+if [ -n "${GPROF_TEST_IMAGE:-}" ]; then
+  # a developer's shortcut: an image deploy/build-image.sh already made
+  "${pm[@]}" tag "$GPROF_TEST_IMAGE" "$tag" || fail "no image $GPROF_TEST_IMAGE"
+else
+  debdir=$(dirname "$work")/packages/debs
+  if ! ls "$debdir"/gprofd_*.deb >/dev/null 2>&1; then
+    debdir=$work/debs
+    build_debs "$src" "$debdir"
+  fi
+  bash "$src/deploy/build-image.sh" "$debdir" "$work/gprofd.tar" "$tag" >"$work/image.log" 2>&1 ||
+    { tail -30 "$work/image.log" >&2; fail "build-image.sh failed"; }
+  grep 'build-image.sh:' "$work/image.log"
 fi
-bash "$src/deploy/build-image.sh" "$debdir" "$work/gprofd.tar" "$tag" >"$work/image.log" 2>&1 ||
-  { tail -30 "$work/image.log" >&2; fail "build-image.sh failed"; }
-grep 'build-image.sh:' "$work/image.log"
 "${pm[@]}" image exists "$tag" || fail "the image $tag was not imported"
 
 # the host side of the DaemonSet's volumes
@@ -83,8 +106,9 @@ done < <("${pm[@]}" logs -f "$name" 2>&1)
 grep -q "configuration from /etc/gprofd/gprofd.yaml" "$tmp/daemon.log" ||
   fail "gprofd did not read the mounted configuration: $(head -3 "$tmp/daemon.log")"
 [ -S "$tmp/run/gprofd.sock" ] || fail "no socket on the host at $tmp/run/gprofd.sock"
-# host network: its abstract Kineto socket is in the host's namespace
-grep -q " @$name\$" /proc/net/unix || fail "@$name is not bound in the host's network namespace"
+# host network: its abstract Kineto socket is in the host's namespace (the
+# name ends in a NUL, as Kineto sends to it, which /proc shows as "@")
+grep -q " @$name@\?\$" /proc/net/unix || fail "@$name is not bound in the host's network namespace"
 echo "gprofd runs in the container; @$name bound on the host"
 
 # a job in another container: own PID namespace, no network, uid 4242
@@ -139,8 +163,11 @@ if [ -d "$kv/node_modules/yaml" ] && command -v node >/dev/null; then
   [ -S "$pfx/run/gprofd/gprofd.sock" ] || fail "the pod's socket is not in the hostPath"
   [ -S "$pfx/run/gprofd/kineto/dynolog" ] || fail "no Kineto socket file in the hostPath: $(ls -R "$pfx/run/gprofd")"
   [ -f "$pfx/opt/gprofd/libgprof_agent.so" ] || fail "the init container copied no agent"
-  [ "$("${pm[@]}" inspect -f '{{.HostConfig.PidMode}} {{.HostConfig.NetworkMode}}' gprofd-node-gprofd)" = "host host" ] ||
-    fail "the pod's gprofd is not in the host's PID and network namespaces"
+  # the namespaces themselves, as the kernel names them, inside and here
+  inside=$("${pm[@]}" exec gprofd-node-gprofd readlink /proc/self/ns/pid /proc/self/ns/net | paste -sd' ')
+  here=$(readlink /proc/self/ns/pid /proc/self/ns/net | paste -sd' ')
+  [ "$inside" = "$here" ] ||
+    fail "the pod's gprofd is not in the host's PID and network namespaces: $inside, here $here"
   "${pm[@]}" kube down "$tmp/kube.pod.yaml" >/dev/null 2>&1
   echo "podman kube play: the DaemonSet's pod ran (init container, host PID and network, hostPaths)"
 else

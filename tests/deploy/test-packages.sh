@@ -36,7 +36,7 @@ done
 nice lintian --fail-on error,warning \
   "$work"/debs/*.changes >"$work/lintian.log" 2>&1 ||
   { cat "$work/lintian.log" >&2; fail "lintian: tags without an explained override"; }
-echo "built: $(cd "$work/debs" && ls *.deb | paste -sd' ' -); lintian: $(grep -c . "$work/lintian.log" || true) lines"
+echo "built: $(cd "$work/debs" && ls *.deb | paste -sd' ' -); lintian: $(grep -c "^[EW]:" "$work/lintian.log" || true) errors and warnings, $(grep -c "^[IPX]:" "$work/lintian.log" || true) other tags"
 
 # 2. a clean root with the packages' dependencies, and what it holds
 root=$tmp/root
@@ -47,7 +47,9 @@ grep -q '^gprofadm:' "$root/etc/group" && fail "the clean root already has gprof
 
 # 3. install
 cp "${debs[@]}" "$root/tmp/"
-chroot "$root" sh -c 'dpkg -i /tmp/*.deb' >"$tmp/install.log" 2>&1 ||
+# /run is a tmpfs on a running system: the maintainer scripts get one too
+in_root() { unshare --mount sh -c 'mount -t tmpfs -o mode=0755 tmpfs "$0/run" && exec chroot "$0" "$@"' "$root" "$@"; }
+in_root sh -c 'dpkg -i /tmp/*.deb' >"$tmp/install.log" 2>&1 ||
   { cat "$tmp/install.log" >&2; fail "dpkg -i failed"; }
 rm -f "$root"/tmp/*.deb
 for f in /usr/sbin/gprofd /usr/bin/gprofctl /etc/gprofd/gprofd.yaml \
@@ -121,7 +123,7 @@ echo "traced in the root: $(grep '^iterations' "$root/root/report.out")"
 rm -rf "$root"/root/session.sh "$root"/root/log-fifo "$root"/root/*.out "$root"/root/pids \
        "$root"/root/daemon.log "$root"/root/traces
 chroot "$root" userdel -r alice 2>/dev/null
-chroot "$root" dpkg --purge gprofctl gprofd-agent gprofd >"$tmp/purge.log" 2>&1 ||
+in_root dpkg --purge gprofctl gprofd-agent gprofd >"$tmp/purge.log" 2>&1 ||
   { cat "$tmp/purge.log" >&2; fail "dpkg --purge failed"; }
 root_paths "$root" >"$tmp/after"
 if ! diff "$tmp/before" "$tmp/after" >"$tmp/left"; then
