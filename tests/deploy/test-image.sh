@@ -43,8 +43,11 @@ rm -rf "$work"
 mkdir -p "$work"
 tmp=$(mktemp -d)
 cleanup() {
-  "${pm[@]}" rm -f -t 0 "gprofd-test-$$" "job-test-$$" >/dev/null 2>&1 || true
-  "${pm[@]}" pod rm -f -t 0 gprofd-node >/dev/null 2>&1 || true
+  local c
+  for c in "gprofd-test-$$" "job-test-$$"; do # one at a time: a missing one fails the rest
+    "${pm[@]}" rm -f -t 0 "$c" >/dev/null 2>&1 || true
+  done
+  "${pm[@]}" pod rm -f -t 0 "gprofd-node-$$" >/dev/null 2>&1 || true
   "${pm[@]}" rmi -f "$tag" >/dev/null 2>&1 || true
   rm -rf "$tmp" "$tmpconf"
 }
@@ -149,7 +152,8 @@ echo "gprofd stopped with status 0"
 kv=$src/tests/deploy/kube-validate
 if [ -d "$kv/node_modules/yaml" ] && command -v node >/dev/null; then
   pfx=$tmp/node
-  node "$kv/podify.mjs" "$src/deploy/kubernetes/daemonset.yaml" \
+  pod=gprofd-node-$$
+  POD_NAME=$pod node "$kv/podify.mjs" "$src/deploy/kubernetes/daemonset.yaml" \
     "$src/deploy/kubernetes/configmap.yaml" "$pfx" "$tag" "$tmp/kube"
   mkdir -p "$pfx"
   "${pm[@]}" kube play --configmap "$tmp/kube.configmap.yaml" "$tmp/kube.pod.yaml" \
@@ -158,13 +162,13 @@ if [ -d "$kv/node_modules/yaml" ] && command -v node >/dev/null; then
   while read -r -t 120 line; do
     echo "$line" >>"$tmp/play.daemon"
     case "$line" in *" running: unix /run/gprofd/gprofd.sock"*) ready=1; break ;; esac
-  done < <("${pm[@]}" logs -f gprofd-node-gprofd 2>&1)
+  done < <("${pm[@]}" logs -f "$pod-gprofd" 2>&1)
   [ -n "$ready" ] || { cat "$tmp/play.log" "$tmp/play.daemon" >&2; fail "the pod's gprofd never ran"; }
   [ -S "$pfx/run/gprofd/gprofd.sock" ] || fail "the pod's socket is not in the hostPath"
   [ -S "$pfx/run/gprofd/kineto/dynolog" ] || fail "no Kineto socket file in the hostPath: $(ls -R "$pfx/run/gprofd")"
   [ -f "$pfx/opt/gprofd/libgprof_agent.so" ] || fail "the init container copied no agent"
   # the namespaces themselves, as the kernel names them, inside and here
-  inside=$("${pm[@]}" exec gprofd-node-gprofd readlink /proc/self/ns/pid /proc/self/ns/net | paste -sd' ')
+  inside=$("${pm[@]}" exec "$pod-gprofd" readlink /proc/self/ns/pid /proc/self/ns/net | paste -sd' ')
   here=$(readlink /proc/self/ns/pid /proc/self/ns/net | paste -sd' ')
   [ "$inside" = "$here" ] ||
     fail "the pod's gprofd is not in the host's PID and network namespaces: $inside, here $here"

@@ -5,7 +5,7 @@
 // the image replaced by IMAGE, and the configuration's ports set to 0 (the
 // kernel picks) so a host's own listeners do not collide. Everything else
 // (hostPID, hostNetwork, the init container, capabilities, read-only root)
-// is the template's own.
+// is the template's own. The Pod is named $POD_NAME (gprofd-node).
 import { readFileSync, writeFileSync } from "node:fs";
 import { parse, parseAllDocuments, stringify } from "yaml";
 
@@ -25,6 +25,10 @@ delete spec.serviceAccountName;
 cm.data["gprofd.yaml"] = cm.data["gprofd.yaml"]
   .replace(/^metrics: .*$/m, "metrics: 127.0.0.1:0") + "tcp: 127.0.0.1:0\n";
 const pod = { apiVersion: "v1", kind: "Pod",
-  metadata: { name: "gprofd-node", labels: ds.spec.template.metadata.labels }, spec };
+  metadata: { name: process.env.POD_NAME ?? "gprofd-node", labels: ds.spec.template.metadata.labels,
+    // podman's "once" init containers are removed as they exit, which
+    // podman 4.3 races ("cannot remove container ... as it is running");
+    // "always" runs them at each start of the pod, as Kubernetes does
+    annotations: { "io.podman.annotations.init.container.type": "always" } }, spec };
 writeFileSync(`${out}.configmap.yaml`, stringify(cm));
 writeFileSync(`${out}.pod.yaml`, stringify(pod));
