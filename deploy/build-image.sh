@@ -37,6 +37,7 @@ echo "build-image.sh: $out ($(du -h "$out" | cut -f1))"
 if command -v podman >/dev/null; then
   podman --storage-driver vfs import \
     --change 'CMD ["/usr/sbin/gprofd"]' \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV GPROF_SOCKET=/run/gprofd/gprofd.sock' \
     --change 'LABEL org.opencontainers.image.title=gprofd' \
     "$out" "$tag" >/dev/null
