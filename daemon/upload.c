@@ -146,6 +146,22 @@ static void fail(struct upload *u, enum msg_errcode code, const char *why)
 		release(u);
 }
 
+/* An asynchronous step of u's came back: false when u is no longer wanted
+ * (given up meanwhile: released; its agent gone: failed saying so). */
+static bool back_in_hand(struct upload *u)
+{
+	u->busy = false;
+	if (u->failed) {
+		release(u);
+		return false;
+	}
+	if (u->s == NULL) {
+		fail(u, MSG_E_IO, "the agent disconnected during the upload");
+		return false;
+	}
+	return true;
+}
+
 /* deliver.c's outcome: the file is stored and recorded (result 0), and
  * acknowledged here, or it is removed and the upload fails. */
 static void on_delivered(struct delivery *dl, struct tproc *tp, int result, int code,
@@ -155,15 +171,8 @@ static void on_delivered(struct delivery *dl, struct tproc *tp, int result, int 
 	struct msg m;
 
 	(void)tp;
-	u->busy = false;
-	if (u->failed) {
-		release(u);
+	if (!back_in_hand(u))
 		return;
-	}
-	if (u->s == NULL) {
-		fail(u, MSG_E_IO, "the agent disconnected during the upload");
-		return;
-	}
 	if (result < 0) {
 		fail(u, (enum msg_errcode)code, why);
 		return;
@@ -212,15 +221,8 @@ static void on_fsync(uv_fs_t *req)
 	ssize_t r = req->result;
 
 	uv_fs_req_cleanup(req);
-	u->busy = false;
-	if (u->failed) {
-		release(u);
+	if (!back_in_hand(u))
 		return;
-	}
-	if (u->s == NULL) {
-		fail(u, MSG_E_IO, "the agent disconnected during the upload");
-		return;
-	}
 	if (r < 0) {
 		char why[160];
 
