@@ -1,7 +1,8 @@
 /*
  * conn: see conn.h. Called by its owner (bus.c, handlers through their
- * session, and the engines that send to a conn they were given: trace.c
- * to agents and followers, download.c, upload.c, metrics.c) and by libuv.
+ * session, and the modules that send to a conn they were given:
+ * agentcap.c to agents, trace.c to followers, download.c, upload.c,
+ * metrics.c) and by libuv.
  *
  * Memory per connection is bounded by construction: the bytes a reply
  * costs (its buffer's capacity plus its write request) are counted in

@@ -1,6 +1,7 @@
 /*
  * trace: trace orchestration. A trace request selects processes, gets a
- * trace id, and pushes capture_start to each agent at once; then each
+ * trace id, and starts each process's part at once through that
+ * process's capture back end (backend.h: the agent, a Kineto client); each
  * process moves through matched -> waiting -> capturing -> writing ->
  * uploading -> done, or ends failed or cancelled with a reason a person
  * can act on. When every process has ended, the trace is handed to the
