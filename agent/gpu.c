@@ -91,6 +91,9 @@ static atomic_uint_fast64_t finalizes, reclaims; /* for the log and the tests */
 static atomic_uint_fast64_t graph_keeps; /* releases that kept CUPTI for CUDA graphs */
 
 static uint32_t cupti_version;
+/* a thread stayed inside the API callback past gpu_api_disarm's wait, this
+ * burst: release does not finalize (agent thread only) */
+static bool thread_inside;
 
 /* CUPTI's clock, as its records have it (ours where a libcupti lacks
  * cuptiGetTimestamp: the same CLOCK_REALTIME). */
@@ -196,7 +199,7 @@ static void CUPTIAPI on_callback(void *ud, CUpti_CallbackDomain d, CUpti_Callbac
 	if (graph && !atomic_load_explicit(&graphs_seen, memory_order_relaxed))
 		atomic_store(&graphs_seen, true);
 	if (gpu_api_armed()) { /* a burst records this call (gpu_api.c) */
-		gpu_api_record(d, id, cb, api_now());
+		gpu_api_record(d, id, cb, api_now);
 		return;
 	}
 	/* finalize only from a runtime call's exit: never a driver launch's */
@@ -496,7 +499,7 @@ static CUptiResult runtime_on(void)
 			r = CUPTI_SUCCESS;
 	}
 	if (r != CUPTI_SUCCESS) {
-		gpu_api_disarm();
+		(void)gpu_api_disarm();
 		return r;
 	}
 	driver_launches_on();
@@ -682,7 +685,8 @@ static void kind_off(int64_t kind)
 	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && gpu_api_armed()) {
 		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_DRIVER_API);
 		p_cuptiEnableDomain(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-		gpu_api_disarm();
+		if (!gpu_api_disarm())
+			thread_inside = true;
 		graph_cbs_on(); /* still held: graphs must not go unseen */
 		return;
 	}
@@ -709,6 +713,15 @@ static void release(void)
 		return;
 	}
 	if (!release_by_finalize()) {
+		unsubscribe();
+		return;
+	}
+	if (thread_inside) {
+		/* a thread is still inside our callback (gpu_api_disarm waited
+		 * 1 s): finalizing could run under its CUPTI call */
+		thread_inside = false;
+		agent_log("CUPTI given back by unsubscribing, not finalized: a thread was still "
+		          "inside the agent's callback");
 		unsubscribe();
 		return;
 	}

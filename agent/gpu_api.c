@@ -49,7 +49,7 @@ struct chunk {
 };
 
 static atomic_bool on;          /* record runtime calls */
-static atomic_int writers;      /* threads inside gpu_api_record's exit now */
+static atomic_int writers;      /* threads inside gpu_api_record now (past the depth count) */
 static atomic_uint gen;         /* bumped per burst: threads drop their chunk */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct chunk *open_chunks; /* being written, not handed over */
@@ -115,7 +115,7 @@ static void seal(void)
 	}
 }
 
-void gpu_api_disarm(void)
+bool gpu_api_disarm(void)
 {
 	struct timespec tick = { 0, 20 * 1000 };
 	int i;
@@ -131,9 +131,10 @@ void gpu_api_disarm(void)
 		agent_log("a thread stayed inside the API callback for 1 s: the burst's API records "
 		          "not handed over yet are left out");
 		atomic_fetch_add(&gen, 1); /* its chunk is freed at the next seal */
-		return;
+		return false;
 	}
 	seal();
+	return true;
 }
 
 bool gpu_api_after_end(void)
@@ -190,9 +191,11 @@ static void hand_over(struct chunk *c)
 }
 
 void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_CallbackData *cb,
-                    uint64_t now)
+                    uint64_t (*clock)(void))
 {
 	bool driver = d == CUPTI_CB_DOMAIN_DRIVER_API;
+	bool enter = cb->callbackSite == CUPTI_API_ENTER;
+	uint64_t now;
 	unsigned g = atomic_load_explicit(&gen, memory_order_relaxed);
 	struct chunk *c;
 	CUpti_ActivityAPI *a;
@@ -207,18 +210,27 @@ void gpu_api_record(CUpti_CallbackDomain d, CUpti_CallbackId id, const CUpti_Cal
 	}
 	if (driver && my_depth > 0)
 		return;
-	if (cb->callbackSite == CUPTI_API_ENTER) {
-		*cb->correlationData = now;
+	if (enter)
 		my_depth += !driver;
-		return;
-	}
-	if (!driver && my_depth > 0)
+	else if (!driver && my_depth > 0)
 		my_depth--;
 	atomic_fetch_add(&writers, 1);
-	/* after `writers`: gpu_api_disarm clears `on` before it reads them.
-	 * A call entered before the callback was on has no entry time (the
+	/* After `writers`: gpu_api_disarm clears `on` before it reads them,
+	 * and CUPTI is given back (finalized, perhaps from another thread's
+	 * callback) only once they are 0. So CUPTI's clock is read only
+	 * here, past that check: read before it (as an argument, until
+	 * 2026-11-29), it could run inside another thread's cuptiFinalize,
+	 * which the stand-in caught in CI. */
+	if (!atomic_load(&on))
+		goto out;
+	now = clock();
+	if (enter) {
+		*cb->correlationData = now;
+		goto out;
+	}
+	/* A call entered before the callback was on has no entry time (the
 	 * slot is 0, or not ours): not recorded. */
-	if (!atomic_load(&on) || *cb->correlationData == 0 || *cb->correlationData > now)
+	if (*cb->correlationData == 0 || *cb->correlationData > now)
 		goto out;
 	/* The window not open yet (CUPTI is on ahead of an iteration boundary
 	 * or a start time): the call ended before it, and is not the trace's.
