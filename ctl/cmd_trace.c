@@ -24,6 +24,7 @@
 #include "dlq.h"
 #include "fmt.h"
 #include "fsutil.h"
+#include "report_run.h"
 
 struct vproc {
 	int64_t pid, rank, bytes;
@@ -847,7 +848,7 @@ int cmd_trace(struct opts *o, int argc, char **argv)
 		snprintf(dir, sizeof(dir), "%s/%s", T.outdir, T.trace_id);
 		printf("\n");
 		fflush(stdout);
-		if (report_dir(dir, false) != EXIT_OK && code == EXIT_OK)
+		if (report_run_dir(dir, false) != EXIT_OK && code == EXIT_OK)
 			code = EXIT_FAILED;
 	}
 	for (i = 0; i < cl.n; i++) {

@@ -164,7 +164,5 @@ int cmd_delete(struct opts *o, int argc, char **argv);
 int cmd_cancel(struct opts *o, int argc, char **argv);
 int cmd_launch(struct opts *o, int argc, char **argv);
 int cmd_report(struct opts *o, int argc, char **argv);
-/* gprofctl report on a directory of traces (trace --report): an exit status. */
-int report_dir(const char *dir, bool json);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * report: what a trace says (gprofctl report, issue 14): the interface
- * cmd_report.c uses. One struct rstats per trace file (a rank of a job):
+ * report_run.c uses (the run gprofctl report and trace --report share).
+ * One struct rstats per trace file (a rank of a job):
  * report_read fills it in one streaming pass, and the outputs write a list
  * of them as text, JSON or one HTML page, with the comparison across ranks
  * and the findings. What is inside a struct rstats is the report_*.c

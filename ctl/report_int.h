@@ -1,6 +1,7 @@
 /*
- * report_int.h: the report's insides, shared by the report_*.c files and
- * nothing else (cmd_report.c sees report.h only).
+ * report_int.h: the report's insides, shared by report.c and the
+ * report_*.c files below report.h and nothing else (report_run.c, the run
+ * above them that the commands call, sees report.h, never this).
  *
  * Data flow: report_read (report.c) opens one trace file (gzip or plain);
  * a reader thread inflates it into a ring of 256 KiB buffers that the
