@@ -485,9 +485,12 @@ def test_long_armed(d):
     the buffers freed before the window. (A stand-in stress run under load
     once delivered a window of 618 launches and no kernel: the armed phase
     had filled the budget; CI, 2026-11-29.)"""
-    # 8 MB for CUPTI's side; the armed phase alone records 3 kernels of
-    # some 240 bytes a step, about 21 MB over the 30,000 steps it waits
-    dm = daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, "limits:\n  trace_bytes: 16M\n")
+    # 16 MB for CUPTI's side: room for the two 4 MB buffers CUPTI may hold
+    # as the window opens (an ASan run with 8 MB had none left for the
+    # window's API records) while the armed phase alone records 3 kernels
+    # of some 240 bytes a step and 4 calls, about 29 MB over the 30,000
+    # steps it waits
+    dm = daemonlog.Daemon(ARGS.gprofd, d, TIMEOUT, "limits:\n  trace_bytes: 32M\n")
     env = dict(os.environ, GPROF_JOB_ID=JOB, NVTX_INJECTION64_PATH=ARGS.agent,
                GPROF_AGENT_LOG=os.path.join(d, "agent.log"), GPROF_AGENT_TRACE_DIR=d,
                STRESS_FAKE_CUDA="1", GPROF_CUPTI_PATH=ARGS.fake_cupti, GPROF_SOCKET=dm.sock)
