@@ -155,7 +155,11 @@ static int count_listed(void)
 	char line[4096];
 	int pids = 0;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s --json list", GPROFCTL_PATH, D.sock);
+	/* gprofctl gives up on a host after 30 s by default; 10,000 processes
+	 * listed on a loaded machine took longer (CI beside two CPU hogs):
+	 * an hour, a hang guard only */
+	snprintf(cmd, sizeof(cmd), "%s --socket %s --timeout 3600 --json list", GPROFCTL_PATH,
+	         D.sock);
 	f = popen(cmd, "r");
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f))
